@@ -1,0 +1,1 @@
+"""Prefect flows and the arl CLI. The only package that imports Prefect."""

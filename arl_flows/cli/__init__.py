@@ -1,0 +1,52 @@
+"""The ``arl`` command line.
+
+Each command group lives in its own module and registers itself on ``app``.
+User mistakes (a bad URL, a missing run id, a bad config field) print one
+clear line and exit with code 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from arl_flows.cli._common import UserError, console, err_console
+
+app = typer.Typer(
+    name="arl",
+    help="ARL: reinforcement learning for language-model policies with expensive, tiered verification.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+# Command groups (imported for their side effect of adding commands to ``app``).
+from arl_flows.cli import db as _db  # noqa: E402,F401
+from arl_flows.cli import runs as _runs  # noqa: E402,F401
+
+__all__ = ["app", "main", "UserError", "console"]
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app(standalone_mode=False)
+    except UserError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err_console.print("aborted")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors carry their own exit code
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise

@@ -1,0 +1,56 @@
+"""``arl db``: migrations and integrity checks of the ledger."""
+
+from __future__ import annotations
+
+import typer
+
+from arl_flows.cli import app
+from arl_flows.cli._common import console, open_ledger, print_json
+
+db_app = typer.Typer(help="Ledger database: migrations and integrity checks.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+URL_OPTION = typer.Option(None, "--url", help="Database URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db).")
+
+
+@db_app.command("upgrade")
+def upgrade(url: str | None = URL_OPTION, revision: str = typer.Option("head", help="Target revision.")) -> None:
+    """Apply Alembic migrations to the ledger."""
+    ledger = open_ledger(url) if revision == "head" else _open_unmigrated(url)
+    ledger.upgrade(revision)
+    console.print(f"ledger at {ledger._safe_url} is at revision {ledger.current_revision()}")
+
+
+@db_app.command("downgrade")
+def downgrade(revision: str = typer.Argument("-1", help="Target revision, e.g. -1 or base."), url: str | None = URL_OPTION) -> None:
+    """Revert migrations (for development; data in dropped tables is lost)."""
+    ledger = _open_unmigrated(url)
+    ledger.downgrade(revision)
+    console.print(f"ledger at {ledger._safe_url} is at revision {ledger.current_revision()}")
+
+
+@db_app.command("check")
+def check(url: str | None = URL_OPTION, json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Run the integrity checks and report problems in plain words (exit 1 if any)."""
+    ledger = open_ledger(url)
+    problems = ledger.integrity_problems()
+    if json_out:
+        print_json({"ok": not problems, "problems": problems})
+    elif problems:
+        console.print(f"[bold red]{len(problems)} problem(s)[/] in {ledger._safe_url}:")
+        for p in problems:
+            console.print(f"  - {p}", highlight=False)
+    else:
+        console.print(f"[green]ledger is consistent[/] ({ledger._safe_url})")
+    raise typer.Exit(1 if problems else 0)
+
+
+def _open_unmigrated(url: str | None):  # noqa: ANN202
+    from storage.ledger import Ledger, LedgerError
+
+    from arl_flows.cli._common import UserError
+
+    try:
+        return Ledger(url, migrate=False)
+    except LedgerError as exc:
+        raise UserError(str(exc)) from None

@@ -1,0 +1,65 @@
+"""``arl runs``: list and inspect training runs recorded in the ledger."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from arl_flows.cli import app
+from arl_flows.cli._common import UserError, console, open_ledger, print_json
+
+runs_app = typer.Typer(help="Training runs recorded in the ledger.", no_args_is_help=True)
+app.add_typer(runs_app, name="runs")
+
+URL_OPTION = typer.Option(None, "--url", help="Database URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db).")
+
+
+@runs_app.command("list")
+def list_runs(
+    url: str | None = URL_OPTION,
+    limit: int = typer.Option(50, help="Show at most this many runs."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Runs, newest first."""
+    ledger = open_ledger(url)
+    runs = ledger.list_runs(limit=limit)
+    if json_out:
+        print_json([r.model_dump(mode="json", exclude={"config"}) for r in runs])
+        return
+    table = Table(title=f"runs in {ledger._safe_url}")
+    for col in ("id", "name", "status", "steps", "created"):
+        table.add_column(col)
+    for r in runs:
+        total = r.config.get("steps", "?")
+        table.add_row(r.id[:12], r.name, r.status.value, f"{r.steps_done}/{total}", r.created_at.strftime("%Y-%m-%d %H:%M:%S"))
+    console.print(table)
+
+
+@runs_app.command("show")
+def show_run(
+    run_id: str = typer.Argument(..., help="Run id (a unique prefix is enough)."),
+    url: str | None = URL_OPTION,
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Status, steps, spend per tier, best reward and verdict counts of one run."""
+    from storage.ledger import LedgerError
+
+    ledger = open_ledger(url)
+    try:
+        summary = ledger.run_summary(run_id)
+    except LedgerError as exc:
+        raise UserError(str(exc)) from None
+    if json_out:
+        print_json(summary)
+        return
+    table = Table(title=f"run {summary['id']} ({summary['name']})", show_header=False)
+    table.add_column("field")
+    table.add_column("value")
+    for key in ("status", "steps_done", "steps_total", "trajectories", "candidates", "best_reward", "mean_reward", "checkpoints", "lab_pending", "created_at", "updated_at"):
+        value = summary[key]
+        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
+    for tier, cost in sorted(summary["spend_by_tier"].items()):
+        table.add_row(f"spend/{tier}", f"{cost:.2f} CPU-s")
+    for status, n in sorted(summary["verdicts_by_status"].items()):
+        table.add_row(f"verdicts/{status}", str(n))
+    console.print(table)

@@ -1,0 +1,852 @@
+"""The ledger: every run, trajectory, verdict, reward, spend and checkpoint, in SQL.
+
+It is also the verdict cache: a verdict is unique on (candidate key,
+verifier, version, params hash), so nothing is verified twice at the same
+tier and version. Public methods take and return ``storage.records``
+objects; each call is one transaction.
+
+SQLite (the embedded default) runs in WAL mode with a busy timeout, and
+write transactions start with ``BEGIN IMMEDIATE`` so that concurrent writers
+queue for the lock instead of failing with "database is locked" when a read
+transaction tries to upgrade. PostgreSQL works through the same URL variable.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, func, select, text, update
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from storage.models import (
+    CheckpointRow,
+    LabRequestRow,
+    PromptRow,
+    RewardEstimateRow,
+    RunRow,
+    SpendRow,
+    TrainingStepRow,
+    TrajectoryRow,
+    VerdictRow,
+    VerifierTierRow,
+)
+from storage.records import (
+    CheckpointRecord,
+    LabRequest,
+    Prompt,
+    RewardEstimate,
+    RunRecord,
+    RunStatus,
+    SpendRecord,
+    Status,
+    Tier,
+    TrainingStepRecord,
+    Trajectory,
+    Turn,
+    Verdict,
+    VerifierSpec,
+    tier_rank,
+    utcnow,
+)
+
+__all__ = ["DATABASE_URL_ENV", "Ledger", "LedgerError", "default_database_url"]
+
+DATABASE_URL_ENV = "ARL_DATABASE_URL"
+_CHUNK = 2000  # keys per IN (...) query; well under SQLite's 32,766 variable limit
+_MIGRATION_LOCK_ID = 740_221_773  # PostgreSQL advisory lock key for migrations
+
+
+class LedgerError(RuntimeError):
+    """A ledger problem the user can act on (bad URL, unknown run, duplicate lab result)."""
+
+
+def default_database_url() -> str:
+    """``ARL_DATABASE_URL`` if set, else an SQLite file under ``~/.arl/``."""
+    url = os.environ.get(DATABASE_URL_ENV)
+    if url:
+        return url
+    home = Path(os.environ.get("ARL_HOME", Path.home() / ".arl"))
+    return f"sqlite:///{home / 'ledger.db'}"
+
+
+def _utc(dt: datetime | None) -> datetime | None:
+    if dt is None:
+        return None
+    return dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt
+
+
+def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _make_engine(url: str) -> Engine:
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise LedgerError(
+            f"bad database URL {url!r}: use e.g. 'sqlite:////path/to/ledger.db' or "
+            "'postgresql+psycopg://user@host:5432/dbname' (set it with ARL_DATABASE_URL)"
+        ) from None
+    backend = parsed.get_backend_name()
+    if backend == "postgresql" and parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if backend == "sqlite":
+        database = parsed.database or ""
+        if database and database != ":memory:":
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        try:
+            engine = create_engine(parsed, connect_args={"timeout": 60, "isolation_level": None})
+        except (NoSuchModuleError, ArgumentError) as exc:
+            raise LedgerError(f"bad database URL {url!r}: {exc}") from None
+        event.listen(engine, "connect", _sqlite_on_connect)
+        event.listen(engine, "begin", _sqlite_on_begin)
+        return engine
+    if backend != "postgresql":
+        raise LedgerError(f"unsupported database {backend!r} in {url!r}: ARL supports sqlite and postgresql")
+    try:
+        return create_engine(parsed, pool_pre_ping=True)
+    except (NoSuchModuleError, ArgumentError, ImportError) as exc:
+        raise LedgerError(f"cannot use {url!r}: {exc} (install the postgres extra: pip install 'arl[postgres]')") from None
+
+
+def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA busy_timeout=60000")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+def _sqlite_on_begin(conn: Connection) -> None:
+    # The driver runs in autocommit mode (isolation_level=None); we open the
+    # transaction ourselves so writers can take the lock up front.
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("arl_write") else "BEGIN")
+
+
+class Ledger:
+    """SQL store of everything a training run produces; domain objects in and out."""
+
+    def __init__(self, url: str | None = None, *, migrate: bool = True) -> None:
+        self.url = url or default_database_url()
+        self._engine = _make_engine(self.url)
+        self.dialect = self._engine.dialect.name
+        self._reader = sessionmaker(self._engine, expire_on_commit=False)
+        self._writer = sessionmaker(self._engine.execution_options(arl_write=True), expire_on_commit=False)
+        self._lock = threading.Lock()
+        try:
+            with self._engine.connect() as conn:
+                conn.exec_driver_sql("SELECT 1")
+        except OperationalError as exc:
+            raise LedgerError(f"cannot connect to the ledger at {self._safe_url}: {exc.orig}") from None
+        if migrate:
+            self.upgrade()
+
+    @property
+    def _safe_url(self) -> str:
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ migrations
+    def _alembic_config(self, connection: Connection) -> Any:
+        from alembic.config import Config
+
+        cfg = Config()
+        cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+        cfg.attributes["connection"] = connection
+        return cfg
+
+    def _head(self) -> str:
+        from alembic.script import ScriptDirectory
+
+        from alembic.config import Config
+
+        cfg = Config()
+        cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+        head = ScriptDirectory.from_config(cfg).get_current_head()
+        assert head is not None
+        return head
+
+    def current_revision(self) -> str | None:
+        with self._engine.connect() as conn:
+            try:
+                return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+            except SQLAlchemyError:
+                return None
+
+    def upgrade(self, revision: str = "head") -> None:
+        """Apply Alembic migrations up to ``revision`` (safe to call from several processes)."""
+        if revision == "head" and self.current_revision() == self._head():
+            return
+        self._migrate("upgrade", revision)
+
+    def downgrade(self, revision: str) -> None:
+        """Revert migrations down to ``revision`` (e.g. ``"-1"`` or ``"base"``)."""
+        self._migrate("downgrade", revision)
+
+    def _migrate(self, direction: str, revision: str) -> None:
+        from alembic import command
+
+        with self._engine.connect().execution_options(arl_write=True) as conn:
+            with conn.begin():
+                if self.dialect == "postgresql":
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK_ID})
+                getattr(command, direction)(self._alembic_config(conn), revision)
+
+    # ------------------------------------------------------------------ sessions
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        with self._writer.begin() as session:
+            yield session
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        with self._reader() as session:
+            yield session
+
+    def _insert(self, table: Any) -> Any:
+        if self.dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        return insert(table)
+
+    # ------------------------------------------------------------------ runs
+    def create_run(self, name: str, config: dict[str, Any] | None = None, run_id: str | None = None) -> RunRecord:
+        record = RunRecord(name=name, config=config or {}, **({"id": run_id} if run_id else {}))
+        with self._write() as s:
+            s.add(RunRow(**record.model_dump()))
+        return record
+
+    def get_run(self, run_id: str) -> RunRecord:
+        with self._read() as s:
+            row = s.get(RunRow, run_id)
+            if row is None:
+                # Accept a unique prefix, as users copy short ids from tables.
+                rows = s.scalars(select(RunRow).where(RunRow.id.startswith(run_id)).limit(2)).all() if run_id else []
+                if len(rows) != 1:
+                    raise LedgerError(f"no run with id {run_id!r} (see `arl runs list`)")
+                row = rows[0]
+            return _run(row)
+
+    def list_runs(self, limit: int | None = None) -> list[RunRecord]:
+        with self._read() as s:
+            q = select(RunRow).order_by(RunRow.created_at.desc(), RunRow.id)
+            if limit:
+                q = q.limit(limit)
+            return [_run(r) for r in s.scalars(q)]
+
+    def set_run_status(self, run_id: str, status: RunStatus | str, steps_done: int | None = None) -> RunRecord:
+        with self._write() as s:
+            row = s.get(RunRow, run_id)
+            if row is None:
+                raise LedgerError(f"no run with id {run_id!r}")
+            row.status = RunStatus(status).value
+            if steps_done is not None:
+                row.steps_done = steps_done
+            row.updated_at = utcnow()
+            return _run(row)
+
+    # ------------------------------------------------------------------ prompts & trajectories
+    def add_prompts(self, prompts: Iterable[Prompt]) -> None:
+        rows = [
+            {"id": p.id, "suite": p.suite, "text": p.text, "goal": p.goal, "meta": p.metadata} for p in prompts
+        ]
+        if not rows:
+            return
+        with self._write() as s:
+            for chunk in _chunks(rows):
+                s.execute(self._insert(PromptRow).on_conflict_do_nothing(index_elements=["id"]), list(chunk))
+
+    def get_prompts(self, ids: Iterable[str]) -> dict[str, Prompt]:
+        ids = list(dict.fromkeys(ids))
+        out: dict[str, Prompt] = {}
+        with self._read() as s:
+            for chunk in _chunks(ids):
+                for r in s.scalars(select(PromptRow).where(PromptRow.id.in_(chunk))):
+                    out[r.id] = Prompt(id=r.id, suite=r.suite, text=r.text, goal=r.goal, metadata=r.meta)
+        return out
+
+    def add_trajectories(self, trajectories: Iterable[Trajectory]) -> None:
+        rows = [_trajectory_row(t) for t in trajectories]
+        if not rows:
+            return
+        with self._write() as s:
+            for chunk in _chunks(rows):
+                s.execute(self._insert(TrajectoryRow).on_conflict_do_nothing(index_elements=["id"]), list(chunk))
+
+    def step_trajectories(self, run_id: str, step: int) -> list[tuple[Trajectory, RewardEstimate | None]]:
+        """Trajectories of one step, in insertion order, with their reward estimates."""
+        with self._read() as s:
+            q = (
+                select(TrajectoryRow, RewardEstimateRow)
+                .outerjoin(RewardEstimateRow, RewardEstimateRow.trajectory_id == TrajectoryRow.id)
+                .where(TrajectoryRow.run_id == run_id, TrajectoryRow.step == step)
+                .order_by(TrajectoryRow.created_at, TrajectoryRow.id)
+            )
+            return [(_trajectory(t), _reward(r) if r else None) for t, r in s.execute(q)]
+
+    def groups(self, run_id: str, step: int) -> dict[str, list[tuple[Trajectory, RewardEstimate | None]]]:
+        """Trajectories of one step grouped by group id (the G samples of one prompt), for GRPO."""
+        groups: dict[str, list[tuple[Trajectory, RewardEstimate | None]]] = defaultdict(list)
+        for traj, est in self.step_trajectories(run_id, step):
+            groups[traj.group_id].append((traj, est))
+        return dict(groups)
+
+    def failed_trajectories(
+        self, run_id: str, step: int | None = None, threshold: float = 0.5
+    ) -> list[tuple[Trajectory, RewardEstimate | None, list[Verdict]]]:
+        """Trajectories whose reward missed ``threshold``, with their verdicts (feedback for hindsight)."""
+        with self._read() as s:
+            q = (
+                select(TrajectoryRow, RewardEstimateRow)
+                .outerjoin(RewardEstimateRow, RewardEstimateRow.trajectory_id == TrajectoryRow.id)
+                .where(TrajectoryRow.run_id == run_id)
+            )
+            if step is not None:
+                q = q.where(TrajectoryRow.step == step)
+            rows = [(t, r) for t, r in s.execute(q) if r is None or r.mean < threshold]
+        verdicts = self.verdicts_for([t.candidate_key for t, _ in rows])
+        by_key: dict[str, list[Verdict]] = defaultdict(list)
+        for v in verdicts:
+            by_key[v.candidate_key].append(v)
+        return [(_trajectory(t), _reward(r) if r else None, by_key.get(t.candidate_key, [])) for t, r in rows]
+
+    def steps_with_trajectories(self, run_id: str) -> list[int]:
+        with self._read() as s:
+            return list(
+                s.scalars(select(TrajectoryRow.step).where(TrajectoryRow.run_id == run_id).distinct().order_by(TrajectoryRow.step))
+            )
+
+    def delete_step_trajectories(self, run_id: str, step: int) -> int:
+        """Drop the trajectories (and their reward estimates) of an unfinished step, before redoing it."""
+        with self._write() as s:
+            ids = list(s.scalars(select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id, TrajectoryRow.step == step)))
+            for chunk in _chunks(ids):
+                s.execute(RewardEstimateRow.__table__.delete().where(RewardEstimateRow.trajectory_id.in_(chunk)))
+                s.execute(TrajectoryRow.__table__.delete().where(TrajectoryRow.id.in_(chunk)))
+            s.execute(SpendRow.__table__.delete().where(SpendRow.run_id == run_id, SpendRow.step == step))
+            return len(ids)
+
+    # ------------------------------------------------------------------ verdicts (the cache)
+    def lookup_verdicts(
+        self, keys: Iterable[str], verifier: str, version: str, params_hash: str
+    ) -> dict[str, Verdict]:
+        """Cached verdicts of one verifier identity for many candidate keys (one query per 2,000 keys)."""
+        keys = list(dict.fromkeys(keys))
+        out: dict[str, Verdict] = {}
+        table = VerdictRow.__table__
+        with self._engine.connect() as conn:
+            for chunk in _chunks(keys):
+                q = select(table).where(
+                    table.c.verifier == verifier,
+                    table.c.version == version,
+                    table.c.params_hash == params_hash,
+                    table.c.candidate_key.in_(chunk),
+                )
+                for row in conn.execute(q).mappings():
+                    out[row["candidate_key"]] = _verdict_from_mapping(row)
+        return out
+
+    def verdicts_for(self, keys: Iterable[str], verifiers: Iterable[str] | None = None) -> list[Verdict]:
+        """Every stored verdict about these candidate keys (optionally only from some verifiers)."""
+        keys = list(dict.fromkeys(keys))
+        names = list(verifiers) if verifiers is not None else None
+        table = VerdictRow.__table__
+        out: list[Verdict] = []
+        with self._engine.connect() as conn:
+            for chunk in _chunks(keys):
+                q = select(table).where(table.c.candidate_key.in_(chunk))
+                if names is not None:
+                    q = q.where(table.c.verifier.in_(names))
+                out.extend(_verdict_from_mapping(r) for r in conn.execute(q.order_by(table.c.id)).mappings())
+        return out
+
+    def put_verdicts(self, verdicts: Iterable[Verdict], *, return_stored: bool = True) -> list[Verdict]:
+        """Store verdicts idempotently and return what the ledger holds for them (with row ids).
+
+        The first verdict for a cache key wins, except that a ``pending``
+        verdict is replaced in place when a final answer for it arrives.
+        """
+        verdicts = list(verdicts)
+        if not verdicts:
+            return []
+        rows = [_verdict_row(v) for v in verdicts]
+        table = VerdictRow.__table__
+        final_keys = {v.cache_key for v in verdicts if v.status != Status.pending}
+        with self._write() as s:
+            stmt = self._insert(table).on_conflict_do_nothing(
+                index_elements=["candidate_key", "verifier", "version", "params_hash"]
+            )
+            for chunk in _chunks(rows, 10_000):
+                s.execute(stmt, list(chunk))
+            if final_keys:
+                pending_ids = self._pending_ids(s, final_keys)
+                if pending_ids:
+                    by_key = {v.cache_key: v for v in verdicts if v.status != Status.pending}
+                    for key, row_id in pending_ids.items():
+                        data = _verdict_row(by_key[key])
+                        data.pop("created_at")
+                        s.execute(update(table).where(table.c.id == row_id).values(**data))
+        if not return_stored:
+            return []
+        return self._stored(verdicts)
+
+    def _pending_ids(self, s: Session, keys: set[tuple[str, str, str, str]]) -> dict[tuple[str, str, str, str], int]:
+        table = VerdictRow.__table__
+        cand = list({k[0] for k in keys})
+        out: dict[tuple[str, str, str, str], int] = {}
+        for chunk in _chunks(cand):
+            q = select(table.c.id, table.c.candidate_key, table.c.verifier, table.c.version, table.c.params_hash).where(
+                table.c.status == Status.pending.value, table.c.candidate_key.in_(chunk)
+            )
+            for row in s.execute(q):
+                key = (row.candidate_key, row.verifier, row.version, row.params_hash)
+                if key in keys:
+                    out[key] = row.id
+        return out
+
+    def _stored(self, verdicts: list[Verdict]) -> list[Verdict]:
+        by_identity: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+        for v in verdicts:
+            by_identity[(v.verifier, v.version, v.params_hash)].append(v.candidate_key)
+        found: dict[tuple[str, str, str, str], Verdict] = {}
+        for (name, version, ph), keys in by_identity.items():
+            for key, v in self.lookup_verdicts(keys, name, version, ph).items():
+                found[(key, name, version, ph)] = v
+        return [found[v.cache_key] for v in verdicts]
+
+    def ok_values(self, verifier: str) -> dict[str, float]:
+        """Every ``ok`` value of one verifier (any version): candidate key -> value, for surrogate history."""
+        table = VerdictRow.__table__
+        with self._engine.connect() as conn:
+            q = select(table.c.candidate_key, table.c.value).where(
+                table.c.verifier == verifier, table.c.status == Status.ok.value, table.c.value.is_not(None)
+            )
+            return {k: float(v) for k, v in conn.execute(q)}
+
+    def measured_costs(self, verifier: str) -> list[tuple[str, float]]:
+        """(candidate key, CPU-seconds) of every verdict one verifier computed, to refine its cost model."""
+        table = VerdictRow.__table__
+        with self._engine.connect() as conn:
+            q = select(table.c.candidate_key, table.c.cost_s).where(
+                table.c.verifier == verifier, table.c.status != Status.pending.value
+            )
+            return [(k, float(c)) for k, c in conn.execute(q)]
+
+    def verdict_counts(self, keys: Iterable[str] | None = None) -> dict[str, int]:
+        """Verdicts by status, over all verdicts or those about ``keys``."""
+        table = VerdictRow.__table__
+        counts: Counter[str] = Counter()
+        with self._engine.connect() as conn:
+            if keys is None:
+                for status, n in conn.execute(select(table.c.status, func.count()).group_by(table.c.status)):
+                    counts[status] += n
+            else:
+                for chunk in _chunks(list(dict.fromkeys(keys))):
+                    q = select(table.c.status, func.count()).where(table.c.candidate_key.in_(chunk)).group_by(table.c.status)
+                    for status, n in conn.execute(q):
+                        counts[status] += n
+        return dict(counts)
+
+    # ------------------------------------------------------------------ rewards, spend, steps, checkpoints
+    def add_reward_estimates(self, estimates: Iterable[RewardEstimate]) -> None:
+        rows = [
+            {
+                "trajectory_id": e.trajectory_id,
+                "run_id": e.run_id,
+                "step": e.step,
+                "mean": e.mean,
+                "std": e.std,
+                "fidelity": e.fidelity.value if e.fidelity else None,
+                "verdict_ids": e.verdict_ids,
+                "components": e.components,
+            }
+            for e in estimates
+        ]
+        if not rows:
+            return
+        table = RewardEstimateRow.__table__
+        with self._write() as s:
+            stmt = self._insert(table)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["trajectory_id"],
+                set_={c: getattr(stmt.excluded, c) for c in ("mean", "std", "fidelity", "verdict_ids", "components")},
+            )
+            for chunk in _chunks(rows):
+                s.execute(stmt, list(chunk))
+
+    def add_spend(self, records: Iterable[SpendRecord]) -> None:
+        now = utcnow()
+        rows = [{**r.model_dump(mode="python"), "tier": r.tier.value, "created_at": now} for r in records]
+        if rows:
+            with self._write() as s:
+                s.execute(SpendRow.__table__.insert(), rows)
+
+    def spend_by_tier(self, run_id: str) -> dict[str, float]:
+        with self._read() as s:
+            q = select(SpendRow.tier, func.sum(SpendRow.cost_s)).where(SpendRow.run_id == run_id).group_by(SpendRow.tier)
+            return {tier: float(total or 0.0) for tier, total in s.execute(q)}
+
+    def spend_by_step(self, run_id: str) -> dict[int, dict[str, float]]:
+        out: dict[int, dict[str, float]] = defaultdict(dict)
+        with self._read() as s:
+            q = (
+                select(SpendRow.step, SpendRow.tier, func.sum(SpendRow.cost_s))
+                .where(SpendRow.run_id == run_id)
+                .group_by(SpendRow.step, SpendRow.tier)
+            )
+            for step, tier, total in s.execute(q):
+                out[step][tier] = float(total or 0.0)
+        return dict(out)
+
+    def record_step(self, record: TrainingStepRecord) -> None:
+        """Store a completed training step and advance the run's ``steps_done`` in the same transaction."""
+        with self._write() as s:
+            stmt = self._insert(TrainingStepRow.__table__)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["run_id", "step"], set_={"metrics": stmt.excluded.metrics}
+            )
+            s.execute(stmt, [record.model_dump(mode="python")])
+            run = s.get(RunRow, record.run_id)
+            if run is not None:
+                run.steps_done = max(run.steps_done, record.step + 1)
+                run.updated_at = utcnow()
+
+    def training_steps(self, run_id: str) -> list[TrainingStepRecord]:
+        with self._read() as s:
+            q = select(TrainingStepRow).where(TrainingStepRow.run_id == run_id).order_by(TrainingStepRow.step)
+            return [
+                TrainingStepRecord(run_id=r.run_id, step=r.step, metrics=r.metrics, created_at=_utc(r.created_at))
+                for r in s.scalars(q)
+            ]
+
+    def record_checkpoint(self, record: CheckpointRecord) -> None:
+        with self._write() as s:
+            s.add(CheckpointRow(**record.model_dump()))
+
+    def checkpoints(self, run_id: str) -> list[CheckpointRecord]:
+        with self._read() as s:
+            q = select(CheckpointRow).where(CheckpointRow.run_id == run_id).order_by(CheckpointRow.step, CheckpointRow.id)
+            return [
+                CheckpointRecord(run_id=r.run_id, step=r.step, path=r.path, sha256=r.sha256, created_at=_utc(r.created_at))
+                for r in s.scalars(q)
+            ]
+
+    def latest_checkpoint(self, run_id: str) -> CheckpointRecord | None:
+        cps = self.checkpoints(run_id)
+        return cps[-1] if cps else None
+
+    # ------------------------------------------------------------------ verifier tiers
+    def record_tiers(self, specs: Iterable[VerifierSpec]) -> None:
+        now = utcnow()
+        rows = [
+            {
+                "name": sp.name,
+                "tier": sp.tier.value,
+                "fidelity": sp.fidelity if sp.fidelity is not None else tier_rank(sp.tier),
+                "version": sp.version,
+                "params": sp.params,
+                "expected_cost": sp.expected_cost,
+                "description": sp.description,
+                "origin": sp.origin,
+                "updated_at": now,
+            }
+            for sp in specs
+        ]
+        if not rows:
+            return
+        table = VerifierTierRow.__table__
+        with self._write() as s:
+            stmt = self._insert(table)
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["name"],
+                set_={c: getattr(stmt.excluded, c) for c in ("tier", "fidelity", "version", "params", "expected_cost", "description", "origin", "updated_at")},
+            )
+            s.execute(stmt, rows)
+
+    def tiers(self) -> list[VerifierSpec]:
+        with self._read() as s:
+            return [
+                VerifierSpec(
+                    name=r.name, tier=Tier(r.tier), fidelity=r.fidelity, version=r.version, params=r.params,
+                    expected_cost=r.expected_cost, description=r.description, origin=r.origin,
+                )
+                for r in s.scalars(select(VerifierTierRow).order_by(VerifierTierRow.fidelity, VerifierTierRow.name))
+            ]
+
+    # ------------------------------------------------------------------ lab requests
+    def create_lab_requests(self, requests: Iterable[LabRequest]) -> None:
+        rows = [{**r.model_dump(mode="python"), "status": r.status.value} for r in requests]
+        if rows:
+            with self._write() as s:
+                s.execute(self._insert(LabRequestRow.__table__).on_conflict_do_nothing(index_elements=["id"]), rows)
+
+    def lab_requests(self, status: Status | str | None = None, run_id: str | None = None) -> list[LabRequest]:
+        with self._read() as s:
+            q = select(LabRequestRow).order_by(LabRequestRow.created_at, LabRequestRow.id)
+            if status is not None:
+                q = q.where(LabRequestRow.status == Status(status).value)
+            if run_id is not None:
+                q = q.where(LabRequestRow.run_id == run_id)
+            return [_lab(r) for r in s.scalars(q)]
+
+    def submit_lab_result(self, request_id: str, value: float, notes: str = "") -> Verdict:
+        """Record an external result: completes the request and turns its pending verdict into ``ok``."""
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            raise LedgerError(f"lab result value must be a number, got {value!r}") from None
+        if not math.isfinite(value):
+            raise LedgerError(f"lab result value must be finite, got {value!r}")
+        table = VerdictRow.__table__
+        with self._write() as s:
+            req = s.get(LabRequestRow, request_id)
+            if req is None:
+                raise LedgerError(f"no lab request with id {request_id!r} (see `arl lab list`)")
+            if req.status != Status.pending.value:
+                raise LedgerError(
+                    f"lab request {request_id!r} already has a result ({req.value!r}); results are not overwritten"
+                )
+            now = utcnow()
+            req.status = Status.ok.value
+            req.value = value
+            req.notes = notes
+            req.completed_at = now
+            key = (req.candidate_key, req.verifier, req.version, req.params_hash)
+            row = s.execute(
+                select(table).where(
+                    table.c.candidate_key == key[0], table.c.verifier == key[1],
+                    table.c.version == key[2], table.c.params_hash == key[3],
+                )
+            ).mappings().first()
+            feedback = f"lab result: {notes}" if notes else "lab result"
+            if row is None:
+                s.execute(
+                    table.insert(),
+                    [{
+                        "candidate_key": key[0], "verifier": key[1], "version": key[2], "params_hash": key[3],
+                        "tier": Tier.lab.value, "status": Status.ok.value, "value": value, "values": {"value": value},
+                        "score": None, "uncertainty": None, "feedback": feedback, "cost_s": 0.0, "wall_s": 0.0,
+                        "request_id": request_id, "created_at": now,
+                    }],
+                )
+            elif row["status"] == Status.pending.value:
+                s.execute(
+                    update(table).where(table.c.id == row["id"]).values(
+                        status=Status.ok.value, value=value, values={"value": value}, feedback=feedback
+                    )
+                )
+        return self.lookup_verdicts([key[0]], key[1], key[2], key[3])[key[0]]
+
+    # ------------------------------------------------------------------ queries for the CLI and flows
+    def run_summary(self, run_id: str) -> dict[str, Any]:
+        run = self.get_run(run_id)
+        with self._read() as s:
+            n_traj = s.scalar(select(func.count()).select_from(TrajectoryRow).where(TrajectoryRow.run_id == run.id)) or 0
+            best = s.scalar(select(func.max(RewardEstimateRow.mean)).where(RewardEstimateRow.run_id == run.id))
+            mean = s.scalar(select(func.avg(RewardEstimateRow.mean)).where(RewardEstimateRow.run_id == run.id))
+            keys = list(s.scalars(select(TrajectoryRow.candidate_key).where(TrajectoryRow.run_id == run.id).distinct()))
+        return {
+            "id": run.id,
+            "name": run.name,
+            "status": run.status.value,
+            "steps_done": run.steps_done,
+            "steps_total": run.config.get("steps"),
+            "created_at": run.created_at.isoformat(),
+            "updated_at": run.updated_at.isoformat(),
+            "spend_by_tier": self.spend_by_tier(run.id),
+            "best_reward": best,
+            "mean_reward": mean,
+            "trajectories": n_traj,
+            "candidates": len(keys),
+            "verdicts_by_status": self.verdict_counts(keys),
+            "checkpoints": len(self.checkpoints(run.id)),
+            "lab_pending": len(self.lab_requests(Status.pending, run_id=run.id)),
+        }
+
+    def top_candidates(self, run_id: str, n: int = 10) -> list[dict[str, Any]]:
+        """Best candidates of a run by reward, with every verdict's value per verifier."""
+        with self._read() as s:
+            q = (
+                select(TrajectoryRow.candidate_key, TrajectoryRow.final_answer, func.max(RewardEstimateRow.mean), func.min(RewardEstimateRow.std))
+                .join(RewardEstimateRow, RewardEstimateRow.trajectory_id == TrajectoryRow.id)
+                .where(TrajectoryRow.run_id == run_id)
+                .group_by(TrajectoryRow.candidate_key, TrajectoryRow.final_answer)
+                .order_by(func.max(RewardEstimateRow.mean).desc())
+                .limit(n)
+            )
+            rows = list(s.execute(q))
+        verdicts = self.verdicts_for([r[0] for r in rows])
+        values: dict[str, dict[str, Any]] = defaultdict(dict)
+        for v in verdicts:
+            values[v.candidate_key][v.verifier] = v.value if v.status == Status.ok else v.status.value
+        return [
+            {"candidate_key": k, "answer": a, "reward": r, "std": sd, "values": values.get(k, {})}
+            for k, a, r, sd in rows
+        ]
+
+    def integrity_problems(self) -> list[str]:
+        """Plain-word descriptions of anything inconsistent in the ledger (empty list: healthy)."""
+        problems: list[str] = []
+        with self._read() as s:
+            orphan_traj = s.scalar(
+                select(func.count()).select_from(TrajectoryRow).outerjoin(RunRow, RunRow.id == TrajectoryRow.run_id)
+                .where(TrajectoryRow.run_id.is_not(None), RunRow.id.is_(None))
+            )
+            if orphan_traj:
+                problems.append(f"{orphan_traj} trajectories belong to no run")
+            no_prompt = s.scalar(
+                select(func.count()).select_from(TrajectoryRow).outerjoin(PromptRow, PromptRow.id == TrajectoryRow.prompt_id)
+                .where(PromptRow.id.is_(None))
+            )
+            if no_prompt:
+                problems.append(f"{no_prompt} trajectories point to a prompt that is not stored")
+            ests = s.execute(select(RewardEstimateRow.trajectory_id, RewardEstimateRow.verdict_ids, RewardEstimateRow.fidelity)).all()
+            verdict_ids = set(s.scalars(select(VerdictRow.id)))
+            missing = sum(1 for _, ids, _f in ests if any(i not in verdict_ids for i in ids or []))
+            if missing:
+                problems.append(f"{missing} reward estimates cite verdicts that are not stored")
+            unbacked = sum(1 for _, ids, fid in ests if fid is not None and not ids)
+            if unbacked:
+                problems.append(f"{unbacked} reward estimates claim a fidelity but cite no verdicts")
+            bad = s.scalar(
+                select(func.count()).select_from(VerdictRow).where(
+                    VerdictRow.status != Status.ok.value, (VerdictRow.value.is_not(None)) | (VerdictRow.score.is_not(None))
+                )
+            )
+            if bad:
+                problems.append(f"{bad} verdicts that are not 'ok' carry a value or score")
+            for run in s.scalars(select(RunRow)):
+                steps = set(s.scalars(select(TrainingStepRow.step).where(TrainingStepRow.run_id == run.id)))
+                if steps and steps != set(range(max(steps) + 1)):
+                    problems.append(f"run {run.id[:12]} has gaps in its training steps: {sorted(set(range(max(steps) + 1)) - steps)}")
+                if run.steps_done > len(steps):
+                    problems.append(f"run {run.id[:12]} claims {run.steps_done} steps done but has {len(steps)} recorded")
+            for cp in s.scalars(select(CheckpointRow)):
+                problems.extend(_checkpoint_problem(cp))
+            pending_done = s.scalar(
+                select(func.count()).select_from(LabRequestRow).join(
+                    VerdictRow,
+                    (VerdictRow.candidate_key == LabRequestRow.candidate_key)
+                    & (VerdictRow.verifier == LabRequestRow.verifier)
+                    & (VerdictRow.version == LabRequestRow.version)
+                    & (VerdictRow.params_hash == LabRequestRow.params_hash),
+                ).where(LabRequestRow.status == Status.ok.value, VerdictRow.status == Status.pending.value)
+            )
+            if pending_done:
+                problems.append(f"{pending_done} answered lab requests still have a pending verdict")
+        return problems
+
+
+# ---------------------------------------------------------------------- row <-> record
+def _checkpoint_problem(cp: CheckpointRow) -> list[str]:
+    import hashlib
+
+    path = Path(cp.path)
+    if not path.exists():
+        return [f"checkpoint of run {cp.run_id[:12]} step {cp.step} is registered but missing on disk: {cp.path}"]
+    weights = path / "model.safetensors" if path.is_dir() else path
+    if not weights.exists():
+        return [f"checkpoint of run {cp.run_id[:12]} step {cp.step} has no model.safetensors in {cp.path}"]
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+    if digest != cp.sha256:
+        return [f"checkpoint of run {cp.run_id[:12]} step {cp.step} does not match its sha256 (half-written?): {cp.path}"]
+    return []
+
+
+def _run(row: RunRow) -> RunRecord:
+    return RunRecord(
+        id=row.id, name=row.name, config=row.config, status=RunStatus(row.status), steps_done=row.steps_done,
+        created_at=_utc(row.created_at), updated_at=_utc(row.updated_at),
+    )
+
+
+def _trajectory_row(t: Trajectory) -> dict[str, Any]:
+    return {
+        "id": t.id,
+        "run_id": t.run_id,
+        "prompt_id": t.prompt_id,
+        "step": t.step,
+        "group_id": t.group_id,
+        "turns": [{"role": x.role, "content": x.content, "kind": x.kind.value} for x in t.turns],
+        "final_answer": t.final_answer,
+        "candidate_key": t.candidate_key,
+        "prompt_tokens": t.prompt_tokens,
+        "completion_tokens": t.completion_tokens,
+        "truncated": t.truncated,
+        "created_at": t.created_at,
+    }
+
+
+def _trajectory(row: TrajectoryRow) -> Trajectory:
+    return Trajectory(
+        id=row.id, run_id=row.run_id, prompt_id=row.prompt_id, step=row.step, group_id=row.group_id,
+        turns=[Turn(**t) for t in row.turns], final_answer=row.final_answer, candidate_key=row.candidate_key,
+        prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens, truncated=row.truncated,
+        created_at=_utc(row.created_at),
+    )
+
+
+def _reward(row: RewardEstimateRow) -> RewardEstimate:
+    return RewardEstimate(
+        trajectory_id=row.trajectory_id, run_id=row.run_id, step=row.step, mean=row.mean, std=row.std,
+        fidelity=Tier(row.fidelity) if row.fidelity else None, verdict_ids=list(row.verdict_ids or []),
+        components=dict(row.components or {}),
+    )
+
+
+def _verdict_row(v: Verdict) -> dict[str, Any]:
+    return {
+        "candidate_key": v.candidate_key,
+        "verifier": v.verifier,
+        "version": v.version,
+        "params_hash": v.params_hash,
+        "tier": v.tier.value,
+        "status": v.status.value,
+        "value": v.value,
+        "values": v.values,
+        "score": v.score,
+        "uncertainty": v.uncertainty,
+        "feedback": v.feedback,
+        "cost_s": v.cost_s,
+        "wall_s": v.wall_s,
+        "request_id": v.request_id,
+        "created_at": v.created_at,
+    }
+
+
+def _verdict_from_mapping(m: Any) -> Verdict:
+    return Verdict.model_construct(
+        id=m["id"], candidate_key=m["candidate_key"], verifier=m["verifier"], version=m["version"],
+        params_hash=m["params_hash"], tier=Tier(m["tier"]), status=Status(m["status"]), value=m["value"],
+        values=m["values"] or {}, score=m["score"], uncertainty=m["uncertainty"], feedback=m["feedback"] or "",
+        cost_s=m["cost_s"], wall_s=m["wall_s"], request_id=m["request_id"], created_at=_utc(m["created_at"]),
+    )
+
+
+def _lab(row: LabRequestRow) -> LabRequest:
+    return LabRequest(
+        id=row.id, run_id=row.run_id, candidate_key=row.candidate_key, payload=row.payload, verifier=row.verifier,
+        version=row.version, params_hash=row.params_hash, status=Status(row.status), value=row.value,
+        notes=row.notes, created_at=_utc(row.created_at), completed_at=_utc(row.completed_at),
+    )

@@ -1,0 +1,297 @@
+"""Domain records shared by every ARL package.
+
+These pydantic models are what the ledger takes and returns, what verifiers
+produce and what the flows pass around. The module deliberately imports
+nothing heavier than pydantic (no SQLAlchemy, no RDKit, no torch) so that
+``verifiers`` and ``policies`` can use it without pulling in the database.
+
+The one rule that shapes everything here: "could not verify" is not a score
+of 0. Only a verdict whose status is ``ok`` carries a value or a score.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from datetime import datetime, timezone
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+
+__all__ = [
+    "TIER_ORDER",
+    "CheckpointRecord",
+    "LabRequest",
+    "Prompt",
+    "RewardEstimate",
+    "RunRecord",
+    "RunStatus",
+    "SpendRecord",
+    "Status",
+    "Tier",
+    "TrainingStepRecord",
+    "Trajectory",
+    "Turn",
+    "TurnKind",
+    "Verdict",
+    "VerifierSpec",
+    "candidate_key",
+    "new_id",
+    "params_hash",
+    "tier_rank",
+    "utcnow",
+]
+
+
+def utcnow() -> datetime:
+    """Timezone-aware UTC now (every timestamp in the ledger is UTC)."""
+    return datetime.now(timezone.utc)
+
+
+def new_id() -> str:
+    """A fresh 32-character hex id for runs, trajectories and lab requests."""
+    return uuid.uuid4().hex
+
+
+class Tier(StrEnum):
+    """Fidelity levels, cheapest and least faithful first."""
+
+    fast = "fast"
+    simulation = "simulation"
+    high_fidelity = "high_fidelity"
+    lab = "lab"
+
+
+TIER_ORDER: dict[str, int] = {t.value: i for i, t in enumerate(Tier)}
+
+
+def tier_rank(tier: str | Tier | int) -> int:
+    """Ordinal fidelity of a tier name (``fast`` = 0 ... ``lab`` = 3) or an int level."""
+    if isinstance(tier, int):
+        return tier
+    try:
+        return TIER_ORDER[str(tier)]
+    except KeyError:
+        raise ValueError(
+            f"unknown tier {tier!r}; use one of {', '.join(TIER_ORDER)} or an integer fidelity level"
+        ) from None
+
+
+class Status(StrEnum):
+    """Outcome of one verifier on one candidate."""
+
+    ok = "ok"  # verified; carries a value and/or score
+    invalid = "invalid"  # the candidate itself is wrong (bad SMILES, malformed code)
+    failed = "failed"  # the verifier could not decide (SCF did not converge, crash)
+    timeout = "timeout"  # the verifier ran out of time
+    pending = "pending"  # asked for (lab tier); the answer arrives later
+
+
+class RunStatus(StrEnum):
+    running = "running"
+    completed = "completed"
+    failed = "failed"
+    interrupted = "interrupted"
+
+
+def params_hash(params: dict[str, Any] | BaseModel | None) -> str:
+    """Stable 16-hex-digit hash of verifier params (key order does not matter)."""
+    if params is None:
+        data: Any = {}
+    elif isinstance(params, BaseModel):
+        data = params.model_dump(mode="json")
+    else:
+        data = params
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def candidate_key(suite: str, canonical: str, task_id: str | None = None) -> str:
+    """Content-addressed key of what a verifier looks at.
+
+    ``canonical`` must already be normalised by the suite (canonical SMILES,
+    normalised code); long payloads are hashed so keys stay short. Two
+    trajectories with the same key share verdicts.
+    """
+    body = canonical if len(canonical) <= 200 else "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+    return f"{suite}:{task_id}:{body}" if task_id else f"{suite}:{body}"
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Prompt(_Record):
+    """A task the policy is asked to solve."""
+
+    id: str = Field(default_factory=new_id, description="Stable id; unique per suite.")
+    suite: str = Field(description="Suite name, e.g. 'molecules' or 'code'.")
+    text: str = Field(description="What the policy sees.")
+    goal: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Structured goal, e.g. {'property': 'gap_ev', 'low': 3.0, 'high': 4.0}.",
+    )
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class TurnKind(StrEnum):
+    text = "text"
+    tool_call = "tool_call"
+    observation = "observation"
+
+
+class Turn(_Record):
+    """One turn of a (possibly multi-turn) trajectory."""
+
+    role: str = Field(description="'system', 'user', 'assistant' or 'tool'.")
+    content: str
+    kind: TurnKind = TurnKind.text
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def trainable(self) -> bool:
+        """Whether training may put loss on this turn's tokens (policy-written, not observed)."""
+        return self.role == "assistant" and self.kind != TurnKind.observation
+
+
+class Trajectory(_Record):
+    """What the policy wrote for one prompt at one step."""
+
+    id: str = Field(default_factory=new_id)
+    run_id: str | None = None
+    prompt_id: str
+    step: int = Field(ge=0)
+    group_id: str = Field(description="The G samples of one prompt at one step share it.")
+    turns: list[Turn] = Field(default_factory=list)
+    final_answer: str = Field(description="What gets verified (a SMILES, a code block).")
+    candidate_key: str
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    truncated: bool = False
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class VerifierSpec(_Record):
+    """Metadata of one verifier implementation at one tier."""
+
+    name: str
+    tier: Tier
+    fidelity: int | None = Field(default=None, description="Ordinal level; defaults to the tier's rank.")
+    version: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    expected_cost: float = Field(ge=0, description="Expected CPU-seconds per candidate.")
+    description: str = ""
+    origin: str = Field(default="built-in", description="'built-in', 'entry point' or 'config'.")
+
+    @model_validator(mode="after")
+    def _default_fidelity(self) -> VerifierSpec:
+        if self.fidelity is None:
+            object.__setattr__(self, "fidelity", tier_rank(self.tier))
+        return self
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def params_hash(self) -> str:
+        return params_hash(self.params)
+
+
+class Verdict(_Record):
+    """One verifier's answer about one candidate."""
+
+    id: int | None = Field(default=None, description="Ledger row id, set once stored.")
+    candidate_key: str
+    verifier: str
+    version: str
+    params_hash: str
+    tier: Tier
+    status: Status
+    value: float | None = Field(default=None, description="Primary value, e.g. the gap in eV.")
+    values: dict[str, Any] = Field(default_factory=dict, description="All values (HOMO, LUMO, energy, ...).")
+    score: float | None = Field(default=None, ge=0.0, le=1.0)
+    uncertainty: float | None = Field(default=None, ge=0.0)
+    feedback: str = Field(default="", description="Why, in words ('valence error on atom 3').")
+    cost_s: float = Field(default=0.0, ge=0.0, description="CPU-seconds charged.")
+    wall_s: float = Field(default=0.0, ge=0.0)
+    request_id: str | None = Field(default=None, description="Lab request id for pending verdicts.")
+    created_at: datetime = Field(default_factory=utcnow)
+
+    @model_validator(mode="after")
+    def _only_ok_carries_values(self) -> Verdict:
+        if self.status != Status.ok and (self.value is not None or self.score is not None):
+            raise ValueError(
+                f"a {self.status.value!r} verdict cannot carry a value or score; "
+                "'could not verify' is not a score of 0"
+            )
+        return self
+
+    @property
+    def cache_key(self) -> tuple[str, str, str, str]:
+        return (self.candidate_key, self.verifier, self.version, self.params_hash)
+
+
+class RewardEstimate(_Record):
+    """The scheduler's reward for one trajectory, with its uncertainty."""
+
+    trajectory_id: str
+    run_id: str | None = None
+    step: int = Field(default=0, ge=0)
+    mean: float
+    std: float = Field(ge=0.0)
+    fidelity: Tier | None = Field(default=None, description="Highest tier that answered; None if none did.")
+    verdict_ids: list[int] = Field(default_factory=list)
+    components: dict[str, float] = Field(default_factory=dict, description="Named parts of the reward.")
+
+
+class RunRecord(_Record):
+    id: str = Field(default_factory=new_id)
+    name: str
+    config: dict[str, Any] = Field(default_factory=dict)
+    status: RunStatus = RunStatus.running
+    steps_done: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class TrainingStepRecord(_Record):
+    run_id: str
+    step: int = Field(ge=0)
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class CheckpointRecord(_Record):
+    run_id: str
+    step: int = Field(ge=0)
+    path: str
+    sha256: str
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class LabRequest(_Record):
+    """An asked-for external measurement; its verdict stays ``pending`` until answered."""
+
+    id: str = Field(default_factory=new_id)
+    run_id: str | None = None
+    candidate_key: str
+    payload: str = Field(default="", description="What the lab must measure (e.g. the SMILES).")
+    verifier: str
+    version: str
+    params_hash: str
+    status: Status = Status.pending
+    value: float | None = None
+    notes: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+    completed_at: datetime | None = None
+
+
+class SpendRecord(_Record):
+    """CPU-seconds charged to one tier in one step of one run."""
+
+    run_id: str
+    step: int = Field(ge=0)
+    tier: Tier
+    verifier: str
+    cost_s: float = Field(ge=0.0)
+    calls: int = Field(ge=0)

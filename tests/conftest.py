@@ -1,0 +1,108 @@
+"""Shared fixtures: ledgers on SQLite and PostgreSQL, and an isolated ARL home."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+POSTGRES_ENV = "ARL_TEST_POSTGRES_URL"
+DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+
+
+def postgres_admin_url() -> str:
+    return os.environ.get(POSTGRES_ENV, DEFAULT_POSTGRES_URL)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_arl_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Never touch the user's ~/.arl from tests."""
+    if "ARL_HOME" not in os.environ or not os.environ["ARL_HOME"].startswith(str(tmp_path_factory.getbasetemp())):
+        monkeypatch.setenv("ARL_HOME", str(tmp_path_factory.mktemp("arl_home")))
+    monkeypatch.delenv("ARL_DATABASE_URL", raising=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> str:
+    """Admin URL of a reachable PostgreSQL server, or skip naming ARL_TEST_POSTGRES_URL."""
+    try:
+        import psycopg  # noqa: F401
+        from sqlalchemy import create_engine, text
+    except ImportError:
+        pytest.skip(f"psycopg is not installed; install arl[postgres] and set {POSTGRES_ENV}")
+    url = postgres_admin_url()
+    try:
+        engine = create_engine(url, isolation_level="AUTOCOMMIT")
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        engine.dispose()
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"PostgreSQL not reachable at {url} ({type(exc).__name__}); set {POSTGRES_ENV} to a server URL")
+    return url
+
+
+def _create_pg_database(admin_url: str) -> tuple[str, str]:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    name = f"arl_test_{uuid.uuid4().hex[:12]}"
+    engine = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    return name, url
+
+
+def _drop_pg_database(admin_url: str, name: str) -> None:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    engine.dispose()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """URL of a fresh PostgreSQL database, dropped after the test."""
+    name, url = _create_pg_database(postgres_server)
+    try:
+        yield url
+    finally:
+        _drop_pg_database(postgres_server, name)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'ledger.db'}"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The same storage test against SQLite and PostgreSQL."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ledger.db'}"
+    else:
+        admin = request.getfixturevalue("postgres_server")
+        name, url = _create_pg_database(admin)
+        try:
+            yield url
+        finally:
+            _drop_pg_database(admin, name)
+
+
+@pytest.fixture
+def ledger(db_url: str):  # noqa: ANN201
+    from storage.ledger import Ledger
+
+    led = Ledger(db_url)
+    yield led
+    led.close()

@@ -1,0 +1,200 @@
+"""The ledger contract, run against SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from storage.ledger import Ledger, LedgerError
+from storage.records import (
+    CheckpointRecord,
+    LabRequest,
+    Prompt,
+    RewardEstimate,
+    RunStatus,
+    SpendRecord,
+    Status,
+    Tier,
+    TrainingStepRecord,
+    Trajectory,
+    Turn,
+    TurnKind,
+    Verdict,
+)
+
+
+def _verdict(key: str, status: str = "ok", value: float | None = 1.0, verifier: str = "rdkit-eht", **kw) -> Verdict:
+    return Verdict(
+        candidate_key=key, verifier=verifier, version="1", params_hash="p0", tier=kw.pop("tier", Tier.fast),
+        status=status, value=value if status == "ok" else None, **kw,
+    )
+
+
+def _run_with_step(ledger: Ledger, step: int = 0, n_groups: int = 2, group_size: int = 3):
+    run = ledger.create_run("test", {"steps": 3})
+    prompts = [Prompt(id=f"p{i}", suite="molecules", text=f"gap {i}", goal={"low": 3.0, "high": 4.0}) for i in range(n_groups)]
+    ledger.add_prompts(prompts)
+    trajs = []
+    for g, p in enumerate(prompts):
+        for j in range(group_size):
+            trajs.append(
+                Trajectory(
+                    run_id=run.id, prompt_id=p.id, step=step, group_id=f"g{step}-{g}",
+                    turns=[Turn(role="user", content=p.text), Turn(role="assistant", content=f"C{'C' * j}")],
+                    final_answer=f"C{'C' * j}", candidate_key=f"molecules:C{'C' * j}", completion_tokens=j + 1,
+                )
+            )
+    ledger.add_trajectories(trajs)
+    return run, prompts, trajs
+
+
+def test_non_ok_verdict_cannot_carry_a_value() -> None:
+    with pytest.raises(ValidationError, match="could not verify"):
+        Verdict(candidate_key="k", verifier="v", version="1", params_hash="p", tier="fast", status="failed", value=0.0)
+
+
+def test_turn_trainable_marks_policy_tokens() -> None:
+    assert Turn(role="assistant", content="x").trainable
+    assert not Turn(role="tool", content="x", kind=TurnKind.observation).trainable
+    assert not Turn(role="user", content="x").trainable
+
+
+def test_runs_round_trip_newest_first(ledger: Ledger) -> None:
+    a = ledger.create_run("first", {"steps": 2, "nested": {"x": [1, 2]}})
+    b = ledger.create_run("second", {})
+    runs = ledger.list_runs()
+    assert [r.id for r in runs][:2] == [b.id, a.id]
+    got = ledger.get_run(a.id)
+    assert got.config == {"steps": 2, "nested": {"x": [1, 2]}}
+    assert got.created_at.tzinfo is not None
+    assert ledger.get_run(a.id[:10]).id == a.id  # unique prefix
+    ledger.set_run_status(a.id, RunStatus.completed, steps_done=2)
+    assert ledger.get_run(a.id).status == RunStatus.completed
+    with pytest.raises(LedgerError, match="no run with id"):
+        ledger.get_run("does-not-exist")
+
+
+def test_verdict_cache_is_idempotent_and_batch_lookup(ledger: Ledger) -> None:
+    verdicts = [_verdict(f"molecules:C{i}", value=float(i)) for i in range(50)]
+    stored = ledger.put_verdicts(verdicts)
+    assert all(v.id is not None for v in stored)
+    again = ledger.put_verdicts(verdicts[:10] + [_verdict("molecules:C0", value=99.0)])
+    assert [v.id for v in again[:10]] == [v.id for v in stored[:10]]
+    assert again[-1].value == 0.0  # first verdict wins; no double payment, no overwrite
+    hits = ledger.lookup_verdicts([f"molecules:C{i}" for i in range(60)], "rdkit-eht", "1", "p0")
+    assert len(hits) == 50 and hits["molecules:C7"].value == 7.0
+    assert ledger.lookup_verdicts(["molecules:C1"], "rdkit-eht", "2", "p0") == {}  # another version is another verdict
+    assert ledger.verdict_counts() == {"ok": 50}
+
+
+def test_failed_verdict_keeps_feedback_and_no_value(ledger: Ledger) -> None:
+    ledger.put_verdicts([_verdict("molecules:X", status="failed", feedback="SCF did not converge", tier=Tier.high_fidelity)])
+    v = ledger.lookup_verdicts(["molecules:X"], "rdkit-eht", "1", "p0")["molecules:X"]
+    assert v.status == Status.failed and v.value is None and v.score is None
+    assert v.feedback == "SCF did not converge"
+
+
+def test_pending_lab_verdict_is_updated_in_place(ledger: Ledger) -> None:
+    pending = _verdict("molecules:N", status="pending", verifier="lab", tier=Tier.lab, request_id="r1")
+    [stored] = ledger.put_verdicts([pending])
+    ledger.create_lab_requests(
+        [LabRequest(id="r1", candidate_key="molecules:N", payload="N", verifier="lab", version="1", params_hash="p0")]
+    )
+    assert [r.id for r in ledger.lab_requests(Status.pending)] == ["r1"]
+    done = ledger.submit_lab_result("r1", 9.25, notes="measured")
+    assert done.id == stored.id and done.status == Status.ok and done.value == 9.25
+    assert ledger.lab_requests(Status.pending) == []
+    with pytest.raises(LedgerError, match="already has a result"):
+        ledger.submit_lab_result("r1", 1.0)
+    with pytest.raises(LedgerError, match="no lab request"):
+        ledger.submit_lab_result("nope", 1.0)
+    with pytest.raises(LedgerError, match="must be a number"):
+        ledger.submit_lab_result("r1", "abc")  # type: ignore[arg-type]
+    # A final verdict arriving through put_verdicts also replaces a pending one.
+    ledger.put_verdicts([_verdict("molecules:O", status="pending", verifier="lab", tier=Tier.lab)])
+    [final] = ledger.put_verdicts([_verdict("molecules:O", value=7.5, verifier="lab", tier=Tier.lab)])
+    assert final.status == Status.ok and final.value == 7.5
+    assert ledger.integrity_problems() == []
+
+
+def test_step_queries_groups_failed_and_rewards(ledger: Ledger) -> None:
+    run, _prompts, trajs = _run_with_step(ledger)
+    [v_ok] = ledger.put_verdicts([_verdict(trajs[0].candidate_key, value=3.5)])
+    ledger.put_verdicts([_verdict(trajs[1].candidate_key, status="invalid", feedback="valence error on atom 3")])
+    ledger.add_reward_estimates(
+        [
+            RewardEstimate(trajectory_id=t.id, run_id=run.id, step=0, mean=0.9 if i == 0 else 0.1, std=0.05,
+                           fidelity=Tier.fast, verdict_ids=[v_ok.id])
+            for i, t in enumerate(trajs)
+        ]
+    )
+    rows = ledger.step_trajectories(run.id, 0)
+    assert len(rows) == 6 and all(est is not None for _, est in rows)
+    assert rows[0][0].turns[1].trainable
+    groups = ledger.groups(run.id, 0)
+    assert sorted(groups) == ["g0-0", "g0-1"] and all(len(g) == 3 for g in groups.values())
+    failed = ledger.failed_trajectories(run.id, 0, threshold=0.5)
+    assert len(failed) == 5
+    feedback = {t.candidate_key: [v.feedback for v in vs] for t, _e, vs in failed}
+    assert feedback[trajs[1].candidate_key] == ["valence error on atom 3"]
+    top = ledger.top_candidates(run.id, n=2)
+    assert top[0]["candidate_key"] == trajs[0].candidate_key and top[0]["values"]["rdkit-eht"] == 3.5
+    # Re-estimating a trajectory replaces its estimate (a lab result arrived).
+    ledger.add_reward_estimates([RewardEstimate(trajectory_id=trajs[1].id, run_id=run.id, step=0, mean=0.7, std=0.0)])
+    assert dict((t.id, e.mean) for t, e in ledger.step_trajectories(run.id, 0))[trajs[1].id] == 0.7
+
+
+def test_spend_steps_checkpoints_and_summary(ledger: Ledger, tmp_path) -> None:
+    import hashlib
+
+    run, _p, trajs = _run_with_step(ledger)
+    ledger.add_spend(
+        [
+            SpendRecord(run_id=run.id, step=0, tier=Tier.fast, verifier="rdkit-eht", cost_s=0.5, calls=6),
+            SpendRecord(run_id=run.id, step=0, tier=Tier.simulation, verifier="gfn2-xtb", cost_s=2.0, calls=2),
+            SpendRecord(run_id=run.id, step=1, tier=Tier.fast, verifier="rdkit-eht", cost_s=0.25, calls=3),
+        ]
+    )
+    assert ledger.spend_by_tier(run.id) == {"fast": 0.75, "simulation": 2.0}
+    assert ledger.spend_by_step(run.id)[0] == {"fast": 0.5, "simulation": 2.0}
+    ledger.record_step(TrainingStepRecord(run_id=run.id, step=0, metrics={"reward/mean": 0.3}))
+    ledger.record_step(TrainingStepRecord(run_id=run.id, step=0, metrics={"reward/mean": 0.4}))  # idempotent
+    assert [s.metrics for s in ledger.training_steps(run.id)] == [{"reward/mean": 0.4}]
+    assert ledger.get_run(run.id).steps_done == 1
+    ckpt = tmp_path / "step-0"
+    ckpt.mkdir()
+    (ckpt / "model.safetensors").write_bytes(b"weights")
+    ledger.record_checkpoint(
+        CheckpointRecord(run_id=run.id, step=0, path=str(ckpt), sha256=hashlib.sha256(b"weights").hexdigest())
+    )
+    assert ledger.latest_checkpoint(run.id).path == str(ckpt)
+    summary = ledger.run_summary(run.id)
+    assert summary["trajectories"] == 6 and summary["steps_done"] == 1 and summary["checkpoints"] == 1
+    assert summary["spend_by_tier"]["simulation"] == 2.0
+    assert ledger.integrity_problems() == []
+    (ckpt / "model.safetensors").write_bytes(b"half-writ")
+    assert any("sha256" in p for p in ledger.integrity_problems())
+
+
+def test_delete_unfinished_step(ledger: Ledger) -> None:
+    run, _p, _t = _run_with_step(ledger, step=0)
+    ledger.add_spend([SpendRecord(run_id=run.id, step=0, tier=Tier.fast, verifier="f", cost_s=1.0, calls=1)])
+    assert ledger.delete_step_trajectories(run.id, 0) == 6
+    assert ledger.step_trajectories(run.id, 0) == [] and ledger.spend_by_tier(run.id) == {}
+
+
+def test_bulk_write_and_lookup_many(ledger: Ledger) -> None:
+    verdicts = [_verdict(f"molecules:K{i}", value=float(i)) for i in range(5000)]
+    ledger.put_verdicts(verdicts, return_stored=False)
+    hits = ledger.lookup_verdicts([v.candidate_key for v in verdicts], "rdkit-eht", "1", "p0")
+    assert len(hits) == 5000 and hits["molecules:K4321"].value == 4321.0
+    assert len(ledger.ok_values("rdkit-eht")) == 5000
+
+
+def test_integrity_check_finds_orphans(ledger: Ledger) -> None:
+    run, _p, trajs = _run_with_step(ledger)
+    ledger.add_reward_estimates([RewardEstimate(trajectory_id=trajs[0].id, run_id=run.id, mean=0.1, std=0.1, verdict_ids=[12345])])
+    ledger.add_reward_estimates([RewardEstimate(trajectory_id=trajs[1].id, run_id=run.id, mean=0.1, std=0.1, fidelity=Tier.fast)])
+    problems = ledger.integrity_problems()
+    assert any("cite verdicts that are not stored" in p for p in problems)
+    assert any("cite no verdicts" in p for p in problems)

@@ -1,0 +1,130 @@
+"""Verifier registry: explicit registration, three ways.
+
+1. ``@register_verifier`` on a class in our code (built-in verifiers).
+2. The entry point group ``arl.verifiers`` for third-party packages.
+3. A ``"module:Class"`` reference in a run config.
+
+An import failure is an error that names the reference; nothing is skipped
+silently.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from importlib.metadata import entry_points
+from typing import Any
+
+from storage.records import Tier, tier_rank
+from verifiers.base import Verifier
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "VerifierNotFound",
+    "VerifierRegistry",
+    "register_verifier",
+    "registry",
+]
+
+ENTRY_POINT_GROUP = "arl.verifiers"
+
+
+class VerifierNotFound(LookupError):
+    pass
+
+
+class VerifierRegistry:
+    """Name -> verifier class, with where each came from."""
+
+    def __init__(self) -> None:
+        self._classes: dict[str, type[Verifier[Any]]] = {}
+        self._entry_points_loaded = False
+
+    def register(self, cls: type[Verifier[Any]], origin: str = "built-in") -> type[Verifier[Any]]:
+        for attr in ("name", "tier", "version"):
+            if not getattr(cls, attr, None):
+                raise TypeError(f"verifier class {cls.__qualname__} must define class attribute {attr!r}")
+        if not isinstance(cls.tier, Tier):
+            cls.tier = Tier(cls.tier)
+        existing = self._classes.get(cls.name)
+        if existing is not None and existing is not cls:
+            same = f"{existing.__module__}.{existing.__qualname__}" == f"{cls.__module__}.{cls.__qualname__}"
+            if not same:
+                raise ValueError(
+                    f"verifier name {cls.name!r} is already registered by "
+                    f"{existing.__module__}.{existing.__qualname__}; pick another name"
+                )
+        cls.origin = origin
+        self._classes[cls.name] = cls
+        return cls
+
+    def load_entry_points(self) -> None:
+        """Register every class advertised in the ``arl.verifiers`` entry point group."""
+        if self._entry_points_loaded:
+            return
+        self._entry_points_loaded = True
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                cls = ep.load()
+            except Exception as exc:  # noqa: BLE001 - re-raised with the entry point named
+                raise ImportError(f"cannot load verifier entry point {ep.name!r} ({ep.value}): {exc}") from exc
+            self.register(cls, origin="entry point")
+
+    def load_reference(self, ref: str) -> type[Verifier[Any]]:
+        """Import and register a ``module:Class`` reference from a run config."""
+        module_name, sep, attr = ref.partition(":")
+        if not sep or not module_name or not attr:
+            raise ValueError(f"verifier reference {ref!r} must look like 'package.module:ClassName'")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ImportError(f"cannot import module {module_name!r} of verifier reference {ref!r}: {exc}") from exc
+        try:
+            cls = getattr(module, attr)
+        except AttributeError:
+            raise ImportError(f"module {module_name!r} has no attribute {attr!r} (verifier reference {ref!r})") from None
+        if not (isinstance(cls, type) and issubclass(cls, Verifier)):
+            raise TypeError(f"{ref!r} is not a subclass of verifiers.Verifier")
+        if cls.name in self._classes and self._classes[cls.name] is cls:
+            return cls
+        return self.register(cls, origin="config")
+
+    def get(self, name: str) -> type[Verifier[Any]]:
+        self._ensure_loaded()
+        if ":" in name and name not in self._classes:
+            return self.load_reference(name)
+        try:
+            return self._classes[name]
+        except KeyError:
+            known = ", ".join(sorted(self._classes)) or "none"
+            raise VerifierNotFound(f"no verifier named {name!r}; registered: {known}") from None
+
+    def create(self, name: str, params: dict[str, Any] | None = None) -> Verifier[Any]:
+        return self.get(name)(params)
+
+    def for_suite(self, suite: str) -> list[type[Verifier[Any]]]:
+        """Verifier classes of one suite, cheapest tier first."""
+        self._ensure_loaded()
+        classes = [c for c in self._classes.values() if getattr(c, "suite", None) in (suite, None)]
+        return sorted(classes, key=lambda c: (tier_rank(c.tier), c.name))
+
+    def __iter__(self) -> Iterator[type[Verifier[Any]]]:
+        self._ensure_loaded()
+        return iter(sorted(self._classes.values(), key=lambda c: (getattr(c, "suite", "") or "", tier_rank(c.tier), c.name)))
+
+    def __contains__(self, name: object) -> bool:
+        self._ensure_loaded()
+        return name in self._classes
+
+    def _ensure_loaded(self) -> None:
+        # Importing the built-in modules registers them via the decorator.
+        importlib.import_module("verifiers.builtin")
+        self.load_entry_points()
+
+
+registry = VerifierRegistry()
+
+
+def register_verifier(cls: type[Verifier[Any]]) -> type[Verifier[Any]]:
+    """Class decorator: record a verifier in the global registry."""
+    return registry.register(cls, origin="built-in")
