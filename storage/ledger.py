@@ -13,6 +13,7 @@ transaction tries to upgrade. PostgreSQL works through the same URL variable.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import threading
@@ -354,17 +355,17 @@ class Ledger:
         """Cached verdicts of one verifier identity for many candidate keys (one query per 2,000 keys)."""
         keys = list(dict.fromkeys(keys))
         out: dict[str, Verdict] = {}
-        table = VerdictRow.__table__
+        mark = "?" if self.dialect == "sqlite" else "%s"
         with self._engine.connect() as conn:
             for chunk in _chunks(keys):
-                q = select(table).where(
-                    table.c.verifier == verifier,
-                    table.c.version == version,
-                    table.c.params_hash == params_hash,
-                    table.c.candidate_key.in_(chunk),
+                # Raw DB-API path: SQLAlchemy's per-row type processing dominated
+                # the 10k-key lookup; we decode JSON and timestamps ourselves.
+                sql = (
+                    f"SELECT {_VERDICT_COLUMNS} FROM verdicts WHERE verifier = {mark} AND version = {mark} "
+                    f"AND params_hash = {mark} AND candidate_key IN ({', '.join([mark] * len(chunk))})"
                 )
-                for row in conn.execute(q).mappings():
-                    out[row["candidate_key"]] = _verdict_from_mapping(row)
+                for row in conn.exec_driver_sql(sql, (verifier, version, params_hash, *chunk)):
+                    out[row[1]] = _verdict_from_tuple(row)
         return out
 
     def verdicts_for(self, keys: Iterable[str], verifiers: Iterable[str] | None = None) -> list[Verdict]:
@@ -390,15 +391,20 @@ class Ledger:
         verdicts = list(verdicts)
         if not verdicts:
             return []
-        rows = [_verdict_row(v) for v in verdicts]
         table = VerdictRow.__table__
         final_keys = {v.cache_key for v in verdicts if v.status != Status.pending}
         with self._write() as s:
-            stmt = self._insert(table).on_conflict_do_nothing(
-                index_elements=["candidate_key", "verifier", "version", "params_hash"]
+            # Raw executemany of INSERT ... ON CONFLICT DO NOTHING: the idempotent
+            # upsert at DB-API speed (SQLAlchemy's bind processing cost 3x).
+            mark = "?" if self.dialect == "sqlite" else "%s"
+            sql = (
+                f"INSERT INTO verdicts ({_INSERT_COLUMNS}) VALUES ({', '.join([mark] * len(_VERDICT_FIELDS))}) "
+                "ON CONFLICT (candidate_key, verifier, version, params_hash) DO NOTHING"
             )
-            for chunk in _chunks(rows, 10_000):
-                s.execute(stmt, list(chunk))
+            cursor = s.connection().connection.driver_connection.cursor()
+            tuples = [_verdict_tuple(v, self.dialect) for v in verdicts]
+            cursor.executemany(sql, tuples)
+            cursor.close()
             if final_keys:
                 pending_ids = self._pending_ids(s, final_keys)
                 if pending_ids:
@@ -413,6 +419,12 @@ class Ledger:
 
     def _pending_ids(self, s: Session, keys: set[tuple[str, str, str, str]]) -> dict[tuple[str, str, str, str], int]:
         table = VerdictRow.__table__
+        names = list({k[1] for k in keys})
+        any_pending = s.execute(
+            select(table.c.id).where(table.c.verifier.in_(names), table.c.status == Status.pending.value).limit(1)
+        ).first()
+        if any_pending is None:  # the common case: no lab request of these verifiers is waiting
+            return {}
         cand = list({k[0] for k in keys})
         out: dict[tuple[str, str, str, str], int] = {}
         for chunk in _chunks(cand):
@@ -765,11 +777,13 @@ def _checkpoint_problem(cp: CheckpointRow) -> list[str]:
     path = Path(cp.path)
     if not path.exists():
         return [f"checkpoint of run {cp.run_id[:12]} step {cp.step} is registered but missing on disk: {cp.path}"]
-    weights = path / "model.safetensors" if path.is_dir() else path
-    if not weights.exists():
-        return [f"checkpoint of run {cp.run_id[:12]} step {cp.step} has no model.safetensors in {cp.path}"]
-    digest = hashlib.sha256(weights.read_bytes()).hexdigest()
-    if digest != cp.sha256:
+    weights = sorted(path.glob("*.safetensors")) if path.is_dir() else [path]
+    if not weights:
+        return [f"checkpoint of run {cp.run_id[:12]} step {cp.step} has no .safetensors weights in {cp.path}"]
+    digest = hashlib.sha256()
+    for w in weights:
+        digest.update(w.read_bytes())
+    if digest.hexdigest() != cp.sha256:
         return [f"checkpoint of run {cp.run_id[:12]} step {cp.step} does not match its sha256 (half-written?): {cp.path}"]
     return []
 
@@ -833,6 +847,53 @@ def _verdict_row(v: Verdict) -> dict[str, Any]:
         "request_id": v.request_id,
         "created_at": v.created_at,
     }
+
+
+_VERDICT_FIELDS = (
+    "candidate_key", "verifier", "version", "params_hash", "tier", "status", "value", "values",
+    "score", "uncertainty", "feedback", "cost_s", "wall_s", "request_id", "created_at",
+)
+_INSERT_COLUMNS = ", ".join(f'"{c}"' for c in _VERDICT_FIELDS)
+_VERDICT_COLUMNS = "id, " + _INSERT_COLUMNS
+_TIERS = {t.value: t for t in Tier}
+_STATUSES = {s.value: s for s in Status}
+
+
+def _verdict_tuple(v: Verdict, dialect: str) -> tuple[Any, ...]:
+    values: Any = json.dumps(v.values)
+    created: Any = v.created_at
+    if dialect == "sqlite":
+        # Same text format SQLAlchemy's SQLite DateTime type writes and reads.
+        created = v.created_at.astimezone(timezone.utc).replace(tzinfo=None).isoformat(sep=" ")
+    return (
+        v.candidate_key, v.verifier, v.version, v.params_hash, v.tier.value, v.status.value, v.value, values,
+        v.score, v.uncertainty, v.feedback, v.cost_s, v.wall_s, v.request_id, created,
+    )
+
+
+_VERDICT_FIELDSET = frozenset(Verdict.model_fields)
+
+
+def _verdict_from_tuple(r: Any) -> Verdict:
+    """Build a Verdict from a trusted row without validation (hot path of cache lookups)."""
+    values = r[8]
+    if isinstance(values, str):
+        values = json.loads(values) if values != "{}" else {}
+    created = r[15]
+    if isinstance(created, str):
+        created = datetime.fromisoformat(created)
+    # Equivalent to model_construct, at a fifth of its cost: the row was validated when written.
+    obj = Verdict.__new__(Verdict)
+    object.__setattr__(obj, "__dict__", {
+        "id": r[0], "candidate_key": r[1], "verifier": r[2], "version": r[3], "params_hash": r[4],
+        "tier": _TIERS[r[5]], "status": _STATUSES[r[6]], "value": r[7], "values": values or {}, "score": r[9],
+        "uncertainty": r[10], "feedback": r[11] or "", "cost_s": r[12], "wall_s": r[13], "request_id": r[14],
+        "created_at": _utc(created),
+    })
+    object.__setattr__(obj, "__pydantic_fields_set__", set(_VERDICT_FIELDSET))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
 
 
 def _verdict_from_mapping(m: Any) -> Verdict:

@@ -24,6 +24,7 @@ app = typer.Typer(
 # Command groups (imported for their side effect of adding commands to ``app``).
 from arl_flows.cli import db as _db  # noqa: E402,F401
 from arl_flows.cli import runs as _runs  # noqa: E402,F401
+from arl_flows.cli import tasks as _tasks  # noqa: E402,F401
 
 __all__ = ["app", "main", "UserError", "console"]
 

@@ -1,0 +1,46 @@
+"""Code suite: sandboxed Python tasks with tiered verification that resists reward hacking.
+
+Tiers: ``code-format`` (fast: format, syntax, static policy, length),
+``code-exec`` (simulation: run in the sandbox, compare stdout) and
+``code-tests`` (high fidelity: hidden tests in a fresh sandbox, judged
+outside it). ``reward`` composes their verdicts into a training reward.
+Importing this package registers the three verifiers.
+"""
+
+from verifiers.code.execution import CodeExecution, CodeExecutionParams
+from verifiers.code.fast import CodeFormat, CodeFormatParams, check_code, check_trajectory
+from verifiers.code.format import FormatError, ParsedTrajectory, ParsedTurn, make_candidate, parse_answer
+from verifiers.code.reward import CodeReward, RewardWeights, code_reward, cosine_length_penalty, repeat_penalty
+from verifiers.code.sandbox import SandboxError, SandboxLimits, SandboxResult, isolation_support, run_python
+from verifiers.code.tasks import CodeTask, UnknownTask, get_task, load_tasks
+from verifiers.code.tests_tier import CodeTests, CodeTestsParams
+
+__all__ = [
+    "CodeExecution",
+    "CodeExecutionParams",
+    "CodeFormat",
+    "CodeFormatParams",
+    "CodeReward",
+    "CodeTask",
+    "CodeTests",
+    "CodeTestsParams",
+    "FormatError",
+    "ParsedTrajectory",
+    "ParsedTurn",
+    "RewardWeights",
+    "SandboxError",
+    "SandboxLimits",
+    "SandboxResult",
+    "UnknownTask",
+    "check_code",
+    "check_trajectory",
+    "code_reward",
+    "cosine_length_penalty",
+    "get_task",
+    "isolation_support",
+    "load_tasks",
+    "make_candidate",
+    "parse_answer",
+    "repeat_penalty",
+    "run_python",
+]

@@ -1,0 +1,170 @@
+"""Simulation tier of the code suite: run the program, compare its stdout.
+
+What the verdict means (the reward engine depends on it):
+
+* ``ok`` is a statement about the *candidate*. A program that crashes,
+  loops until the CPU limit, floods stdout or prints the wrong thing gets an
+  ``ok`` verdict with value 0.0 and ``values["outcome"]`` saying which
+  (``error``, ``timeout``, ``output_limit``, ``wrong``); a correct one gets 1.0.
+  If a program's own timeout were a ``timeout`` verdict ("could not
+  verify"), the reward engine would treat it as unknown, and a policy could
+  escape every penalty by looping forever: the cheapest reward hack there is.
+* ``invalid``: there is no program to run (malformed trajectory) or it breaks
+  the static policy.
+* ``failed``: the sandbox itself could not run or could not clean up (an
+  infrastructure problem; the candidate is not to blame and gets no reward
+  from this tier).
+
+Every code turn of a multi-turn trajectory is run, each in a fresh sandbox,
+and its result is stored in ``values["turns"]`` so training can use
+per-turn (process) rewards; the verdict's value is the final turn's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from storage.records import Status, Tier, Verdict
+from verifiers.base import Candidate, CostModel, Verifier
+from verifiers.code.fast import CodeFormatParams, check_trajectory
+from verifiers.code.format import FormatError, parse_answer
+from verifiers.code.sandbox import SandboxError, SandboxLimits, SandboxResult, run_python
+from verifiers.code.tasks import UnknownTask, get_task
+from verifiers.registry import register_verifier
+
+__all__ = ["CodeExecution", "CodeExecutionParams", "normalise_stdout", "run_feedback"]
+
+
+class CodeExecutionParams(BaseModel):
+    """Sandbox limits and checks of the execution tier."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    limits: SandboxLimits = Field(default_factory=SandboxLimits, description="Sandbox limits per run.")
+    enforce_policy: bool = Field(
+        default=True,
+        description="Refuse (invalid) programs that break the fast tier's static policy before running them. "
+        "The sandbox holds without it; switching it off is for the security tests.",
+    )
+    all_turns: bool = Field(default=True, description="Run every code turn (process rewards), not only the final one.")
+    policy: CodeFormatParams = Field(default_factory=CodeFormatParams, description="Static policy used when enforced.")
+
+
+def normalise_stdout(text: str) -> list[str]:
+    """Lines with edge whitespace stripped, inner runs of blanks collapsed, blank edge lines dropped."""
+    lines = [" ".join(line.split()) for line in text.replace("\r\n", "\n").split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    while lines and not lines[0]:
+        lines.pop(0)
+    return lines
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1].strip()[:300] if lines else ""
+
+
+def run_feedback(result: SandboxResult, limits: SandboxLimits) -> str:
+    """Why a run did not succeed, in words (never quoting expected output)."""
+    if result.outcome == "timeout":
+        return f"timed out (limits: {limits.cpu_s} s CPU, {limits.wall_s:g} s wall)"
+    if result.outcome == "output_limit":
+        return f"output exceeded {limits.output_bytes} bytes; the run was killed"
+    if result.outcome == "error":
+        return _last_line(result.stderr) or f"exited with status {result.returncode}"
+    return ""
+
+
+def _compare(stdout: str, expected: str) -> str | None:
+    """None if the outputs match; else where they first differ (what the program printed only)."""
+    got, want = normalise_stdout(stdout), normalise_stdout(expected)
+    if got == want:
+        return None
+    for i, (g, w) in enumerate(zip(got, want), 1):
+        if g != w:
+            return f"stdout differs from the expected output at line {i} (printed {g[:80]!r})"
+    return f"stdout has {len(got)} lines, expected {len(want)}"
+
+
+@register_verifier
+class CodeExecution(Verifier[CodeExecutionParams]):
+    """Runs each code turn in a fresh sandbox and compares stdout with the task's expected output."""
+
+    name = "code-exec"
+    tier = Tier.simulation
+    version = "1"
+    suite = "code"
+    Params = CodeExecutionParams
+    cost_model = CostModel(base=0.03, per_unit=1e-6)
+
+    def size(self, candidate: Candidate) -> float:
+        return float(len(candidate.payload))
+
+    def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
+        return [self._verify_one(c) for c in candidates]
+
+    def _verify_one(self, cand: Candidate) -> Verdict:
+        with self.timed() as t:
+            try:
+                task = get_task(cand.task_id or "")
+            except UnknownTask as exc:
+                return self.verdict(cand, Status.invalid, feedback=str(exc))
+            if self.params.enforce_policy:
+                parsed = check_trajectory(cand.payload, self.params.policy)
+                if isinstance(parsed, str):
+                    return self.verdict(cand, Status.invalid, feedback=parsed)
+            else:
+                parsed_or_error = parse_answer(cand.payload)
+                if isinstance(parsed_or_error, FormatError):
+                    return self.verdict(cand, Status.invalid, feedback=f"format: {parsed_or_error}")
+                parsed = parsed_or_error
+            codes = parsed.codes if self.params.all_turns else parsed.codes[-1:]
+            turns: list[dict[str, Any]] = []
+            sandbox_cpu = 0.0
+            last: SandboxResult | None = None
+            for code in codes:
+                try:
+                    last = run_python(code, self.params.limits)
+                except SandboxError as exc:
+                    return self.verdict(cand, Status.failed, feedback=f"sandbox failure: {exc}")
+                sandbox_cpu += last.cpu_s
+                if last.leftover_after_cleanup:
+                    return self.verdict(
+                        cand, Status.failed, feedback=f"sandbox could not kill {last.leftover_after_cleanup} processes"
+                    )
+                mismatch = _compare(last.stdout, task.expected_stdout) if last.outcome == "success" else "not run to completion"
+                turns.append(
+                    {
+                        "outcome": last.outcome,
+                        "correct": mismatch is None,
+                        "returncode": last.returncode,
+                        "feedback": run_feedback(last, self.params.limits) or (mismatch or "stdout matches"),
+                        "cpu_s": round(last.cpu_s, 4),
+                        "leftover_killed": last.leftover_killed,
+                    }
+                )
+        assert last is not None
+        final = turns[-1]
+        correct = bool(final["correct"])
+        return self.verdict(
+            cand,
+            Status.ok,
+            value=1.0 if correct else 0.0,
+            score=1.0 if correct else 0.0,
+            values={
+                "outcome": final["outcome"] if final["outcome"] != "success" or correct else "wrong",
+                "exit": final["outcome"],
+                "correct": correct,
+                "turns": turns,
+                "network_layer": last.network_layer,
+                "mount_layer": last.mount_layer,
+                "uid_isolated": last.uid is not None,
+            },
+            feedback=final["feedback"],
+            cost_s=t.cpu_s + sandbox_cpu,
+            wall_s=t.wall_s,
+        )

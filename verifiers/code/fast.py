@@ -1,0 +1,151 @@
+"""Fast tier of the code suite: format, syntax, static policy, length.
+
+Cheap enough to run on every trajectory. The static policy is *not* the
+security boundary (the sandbox is; ``tests/code_suite`` runs the attacks
+with this policy switched off too). It exists because a candidate that
+reaches for ``os``, ``eval`` or ``__subclasses__`` is trying something the
+tasks never need, and saying so early is cheaper and clearer feedback than
+letting the sandbox refuse it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from storage.records import Status, Tier, Verdict
+from verifiers.base import Candidate, CostModel, Verifier
+from verifiers.code.format import FormatError, ParsedTrajectory, parse_answer
+from verifiers.registry import register_verifier
+
+__all__ = ["DEFAULT_ALLOWED_IMPORTS", "CodeFormat", "CodeFormatParams", "check_code", "check_trajectory"]
+
+DEFAULT_ALLOWED_IMPORTS = (
+    "math", "cmath", "itertools", "functools", "operator", "collections", "string", "re", "heapq",
+    "bisect", "statistics", "fractions", "decimal", "random", "typing", "copy", "array", "numbers",
+)  # fmt: skip
+
+# Builtins that reach the interpreter's machinery rather than compute
+# something: code execution, attribute access by string, frames, files.
+_FORBIDDEN_NAMES = frozenset({
+    "__import__", "eval", "exec", "compile", "open", "globals", "locals", "vars", "getattr", "setattr",
+    "delattr", "breakpoint", "input", "memoryview", "__builtins__", "__loader__", "__spec__", "exit", "quit",
+    "help",
+})  # fmt: skip
+_ALLOWED_DUNDER_NAMES = frozenset({"__name__", "__init__", "__repr__", "__str__", "__eq__", "__lt__", "__hash__", "__len__", "__iter__", "__next__"})
+_DUNDER_IN_STRING = re.compile(r"__\w+__")
+
+
+class CodeFormatParams(BaseModel):
+    """Limits of the fast tier."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_code_chars: int = Field(default=4000, ge=1, description="Largest total code size over all turns, characters.")
+    max_turns: int = Field(default=8, ge=1, description="Most code turns a trajectory may have.")
+    allowed_imports: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_ALLOWED_IMPORTS),
+        description="Top-level modules a program may import; anything else is a policy violation.",
+    )
+
+
+def check_code(code: str, allowed_imports: Sequence[str] = DEFAULT_ALLOWED_IMPORTS) -> str | None:
+    """Syntax and static policy of one program; the problem in words, or None if it passes."""
+    try:
+        tree = ast.parse(code, filename="main.py")
+    except SyntaxError as exc:
+        return f"syntax error at line {exc.lineno}: {exc.msg}"
+    except ValueError as exc:  # e.g. null bytes
+        return f"cannot parse: {exc}"
+    allowed = set(allowed_imports)
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", "?")
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                top = alias.name.split(".")[0]
+                if top not in allowed:
+                    return f"line {line}: import of {alias.name!r} is not allowed (allowed: {', '.join(sorted(allowed))})"
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                return f"line {line}: relative imports are not allowed"
+            top = (node.module or "").split(".")[0]
+            if top not in allowed:
+                return f"line {line}: import from {node.module!r} is not allowed (allowed: {', '.join(sorted(allowed))})"
+        elif isinstance(node, ast.Name):
+            if node.id in _FORBIDDEN_NAMES:
+                return f"line {line}: use of {node.id!r} is not allowed"
+            if node.id.startswith("__") and node.id not in _ALLOWED_DUNDER_NAMES:
+                return f"line {line}: name {node.id!r} is not allowed"
+        elif isinstance(node, ast.Attribute):
+            if node.attr.startswith("__") and node.attr.endswith("__"):
+                return f"line {line}: dunder attribute access '.{node.attr}' is not allowed"
+            if node.attr.startswith("_"):
+                # Modules keep their own imports as private names (random._os), a
+                # way around the import allow-list.
+                return f"line {line}: private attribute access '.{node.attr}' is not allowed"
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            m = _DUNDER_IN_STRING.search(node.value)
+            if m and m.group(0) != "__main__":
+                return f"line {line}: the string {m.group(0)!r} looks like an attempt to reach interpreter internals"
+        elif isinstance(node, (ast.Global, ast.Nonlocal)) and any(n.startswith("__") for n in node.names):
+            return f"line {line}: dunder names are not allowed"
+    return None
+
+
+def check_trajectory(answer_text: str, params: CodeFormatParams | None = None) -> ParsedTrajectory | str:
+    """Every fast check on a whole trajectory: the parsed trajectory, or the first problem in words."""
+    params = params or CodeFormatParams()
+    parsed = parse_answer(answer_text)
+    if isinstance(parsed, FormatError):
+        return f"format: {parsed}"
+    if len(parsed.turns) > params.max_turns:
+        return f"too many turns: {len(parsed.turns)} > {params.max_turns}"
+    total = sum(len(c) for c in parsed.codes)
+    if total > params.max_code_chars:
+        return f"code too long: {total} characters > {params.max_code_chars}"
+    for i, code in enumerate(parsed.codes, 1):
+        problem = check_code(code, params.allowed_imports)
+        if problem is not None:
+            prefix = f"turn {i}: " if len(parsed.turns) > 1 else ""
+            return f"{prefix}{problem}"
+    return parsed
+
+
+@register_verifier
+class CodeFormat(Verifier[CodeFormatParams]):
+    """Format, syntax, import allow-list and length of a code trajectory."""
+
+    name = "code-format"
+    tier = Tier.fast
+    version = "1"
+    suite = "code"
+    Params = CodeFormatParams
+    cost_model = CostModel(base=0.0005, per_unit=2e-7)
+
+    def size(self, candidate: Candidate) -> float:
+        return float(len(candidate.payload))
+
+    def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
+        out = []
+        for cand in candidates:
+            with self.timed() as t:
+                result = check_trajectory(cand.payload, self.params)
+            if isinstance(result, str):
+                out.append(self.verdict(cand, Status.invalid, feedback=result, cost_s=t.cpu_s, wall_s=t.wall_s))
+            else:
+                out.append(
+                    self.verdict(
+                        cand,
+                        Status.ok,
+                        value=1.0,
+                        score=1.0,
+                        values={"turns": len(result.turns), "code_chars": sum(len(c) for c in result.codes)},
+                        feedback="well-formed; syntax and policy ok",
+                        cost_s=t.cpu_s,
+                        wall_s=t.wall_s,
+                    )
+                )
+        return out

@@ -1,0 +1,211 @@
+"""Strict parsing of code trajectories.
+
+A trajectory is one or more turns; each turn is a ``<think>...</think>``
+block followed by a ``<code>...</code>`` block, and consecutive turns are
+separated by the environment's ``<observation>...</observation>``::
+
+    <think>plan</think>
+    <code>print(1)</code>
+    <observation>1</observation>
+    <think>fix it</think>
+    <code>print(2)</code>          <- the final code block is the answer
+
+Only whitespace may sit between blocks. Training needs a precise reason for
+every malformed trajectory (it is both the fast tier's feedback and a
+signal for the format reward), so the parser returns either a parsed
+trajectory or a :class:`FormatError` naming the first problem.
+
+The candidate key hashes the *normalised code of every turn*: two answers
+with the same code but different thinking share verdicts, because every
+verdict of this suite depends only on the code (the tiers re-run earlier
+turns themselves rather than trusting the observations).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import textwrap
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from storage.records import candidate_key
+from verifiers.base import Candidate
+
+__all__ = [
+    "FormatError",
+    "ParsedTrajectory",
+    "ParsedTurn",
+    "canonical_code",
+    "make_candidate",
+    "normalise_code",
+    "parse_answer",
+]
+
+SUITE = "code"
+_TAGS = ("<think>", "</think>", "<code>", "</code>", "<observation>", "</observation>")
+_TAG_RE = re.compile("|".join(re.escape(t) for t in _TAGS))
+_TURN_SEPARATOR = "\n# ---- next turn ----\n"
+
+
+class ParsedTurn(BaseModel):
+    """One think + code turn, with the observation that followed it (None for the final turn)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    think: str
+    code: str = Field(description="Normalised code of this turn (what the sandbox runs).")
+    observation: str | None = None
+
+
+class ParsedTrajectory(BaseModel):
+    """A well-formed trajectory; the last turn's code is the answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    turns: list[ParsedTurn] = Field(min_length=1)
+
+    @property
+    def final_code(self) -> str:
+        return self.turns[-1].code
+
+    @property
+    def codes(self) -> list[str]:
+        return [t.code for t in self.turns]
+
+
+class FormatError(BaseModel):
+    """Why a trajectory is malformed, and where."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(description="e.g. 'missing </code>', 'text after </code>'.")
+    offset: int = Field(ge=0, description="Character offset where the problem was found.")
+
+    def __str__(self) -> str:
+        return f"{self.reason} (at character {self.offset})"
+
+
+def normalise_code(code: str) -> str:
+    """Unify newlines, drop trailing spaces and blank edge lines, dedent; what the sandbox runs."""
+    text = code.replace("\r\n", "\n").replace("\r", "\n")
+    lines = [line.rstrip() for line in text.split("\n")]
+    while lines and not lines[0]:
+        lines.pop(0)
+    while lines and not lines[-1]:
+        lines.pop()
+    return textwrap.dedent("\n".join(lines)) + "\n" if lines else ""
+
+
+class _Cursor:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def skip_space(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos].isspace():
+            self.pos += 1
+
+    def at_end(self) -> bool:
+        return self.pos >= len(self.text)
+
+    def next_tag(self) -> str | None:
+        """The tag starting exactly here, if any."""
+        m = _TAG_RE.match(self.text, self.pos)
+        return m.group(0) if m else None
+
+    def block(self, tag: str) -> str | FormatError:
+        """Consume ``<tag>body</tag>`` (the opening tag is at ``pos``); reject nested tags."""
+        close = "</" + tag[1:]
+        start = self.pos + len(tag)
+        end = self.text.find(close, start)
+        if end < 0:
+            return FormatError(reason=f"missing {close}", offset=len(self.text))
+        body = self.text[start:end]
+        inner = _TAG_RE.search(body)
+        if inner is not None and tag != "<observation>":
+            return FormatError(reason=f"{inner.group(0)} inside {tag}...{close}", offset=start + inner.start())
+        self.pos = end + len(close)
+        return body
+
+
+def _describe_stray(cur: _Cursor) -> str:
+    tag = cur.next_tag()
+    return tag if tag else repr(cur.text[cur.pos : cur.pos + 20])
+
+
+def parse_answer(text: str) -> ParsedTrajectory | FormatError:
+    """Parse a trajectory strictly; return the parsed turns or the first problem."""
+    cur = _Cursor(text)
+    turns: list[ParsedTurn] = []
+    cur.skip_space()
+    if cur.at_end():
+        return FormatError(reason="empty answer", offset=0)
+    while True:
+        n = len(turns) + 1
+        tag = cur.next_tag()
+        if tag != "<think>":
+            if tag == "<code>":
+                return FormatError(reason=f"missing <think> before <code> in turn {n}", offset=cur.pos)
+            where = "before <think>" if n == 1 else f"where turn {n}'s <think> should start"
+            return FormatError(reason=f"text {where}: {_describe_stray(cur)}", offset=cur.pos)
+        think = cur.block("<think>")
+        if isinstance(think, FormatError):
+            return think
+        cur.skip_space()
+        if cur.at_end():
+            return FormatError(reason=f"missing <code> after </think> in turn {n}", offset=cur.pos)
+        if cur.next_tag() != "<code>":
+            return FormatError(reason=f"text between </think> and <code>: {_describe_stray(cur)}", offset=cur.pos)
+        code = cur.block("<code>")
+        if isinstance(code, FormatError):
+            return code
+        if not code.strip():
+            return FormatError(reason=f"empty <code> block in turn {n}", offset=cur.pos)
+        cur.skip_space()
+        if cur.at_end():
+            turns.append(ParsedTurn(think=think.strip(), code=normalise_code(code)))
+            return ParsedTrajectory(turns=turns)
+        tag = cur.next_tag()
+        if tag == "<code>":
+            return FormatError(reason="two final code blocks: a second <code> follows </code> without an <observation>", offset=cur.pos)
+        if tag == "<think>":
+            return FormatError(reason=f"turn {n + 1} starts without an <observation> after turn {n}'s </code>", offset=cur.pos)
+        if tag != "<observation>":
+            return FormatError(reason=f"text after </code>: {_describe_stray(cur)}", offset=cur.pos)
+        obs = cur.block("<observation>")
+        if isinstance(obs, FormatError):
+            return obs
+        turns.append(ParsedTurn(think=think.strip(), code=normalise_code(code), observation=obs))
+        cur.skip_space()
+        if cur.at_end():
+            return FormatError(reason="the trajectory ends with an <observation>; the final turn must be a <code> block", offset=cur.pos)
+
+
+def canonical_code(answer_text: str) -> str:
+    """What the candidate key hashes: every turn's normalised code, or the raw text if malformed."""
+    parsed = parse_answer(answer_text)
+    if isinstance(parsed, FormatError):
+        return "malformed\n" + answer_text.replace("\r\n", "\n")
+    return _TURN_SEPARATOR.join(parsed.codes)
+
+
+def make_candidate(task_id: str, answer_text: str) -> Candidate:
+    """The verifier input for one code trajectory (``arl verify --suite code`` calls this)."""
+    from verifiers.code.tasks import get_task
+
+    get_task(task_id)  # an unknown task is the caller's mistake; UnknownTask says which ids exist
+    canonical = canonical_code(answer_text)
+    digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    parsed = parse_answer(answer_text)
+    return Candidate(
+        key=candidate_key(SUITE, digest, task_id=task_id),
+        suite=SUITE,
+        payload=answer_text,
+        task_id=task_id,
+        meta={
+            "chars": len(answer_text),
+            "format_ok": not isinstance(parsed, FormatError),
+            "turns": 0 if isinstance(parsed, FormatError) else len(parsed.turns),
+        },
+    )

@@ -1,0 +1,561 @@
+"""Run untrusted Python in a separate, locked-down process.
+
+Design intent: the policy is trained to maximise reward, so it will find any
+hole a weak checker leaves. The sandbox therefore stacks independent layers
+and records which ones were active, so a verdict says how it was produced:
+
+1. **Process**: a fresh ``python -I -S`` (isolated mode: no user site, no
+   ``PYTHON*`` variables, no current directory on ``sys.path``) in its own
+   session, with a scrubbed environment and a fresh empty working directory.
+2. **Resource limits** (``setrlimit`` in the child before ``exec``): CPU
+   seconds, address space, file size, processes, open files, no core dumps;
+   when we are root the working directory is a size-capped tmpfs (disk).
+3. **Identity** (when we are root): a fresh unprivileged uid per run, so the
+   program cannot read root-only files, cannot write outside its directory,
+   cannot signal our processes, and every process it leaves behind can be
+   found by uid and killed (``setsid`` cannot hide a process from that).
+4. **Mounts** (when we are root): a private mount namespace in which the
+   project checkout, ``/root``, ``/home`` and the world-writable temp
+   directories are covered by empty read-only tmpfs mounts, so task data
+   (expected outputs, hidden tests) is not even visible. The working
+   directory stays reachable because the child ``chdir``-s into it before the
+   mounts go on top.
+5. **Network**: a new, empty network namespace (only a downed loopback), or,
+   where ``unshare`` is not allowed, an audit hook that refuses every
+   ``socket.*`` event (weaker: ``ctypes`` can call libc directly).
+
+The wall-clock timeout is enforced from outside, stdout and stderr are read
+with a cap (the process is killed when it overflows them, nothing large is
+ever buffered), and afterwards every process of the run's uid, or of its
+process group where we cannot switch uid, is killed.
+
+Nothing here decides whether a program is *correct*; that is the tiers' job.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import json
+import os
+import pwd
+import random
+import resource
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "IsolationSupport",
+    "SandboxError",
+    "SandboxLimits",
+    "SandboxResult",
+    "channel_fd_placeholder",
+    "describe_support",
+    "isolation_support",
+    "run_python",
+]
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWNET = 0x40000000
+_MS_RDONLY = 1
+_MS_NOSUID = 2
+_MS_NODEV = 4
+_MS_NOEXEC = 8
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
+
+# Sandbox uids come from a range no real account uses; one fresh uid per run
+# makes RLIMIT_NPROC per-run and lets us find every process the run left.
+_UID_LOW, _UID_HIGH = 1_500_000, 1_900_000
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+_DEFAULT_HIDDEN = (str(_REPO_ROOT), "/root", "/home", "/tmp", "/var/tmp", "/dev/shm", "/run", "/work")
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself could not run (an infrastructure failure, not the candidate's fault)."""
+
+
+class SandboxLimits(BaseModel):
+    """Resource limits and isolation switches of one sandboxed run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cpu_s: int = Field(default=2, ge=1, le=600, description="RLIMIT_CPU: CPU seconds before SIGXCPU/SIGKILL.")
+    wall_s: float = Field(default=5.0, gt=0, le=3600, description="Wall-clock limit enforced from outside (kills the run).")
+    memory_mb: int = Field(default=256, ge=32, description="RLIMIT_AS: address space in MiB (Python needs ~30 MiB).")
+    file_size_mb: int = Field(default=2, ge=0, description="RLIMIT_FSIZE: largest file the program may write, MiB.")
+    processes: int = Field(
+        default=8, ge=1, description="RLIMIT_NPROC: processes of the sandbox uid (a fork bomb hits this)."
+    )
+    open_files: int = Field(default=32, ge=8, description="RLIMIT_NOFILE: open file descriptors.")
+    disk_mb: int = Field(
+        default=16, ge=1, description="Size of the tmpfs mounted as the working directory (root only; caps disk use)."
+    )
+    output_bytes: int = Field(
+        default=64 * 1024, ge=1024, description="Cap on stdout and on stderr, each; overflowing kills the run."
+    )
+    isolate_user: bool = Field(default=True, description="Run as a fresh unprivileged uid when we are root.")
+    network: Literal["auto", "netns", "audit-hook", "off"] = Field(
+        default="auto",
+        description=(
+            "'auto': a new network namespace where allowed, else the audit hook; 'netns' or 'audit-hook' force one "
+            "layer (netns fails as an infrastructure error where not allowed); 'off' leaves the network alone "
+            "(tests only)."
+        ),
+    )
+    hide_paths: list[str] = Field(
+        default_factory=lambda: list(_DEFAULT_HIDDEN),
+        description="Paths covered by an empty read-only tmpfs in the run's mount namespace (root only).",
+    )
+
+
+class IsolationSupport(BaseModel):
+    """What this machine lets the sandbox do (probed once per process)."""
+
+    root: bool
+    netns: bool = Field(description="unshare(CLONE_NEWNET) works.")
+    mountns: bool = Field(description="unshare(CLONE_NEWNS) plus tmpfs mounts work.")
+    setuid: bool = Field(description="The interpreter runs under a fresh unprivileged uid.")
+    python: str = Field(description="Interpreter used inside the sandbox.")
+    detail: str = ""
+
+
+class SandboxResult(BaseModel):
+    """What happened in one sandboxed run."""
+
+    outcome: Literal["success", "error", "timeout", "output_limit"] = Field(
+        description="success: exit 0; error: non-zero exit or signal; timeout: CPU or wall limit; "
+        "output_limit: stdout/stderr overflowed the cap."
+    )
+    returncode: int
+    stdout: str
+    stderr: str
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    channel: str = Field(default="", description="Bytes written to the extra result pipe, if one was asked for.")
+    channel_truncated: bool = False
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    uid: int | None = Field(default=None, description="Sandbox uid, None when the run kept our uid.")
+    network_layer: str = Field(description="'netns', 'audit-hook' or 'none'.")
+    mount_layer: str = Field(description="'tmpfs-hide' or 'none'.")
+    leftover_killed: int = Field(default=0, description="Processes still alive after the run that we killed.")
+    leftover_after_cleanup: int = Field(default=0, description="Processes of the run alive after cleanup (must be 0).")
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.unshare.argtypes = [ctypes.c_int]
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    return libc
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _python_candidates() -> list[str]:
+    found = [os.path.realpath(sys.executable), "/usr/bin/python3", shutil.which("python3") or ""]
+    out: list[str] = []
+    for p in found:
+        if p and os.path.exists(p) and p not in out:
+            out.append(p)
+    return out
+
+
+def _probe(python: str, *, netns: bool, mountns: bool, uid: int | None) -> bool:
+    def pre() -> None:
+        flags = (_CLONE_NEWNET if netns else 0) | (_CLONE_NEWNS if mountns else 0)
+        if flags:
+            _check(_libc().unshare(flags), "unshare")
+        if mountns:
+            _check(_libc().mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount private")
+            _check(_libc().mount(b"tmpfs", b"/mnt", b"tmpfs", _MS_RDONLY, b"size=4k,mode=555"), "mount tmpfs")
+        if uid is not None:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+
+    try:
+        proc = subprocess.run(
+            [python, "-I", "-S", "-c", "import math"],
+            preexec_fn=pre,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return proc.returncode == 0
+
+
+@functools.cache
+def isolation_support() -> IsolationSupport:
+    """Probe (once) which isolation layers this machine allows."""
+    root = os.geteuid() == 0
+    pythons = _python_candidates()
+    netns = root and _probe(pythons[0], netns=True, mountns=False, uid=None)
+    mountns = root and _probe(pythons[0], netns=False, mountns=True, uid=None)
+    python, setuid = pythons[0], False
+    if root:
+        for candidate in pythons:
+            if _probe(candidate, netns=False, mountns=False, uid=_UID_LOW - 1):
+                python, setuid = candidate, True
+                break
+    detail = (
+        "" if setuid or not root else "no interpreter runs as an unprivileged uid (is it under a 0700 directory?)"
+    )
+    return IsolationSupport(root=root, netns=netns, mountns=mountns, setuid=setuid, python=python, detail=detail)
+
+
+# Installed (as `-c` bootstrap) only when the audit-hook network layer is used:
+# audit hooks cannot be removed from Python code once added.
+_NET_HOOK = (
+    "import sys\n"
+    "def _arl_no_net(event, args):\n"
+    "    if event.startswith('socket.'):\n"
+    "        raise PermissionError('network access is disabled in the sandbox')\n"
+    "sys.addaudithook(_arl_no_net)\n"
+    "del _arl_no_net\n"
+)
+
+_RUN_MAIN = (
+    "_arl_path = sys.argv[1]\n"
+    "del sys.argv[0]\n"
+    "_arl_src = open(_arl_path, encoding='utf-8').read()\n"
+    "_arl_g = {'__name__': '__main__', '__file__': _arl_path, '__builtins__': __builtins__}\n"
+    "del _arl_path\n"
+    "exec(compile(_arl_src, 'main.py', 'exec'), _arl_g)\n"
+)
+
+
+def _hidden_roots(paths: list[str], python: str) -> list[str]:
+    """Existing directories to cover, outermost only (a mount over /work hides /work/main too)."""
+    real = sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)}, key=len)
+    roots: list[str] = []
+    for p in real:
+        if python.startswith(p.rstrip("/") + "/") or any(p.startswith(r.rstrip("/") + "/") for r in roots):
+            continue
+        roots.append(p)
+    return roots
+
+
+def _pids_of_uid(uid: int) -> list[int]:
+    pids = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status", encoding="ascii", errors="replace") as fh:
+                for line in fh:
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid:
+                            pids.append(int(entry.name))
+                        break
+        except OSError:
+            continue
+    return pids
+
+
+def _pids_of_group(pgid: int) -> list[int]:
+    pids = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            # fields[0] is state; fields[2] is pgrp; zombies are already dead.
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                pids.append(int(entry.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return pids
+
+
+def _kill_all(uid: int | None, pgid: int) -> tuple[int, int]:
+    """SIGKILL everything the run left; returns (killed, still alive)."""
+    killed = 0
+    for _ in range(50):
+        pids = [p for p in (_pids_of_uid(uid) if uid is not None else _pids_of_group(pgid)) if p != os.getpid()]
+        pids = [p for p in pids if not _is_zombie(p)]
+        if not pids:
+            return killed, 0
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        time.sleep(0.01)
+    remaining = _pids_of_uid(uid) if uid is not None else _pids_of_group(pgid)
+    return killed, len([p for p in remaining if not _is_zombie(p)])
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+def _fresh_uid() -> int:
+    for _ in range(100):
+        uid = random.randrange(_UID_LOW, _UID_HIGH)
+        try:
+            pwd.getpwuid(uid)
+            continue
+        except KeyError:
+            pass
+        if not _pids_of_uid(uid):
+            return uid
+    raise SandboxError("could not find a free sandbox uid")
+
+
+def run_python(
+    code: str,
+    limits: SandboxLimits | None = None,
+    *,
+    stdin: str = "",
+    bootstrap: str | None = None,
+    result_channel: bool = False,
+    channel_bytes: int = 1 << 20,
+) -> SandboxResult:
+    """Run ``code`` as ``main.py`` in a fresh sandbox and return what happened.
+
+    ``bootstrap``, when given, replaces the default launcher: it is run with
+    ``python -c`` and receives ``main.py``'s path as ``sys.argv[1]`` (the
+    hidden-test runner uses this). With ``result_channel``, a pipe's write end
+    is inherited by the program and its number is passed in ``stdin`` JSON by
+    the caller (see :func:`channel_fd_placeholder`); what arrives there comes
+    back as ``SandboxResult.channel``.
+
+    Raises :class:`SandboxError` when the sandbox itself cannot run.
+    """
+    limits = limits or SandboxLimits()
+    support = isolation_support()
+    uid = _fresh_uid() if (limits.isolate_user and support.setuid) else None
+    python = support.python if uid is not None else os.path.realpath(sys.executable)
+
+    if limits.network == "off":
+        net_layer = "none"
+    elif limits.network == "netns" or (limits.network == "auto" and support.netns):
+        if not support.netns:
+            raise SandboxError("network namespace requested but unshare(CLONE_NEWNET) is not allowed here")
+        net_layer = "netns"
+    else:
+        net_layer = "audit-hook"
+    hide = _hidden_roots(limits.hide_paths, python)
+    mount_layer = "tmpfs-hide" if (support.mountns and hide) else "none"
+
+    top = Path(tempfile.mkdtemp(prefix="arl-sbx-"))
+    work = top / "work"
+    work.mkdir()
+    (work / "main.py").write_text(code, encoding="utf-8")
+    if uid is not None:
+        os.chmod(top, 0o711)
+        os.chown(work, uid, uid)
+        os.chmod(work, 0o700)
+        os.chmod(work / "main.py", 0o444)
+
+    read_fd = write_fd = -1
+    if result_channel:
+        read_fd, write_fd = os.pipe()
+        stdin = stdin.replace(channel_fd_placeholder(), str(write_fd))
+
+    launcher = (_NET_HOOK if net_layer == "audit-hook" else "import sys\n") + (bootstrap or _RUN_MAIN)
+    argv = [python, "-I", "-S", "-c", launcher, "main.py"]
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": str(work)}
+    libc = _libc()
+    hide_bytes = [p.encode() for p in hide] if mount_layer != "none" else []
+    mb = 1024 * 1024
+    owner = f",uid={uid},gid={uid}" if uid is not None else ""
+    work_opts = f"size={limits.disk_mb}m,mode=0700{owner}".encode()
+
+    def preexec() -> None:  # runs in the forked child, after chdir(work) and setsid
+        flags = (_CLONE_NEWNET if net_layer == "netns" else 0) | (_CLONE_NEWNS if hide_bytes else 0)
+        if flags:
+            _check(libc.unshare(flags), "unshare")
+        if hide_bytes:
+            _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make mounts private")
+            # A size-capped tmpfs as the working directory: RLIMIT_FSIZE caps one
+            # file, this caps them all (a loop of small files cannot fill /tmp).
+            program = (work / "main.py").read_bytes()
+            _check(libc.mount(b"tmpfs", bytes(work), b"tmpfs", _MS_NOSUID | _MS_NODEV, work_opts), "mount workdir")
+            os.chdir(work)
+            fd = os.open("main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+            os.write(fd, program)
+            os.close(fd)
+            for p in hide_bytes:
+                _check(
+                    libc.mount(b"tmpfs", p, b"tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, b"size=4k,mode=555"),
+                    "hide path",
+                )
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_mb * mb, limits.file_size_mb * mb))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+        os.umask(0o077)
+        if uid is not None:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+
+    start = time.perf_counter()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=work,
+            env=env,
+            preexec_fn=preexec,
+            start_new_session=True,
+            pass_fds=(write_fd,) if result_channel else (),
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        for fd in (read_fd, write_fd):
+            if fd >= 0:
+                os.close(fd)
+        shutil.rmtree(top, ignore_errors=True)
+        raise SandboxError(f"could not start the sandbox: {exc}") from exc
+    if result_channel:
+        os.close(write_fd)
+    pgid = proc.pid
+
+    try:
+        outcome, streams, truncated, rc, cpu_s = _supervise(
+            proc, stdin, limits, read_fd if result_channel else None, channel_bytes
+        )
+    finally:
+        killed, alive = _kill_all(uid, pgid)
+        if result_channel:
+            os.close(read_fd)
+        shutil.rmtree(top, ignore_errors=True)
+    wall = time.perf_counter() - start
+    return SandboxResult(
+        outcome=outcome,
+        returncode=rc,
+        stdout=streams["stdout"].decode("utf-8", errors="replace"),
+        stderr=streams["stderr"].decode("utf-8", errors="replace"),
+        stdout_truncated=truncated["stdout"],
+        stderr_truncated=truncated["stderr"],
+        channel=streams["channel"].decode("utf-8", errors="replace"),
+        channel_truncated=truncated["channel"],
+        wall_s=wall,
+        cpu_s=cpu_s,
+        uid=uid,
+        network_layer=net_layer,
+        mount_layer=mount_layer,
+        leftover_killed=killed,
+        leftover_after_cleanup=alive,
+    )
+
+
+def channel_fd_placeholder() -> str:
+    """Token in ``stdin`` that :func:`run_python` replaces with the result pipe's fd number."""
+    return "__ARL_CHANNEL_FD__"
+
+
+def _supervise(
+    proc: subprocess.Popen[bytes],
+    stdin: str,
+    limits: SandboxLimits,
+    channel_fd: int | None,
+    channel_bytes: int,
+) -> tuple[str, dict[str, bytes], dict[str, bool], int, float]:
+    """Feed stdin, read the capped streams until exit or deadline, reap the child."""
+    assert proc.stdin and proc.stdout and proc.stderr
+    try:
+        proc.stdin.write(stdin.encode("utf-8"))
+        proc.stdin.close()
+    except (BrokenPipeError, OSError):
+        pass
+    caps = {"stdout": limits.output_bytes, "stderr": limits.output_bytes, "channel": channel_bytes}
+    data: dict[str, bytearray] = {k: bytearray() for k in caps}
+    truncated = {k: False for k in caps}
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout.fileno(), selectors.EVENT_READ, "stdout")
+    sel.register(proc.stderr.fileno(), selectors.EVENT_READ, "stderr")
+    if channel_fd is not None:
+        sel.register(channel_fd, selectors.EVENT_READ, "channel")
+    deadline = time.monotonic() + limits.wall_s
+    reason: str | None = None
+    exited_at: float | None = None
+    while sel.get_map() and reason is None:
+        now = time.monotonic()
+        if now >= deadline:
+            reason = "timeout"
+            break
+        if exited_at is None and proc.poll() is not None:
+            exited_at = now
+        # After the main process exits, a leftover child may hold the pipes
+        # open; give it a moment to flush, then stop reading (it is killed).
+        if exited_at is not None and now - exited_at > 0.2:
+            break
+        for key, _ in sel.select(timeout=min(0.05, max(deadline - now, 0.0))):
+            name = key.data
+            try:
+                chunk = os.read(key.fd, 65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                sel.unregister(key.fd)
+                continue
+            room = caps[name] - len(data[name])
+            data[name] += chunk[: max(room, 0)]
+            if len(chunk) > room:
+                truncated[name] = True
+                if name != "channel":
+                    reason = "output_limit"
+    sel.close()
+    if reason is not None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for stream in (proc.stdout, proc.stderr):
+        stream.close()
+    # Reap with wait4 to charge the child's own CPU time.
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+        rc = os.waitstatus_to_exitcode(status)
+        cpu_s = usage.ru_utime + usage.ru_stime
+    except ChildProcessError:
+        rc, cpu_s = proc.returncode if proc.returncode is not None else -9, 0.0
+    proc.returncode = rc
+    if reason is None:
+        if rc in (-signal.SIGXCPU, -signal.SIGKILL) and cpu_s >= limits.cpu_s - 0.05:
+            reason = "timeout"
+        else:
+            reason = "success" if rc == 0 else "error"
+    return reason, {k: bytes(v) for k, v in data.items()}, truncated, rc, cpu_s
+
+
+def describe_support() -> str:
+    """One line about the isolation layers available here (for docs and logs)."""
+    s = isolation_support()
+    return json.dumps(s.model_dump())
+

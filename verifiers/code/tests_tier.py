@@ -1,0 +1,245 @@
+"""High-fidelity tier of the code suite: hidden tests, judged outside the sandbox.
+
+How it resists the usual hacks of a policy trained against tests:
+
+1. The candidate's own run happens first, in its own fresh sandbox, which is
+   then deleted. The hidden tests are not present there at all (and the
+   task file is under a mount the sandbox cannot see), so there is nothing
+   to read, overwrite or plant files next to.
+2. The tests then run in a *second* fresh sandbox. A runner (trusted code,
+   passed as ``python -c``) reads the cases' *arguments* from stdin, loads
+   the program as module ``solution`` with its stdout sent to ``/dev/null``,
+   calls the function on each case and writes the *return values* as one
+   JSON line to an inherited pipe whose number only the runner was told.
+3. The expected values never enter the sandbox: this process compares them.
+   Printing "OK", patching ``unittest`` or ``assert``, or exiting with status
+   0 before the tests therefore proves nothing. A run that ends before the
+   runner wrote its single, nonce-stamped, complete line (``os._exit(0)`` at
+   import, a crash, a timeout, extra writes on the pipe) fails the tier.
+
+Verdict semantics follow the execution tier: a candidate that fails or
+sabotages the tests gets ``ok`` with value 0.0 (that is a fact about the
+candidate), ``invalid`` means malformed or against policy, ``failed`` means
+the sandbox broke.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from storage.records import Status, Tier, Verdict
+from verifiers.base import Candidate, CostModel, Verifier
+from verifiers.code.execution import run_feedback
+from verifiers.code.fast import CodeFormatParams, check_trajectory
+from verifiers.code.format import FormatError, parse_answer
+from verifiers.code.sandbox import SandboxError, SandboxLimits, channel_fd_placeholder, run_python
+from verifiers.code.tasks import CodeTask, UnknownTask, get_task
+from verifiers.registry import register_verifier
+
+__all__ = ["CodeTests", "CodeTestsParams", "json_equal", "run_hidden_tests"]
+
+# The test runner. It captures every function it needs before the candidate's
+# code runs, so monkeypatching json/os/builtins afterwards changes nothing it uses.
+_RUNNER = r'''
+import json as _json, os as _os, copy as _copy
+_write, _dumps, _loads, _deepcopy, _exc_name = _os.write, _json.dumps, _json.loads, _copy.deepcopy, type
+_msg = _loads(sys.stdin.read())
+sys.stdin.close()
+_fd, _nonce, _cases, _fn = int(_msg["fd"]), _msg["nonce"], _msg["cases"], _msg["function"]
+del _msg
+_src = open(sys.argv[1], encoding="utf-8").read()
+sys.stdout = open(_os.devnull, "w")
+_results, _status, _error = [], "done", ""
+try:
+    _ns = {"__name__": "solution", "__builtins__": __builtins__}
+    exec(compile(_src, "solution.py", "exec"), _ns)
+    _f = _ns.get(_fn)
+    if not callable(_f):
+        raise NameError("the program does not define " + _fn + "()")
+    for _args in _cases:
+        try:
+            _v = _f(*_deepcopy(_args))
+            _results.append({"ok": True, "value": _loads(_dumps(_v))})
+        except BaseException as _e:
+            _results.append({"ok": False, "error": _exc_name(_e).__name__})
+except BaseException as _e:
+    _status, _error = "load_error", (_exc_name(_e).__name__ + ": " + str(_e))[:300]
+_write(_fd, (_dumps({"nonce": _nonce, "status": _status, "error": _error, "results": _results}) + "\n").encode())
+'''
+
+
+class CodeTestsParams(BaseModel):
+    """Sandbox limits and checks of the hidden-test tier."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    limits: SandboxLimits = Field(default_factory=SandboxLimits, description="Sandbox limits, for each of the two runs.")
+    enforce_policy: bool = Field(
+        default=True, description="Refuse (invalid) programs that break the static policy; off only for security tests."
+    )
+    own_run: bool = Field(
+        default=True,
+        description="Run the program on its own first, in a separate sandbox that is then discarded, so whatever "
+        "it does there cannot touch the test run.",
+    )
+    policy: CodeFormatParams = Field(default_factory=CodeFormatParams, description="Static policy used when enforced.")
+
+
+def json_equal(got: Any, want: Any, tol: float = 1e-9) -> bool:
+    """Equality of JSON values; floats within ``tol`` (relative or absolute); bools are not numbers."""
+    if isinstance(want, bool) or isinstance(got, bool):
+        return isinstance(want, bool) and isinstance(got, bool) and got == want
+    if isinstance(want, (int, float)) and isinstance(got, (int, float)):
+        return math.isclose(got, want, rel_tol=tol, abs_tol=tol)
+    if isinstance(want, list) and isinstance(got, list):
+        return len(got) == len(want) and all(json_equal(g, w, tol) for g, w in zip(got, want))
+    if isinstance(want, dict) and isinstance(got, dict):
+        return got.keys() == want.keys() and all(json_equal(got[k], want[k], tol) for k in want)
+    return type(got) is type(want) and got == want
+
+
+class HiddenTestReport(BaseModel):
+    """What the hidden tests said about one program."""
+
+    completed: bool = Field(description="The runner wrote its single complete result line.")
+    passed: int = 0
+    total: int = 0
+    feedback: str = ""
+    outcome: str = Field(default="", description="Sandbox outcome of the test run.")
+    cpu_s: float = 0.0
+    leftover_after_cleanup: int = 0
+    network_layer: str = ""
+
+
+def run_hidden_tests(code: str, task: CodeTask, limits: SandboxLimits) -> HiddenTestReport:
+    """Run ``task``'s hidden tests against ``code`` in a fresh sandbox; judged here, not in the sandbox."""
+    nonce = secrets.token_hex(16)
+    message = json.dumps(
+        {
+            "fd": channel_fd_placeholder(),
+            "nonce": nonce,
+            "function": task.function,
+            "cases": [t.args for t in task.tests],
+        }
+    )
+    result = run_python(code, limits, stdin=message, bootstrap=_RUNNER, result_channel=True)
+    total = len(task.tests)
+    base = {
+        "total": total,
+        "outcome": result.outcome,
+        "cpu_s": result.cpu_s,
+        "leftover_after_cleanup": result.leftover_after_cleanup,
+        "network_layer": result.network_layer,
+    }
+    lines = [ln for ln in result.channel.splitlines() if ln.strip()]
+    why = run_feedback(result, limits)
+    if len(lines) != 1 or result.channel_truncated:
+        detail = "no result" if not lines else f"{len(lines)} result lines on the runner's pipe (tampering)"
+        return HiddenTestReport(
+            completed=False,
+            feedback=f"the hidden tests did not complete ({detail}{'; ' + why if why else ''})",
+            **base,
+        )
+    try:
+        report = json.loads(lines[0])
+        ok_shape = (
+            isinstance(report, dict)
+            and report.get("nonce") == nonce
+            and isinstance(report.get("results"), list)
+            and report.get("status") in ("done", "load_error")
+        )
+    except ValueError:
+        ok_shape = False
+    if not ok_shape:
+        return HiddenTestReport(completed=False, feedback="the runner's result line was forged or corrupted", **base)
+    if report["status"] == "load_error":
+        return HiddenTestReport(completed=True, feedback=f"the program failed to load: {report.get('error', '')}", **base)
+    if len(report["results"]) != total or result.outcome not in ("success",):
+        return HiddenTestReport(
+            completed=False,
+            feedback=f"the hidden tests did not complete ({why or 'results incomplete'})",
+            **base,
+        )
+    passed, first_problem = 0, ""
+    for i, (res, test) in enumerate(zip(report["results"], task.tests), 1):
+        good = isinstance(res, dict) and res.get("ok") is True and json_equal(res.get("value"), test.expected)
+        passed += good
+        if not good and not first_problem:
+            error = res.get("error") if isinstance(res, dict) else None
+            first_problem = f"test {i} raised {error}" if error else f"test {i} returned a wrong value"
+    feedback = f"{passed}/{total} hidden tests passed" + (f"; {first_problem}" if first_problem else "")
+    return HiddenTestReport(completed=True, passed=passed, feedback=feedback, **{**base})
+
+
+@register_verifier
+class CodeTests(Verifier[CodeTestsParams]):
+    """Runs the task's hidden tests against the final code in a fresh sandbox, after the program's own run."""
+
+    name = "code-tests"
+    tier = Tier.high_fidelity
+    version = "1"
+    suite = "code"
+    Params = CodeTestsParams
+    cost_model = CostModel(base=0.08, per_unit=1e-6)
+
+    def size(self, candidate: Candidate) -> float:
+        return float(len(candidate.payload))
+
+    def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
+        return [self._verify_one(c) for c in candidates]
+
+    def _verify_one(self, cand: Candidate) -> Verdict:
+        with self.timed() as t:
+            try:
+                task = get_task(cand.task_id or "")
+            except UnknownTask as exc:
+                return self.verdict(cand, Status.invalid, feedback=str(exc))
+            if self.params.enforce_policy:
+                parsed = check_trajectory(cand.payload, self.params.policy)
+                if isinstance(parsed, str):
+                    return self.verdict(cand, Status.invalid, feedback=parsed)
+            else:
+                parsed_or_error = parse_answer(cand.payload)
+                if isinstance(parsed_or_error, FormatError):
+                    return self.verdict(cand, Status.invalid, feedback=f"format: {parsed_or_error}")
+                parsed = parsed_or_error
+            code = parsed.final_code
+            sandbox_cpu = 0.0
+            own_outcome = "skipped"
+            try:
+                if self.params.own_run:
+                    own = run_python(code, self.params.limits)
+                    sandbox_cpu += own.cpu_s
+                    own_outcome = own.outcome
+                    if own.leftover_after_cleanup:
+                        return self.verdict(cand, Status.failed, feedback="sandbox could not kill the program's processes")
+                report = run_hidden_tests(code, task, self.params.limits)
+            except SandboxError as exc:
+                return self.verdict(cand, Status.failed, feedback=f"sandbox failure: {exc}")
+            sandbox_cpu += report.cpu_s
+            if report.leftover_after_cleanup:
+                return self.verdict(cand, Status.failed, feedback="sandbox could not kill the test run's processes")
+        all_passed = report.completed and report.passed == report.total
+        return self.verdict(
+            cand,
+            Status.ok,
+            value=1.0 if all_passed else 0.0,
+            score=report.passed / report.total if report.total else 0.0,
+            values={
+                "passed": report.passed,
+                "total": report.total,
+                "completed": report.completed,
+                "own_run": own_outcome,
+                "test_run": report.outcome,
+                "network_layer": report.network_layer,
+            },
+            feedback=report.feedback,
+            cost_s=t.cpu_s + sandbox_cpu,
+            wall_s=t.wall_s,
+        )
