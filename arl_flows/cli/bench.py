@@ -1,0 +1,383 @@
+"""``arl bench``: benchmarks of the scheduler (issue 4); later issues add more commands to ``bench_app``.
+
+Every tier's verdict on every pool molecule is computed live once by the real
+verifiers and cached (in a JSON-lines file, or in the ledger with
+``--ledger``); each policy is then charged as if it had computed what it
+asked for (:mod:`verifiers.scheduler.benchmark`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from arl_flows.cli import app
+from arl_flows.cli._common import UserError, console, err_console, open_ledger
+
+__all__ = ["bench_app"]
+
+bench_app = typer.Typer(help="Benchmarks (scheduler retrieval, advantage accuracy per cost).", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
+DEFAULT_CACHE = Path("artifacts/bench/tier_cache.jsonl")
+# Median CPU-seconds of one pyscf-b3lyp call; replace with the tiers helper's measured median once recorded.
+DEFAULT_TOP_COST = 12.0
+
+
+def _load_pool(path: Path | None) -> list[tuple[str, float]]:
+    import csv
+
+    from storage.datasets import QM9_GAP_CSV
+
+    path = path or QM9_GAP_CSV
+    if not Path(path).is_file():
+        raise UserError(f"pool file {path} does not exist; pass a CSV with 'smiles' and 'gap_ev' columns")
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = {"smiles", "gap_ev"} - set(reader.fieldnames or [])
+        if missing:
+            raise UserError(f"pool file {path} lacks column(s) {', '.join(sorted(missing))}; it needs 'smiles' and 'gap_ev'")
+        rows = []
+        for n, row in enumerate(reader, start=2):
+            try:
+                rows.append((row["smiles"], float(row["gap_ev"])))
+            except ValueError:
+                raise UserError(f"{path}:{n}: gap_ev {row['gap_ev']!r} is not a number") from None
+    return rows
+
+
+class _TierCache:
+    """Verdicts per (candidate key, verifier, version, params hash), in a JSON-lines file or the ledger."""
+
+    def __init__(self, path: Path, ledger_url: str | None) -> None:
+        from storage.records import Verdict
+
+        self.ledger = open_ledger(ledger_url) if ledger_url else None
+        self.path = path
+        self.verdicts: dict[tuple[str, str, str, str], Verdict] = {}
+        if self.ledger is None and path.is_file():
+            with open(path) as fh:
+                for line in fh:
+                    if line.strip():
+                        v = Verdict.model_validate_json(line)
+                        self.verdicts[v.cache_key] = v
+
+    def lookup(self, keys: Sequence[str], verifier: Any) -> dict[str, Any]:
+        if self.ledger is not None:
+            return self.ledger.lookup_verdicts(list(keys), verifier.name, verifier.version, verifier.params_hash)
+        ident = (verifier.name, verifier.version, verifier.params_hash)
+        return {k: self.verdicts[(k, *ident)] for k in keys if (k, *ident) in self.verdicts}
+
+    def put(self, verdicts: Sequence[Any]) -> None:
+        if self.ledger is not None:
+            self.ledger.put_verdicts(list(verdicts))
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as fh:
+            for v in verdicts:
+                self.verdicts[v.cache_key] = v
+                fh.write(v.model_dump_json() + "\n")
+
+
+def _tier_tables(candidates: list[Any], ladder: list[Any], cache: _TierCache, chunk: int = 250) -> list[dict[str, Any]]:
+    """Each tier's verdict on every candidate: from the cache, else computed live now (and cached)."""
+    tables = []
+    keys = [c.key for c in candidates]
+    for v in ladder:
+        table = cache.lookup(keys, v)
+        todo = [c for c in candidates if c.key not in table]
+        if todo:
+            err_console.print(f"computing {v.name} on {len(todo)} molecules (cached afterwards)")
+            t0 = time.perf_counter()
+            for start in range(0, len(todo), chunk):
+                batch = todo[start : start + chunk]
+                out = v.verify_batch(batch)
+                cache.put(out)
+                table.update({o.candidate_key: o for o in out})
+                err_console.print(f"  {v.name}: {start + len(batch)}/{len(todo)} in {time.perf_counter() - t0:.0f}s")
+        tables.append(table)
+    return tables
+
+
+def _setup(
+    pool: Path | None,
+    limit: int,
+    held_out: int,
+    seed: int,
+    top_cost: float,
+    cache_path: Path,
+    ledger_url: str | None,
+    low: float,
+    high: float,
+) -> dict[str, Any]:
+    """Pool split, live ladder, replay ladder, truth and held-out observations."""
+    from verifiers.chem import (
+        EHTGapVerifier,
+        InvalidMolecule,
+        MoleculeConstraints,
+        ReferenceTableVerifier,
+        XTBGapVerifier,
+        check_molecule,
+        make_candidate,
+    )
+    from verifiers.scheduler import Observation, molecule_features
+    from verifiers.scheduler.benchmark import replay_ladder
+
+    rows = _load_pool(pool)
+    if limit < 10:
+        raise UserError(f"--limit {limit} is too small; use at least 10 molecules")
+    rng = random.Random(seed)
+    rng.shuffle(rows)
+    constraints = MoleculeConstraints()
+    by_key: dict[str, tuple[Any, float]] = {}
+    for smiles, gap in rows:
+        c = make_candidate(smiles, {"property": "gap_ev", "low": low, "high": high})
+        if not c.meta.get("valid") or c.key in by_key:
+            continue
+        try:  # the pool holds what the suite accepts (QM9 has ions, which the suite's constraints reject)
+            check_molecule(smiles, constraints)
+        except InvalidMolecule:
+            continue
+        by_key[c.key] = (c, gap)
+        if len(by_key) >= limit + held_out:
+            break
+    items = list(by_key.values())
+    if len(items) < limit + held_out:
+        held_out = len(items) // 5
+        limit = len(items) - held_out
+    eval_items, held_items = items[:limit], items[limit : limit + held_out]
+    live = [EHTGapVerifier(), XTBGapVerifier(), ReferenceTableVerifier({"cost_per_call": top_cost, **({"path": str(pool)} if pool else {})})]
+    cache = _TierCache(cache_path, ledger_url)
+    candidates = [c for c, _ in items]
+    tables = _tier_tables(candidates, live, cache)
+    ladder = replay_ladder(live, tables, candidates, top_cost=top_cost)
+    truth = {c.key: gap for c, gap in eval_items}
+
+    def observe(c: Any) -> Any:
+        values = {
+            v.name: float(t[c.key].value)
+            for v, t in zip(live, tables)
+            if c.key in t and t[c.key].status.value == "ok" and t[c.key].value is not None
+        }
+        return Observation(c.key, molecule_features(c), values)
+
+    return {
+        "ladder": ladder,
+        "pool": [c for c, _ in eval_items],
+        "truth": truth,
+        "held_out": [observe(c) for c, _ in held_items],
+        "pool_observations": [observe(c) for c, _ in eval_items],
+        "live": live,
+        "tables": tables,
+    }
+
+
+def _calibration(data: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Coverage of the surrogate's intervals on the pool, trained on the held-out split only."""
+    from verifiers.scheduler import Surrogate
+
+    names = [v.name for v in data["ladder"]]
+    n_features = len(data["held_out"][0].features) if data["held_out"] else 0
+    surrogate = Surrogate(names[:-1], names[-1], n_features)
+    surrogate.add(data["held_out"])
+    return {
+        "+".join(names[: k + 1]): surrogate.calibration(data["pool_observations"], pattern=names[: k + 1])
+        for k in range(len(names) - 1)
+    }
+
+
+def _write_png(report: dict[str, Any], path: Path, n_hits: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    best_cascades = set(report["policies"].get("cascade", {}).get("variant", {}).values()) - {None}
+    for label, curve in report["curves"].items():
+        xs = [max(c, 1.0) for c in curve["cost"]]
+        if label.startswith("cascade@") and label not in best_cascades:
+            ax.plot(xs, curve["recall"], color="0.8", lw=0.6, drawstyle="steps-post", zorder=1)
+            continue
+        ax.plot(xs, curve["recall"], label=label, lw=1.6, drawstyle="steps-post", zorder=2)
+    ax.plot([], [], color="0.8", lw=0.6, label="other cascade tunings")
+    ax.set_xscale("log")
+    ax.set_xlabel("CPU-seconds charged (log)")
+    ax.set_ylabel(f"recall of {n_hits} hits")
+    ax.set_title(f"Retrieval of window {report['window']} from {report['pool']} molecules")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+def _policies(text: str, allowed: Sequence[str]) -> list[str]:
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    bad = [p for p in names if p not in allowed]
+    if bad or not names:
+        raise UserError(f"unknown policy {', '.join(bad) or '(none)'}; use a comma list of {', '.join(allowed)}")
+    return names
+
+
+PoolOpt = Annotated[Path | None, typer.Option("--pool", help="CSV with 'smiles' and 'gap_ev' (default: shipped QM9 subset).")]
+WindowOpt = Annotated[tuple[float, float], typer.Option("--window", help="Target window LO HI of the top-tier value (eV).")]
+TopCostOpt = Annotated[float, typer.Option("--top-cost", help="CPU-seconds charged per top-tier call.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the pool sample and the random baseline.")]
+LimitOpt = Annotated[int, typer.Option("--limit", help="Pool size (molecules drawn from the CSV).")]
+HeldOutOpt = Annotated[int, typer.Option("--held-out", help="Disjoint molecules with every tier known: tunes the cascade, seeds the surrogate.")]
+CacheOpt = Annotated[Path, typer.Option("--cache", help="JSON-lines verdict cache of the live tiers.")]
+LedgerOpt = Annotated[str | None, typer.Option("--ledger", help="Cache verdicts in this ledger URL instead of --cache.")]
+JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the report here.")]
+
+
+@bench_app.command("scheduler")
+def bench_scheduler(
+    pool: PoolOpt = None,
+    window: WindowOpt = (3.0, 4.0),
+    policies: Annotated[str, typer.Option("--policies", help="Comma list: voi,all,cascade,random,oracle,fast-only.")] = "voi,all,cascade,random,oracle",
+    top_cost: TopCostOpt = DEFAULT_TOP_COST,
+    step_budget: Annotated[float | None, typer.Option("--step-budget", help="CPU-seconds per scheduler step for voi/random (default: 10 top-tier calls).")] = None,
+    seed: SeedOpt = 0,
+    limit: LimitOpt = 5000,
+    held_out: HeldOutOpt = 1000,
+    cache: CacheOpt = DEFAULT_CACHE,
+    ledger: LedgerOpt = None,
+    json_out: JsonOpt = None,
+    png: Annotated[Path | None, typer.Option("--png", help="Write the recall-versus-cost plot here.")] = None,
+) -> None:
+    """Retrieval from a pool: cost for each policy to confirm 50/80/95% of the hits at the top tier."""
+    from verifiers.scheduler import molecule_features
+    from verifiers.scheduler.benchmark import retrieval_benchmark
+
+    low, high = window
+    if not low < high:
+        raise UserError(f"--window {low} {high}: LO must be below HI")
+    if top_cost <= 0:
+        raise UserError("--top-cost must be positive")
+    names = _policies(policies, ("voi", "all", "cascade", "random", "oracle", "fast-only"))
+    data = _setup(pool, limit, held_out, seed, top_cost, cache, ledger, low, high)
+    t0 = time.perf_counter()
+    try:
+        report = retrieval_benchmark(
+            data["ladder"],
+            data["pool"],
+            data["truth"],
+            data["held_out"],
+            low=low,
+            high=high,
+            policies=names,
+            featurize=molecule_features,
+            step_budget=step_budget or 10 * top_cost,
+            seed=seed,
+            progress=lambda msg: err_console.print(f"  {msg} ({time.perf_counter() - t0:.0f}s)"),
+        )
+    except ValueError as exc:  # no hits in the pool or the held-out split: the user must widen or enlarge
+        raise UserError(str(exc)) from None
+    report["top_cost"] = top_cost
+    report["tiers"] = [v.name for v in data["ladder"]]
+    report["surrogate_calibration"] = _calibration(data)
+    _print_retrieval(report)
+    for pattern, cal in report["surrogate_calibration"].items():
+        console.print(
+            f"surrogate given {pattern}: 50% interval covers {cal['coverage_50']:.3f}, "
+            f"90% covers {cal['coverage_90']:.3f}, MAE {cal['mean_abs_error']:.3f} eV (n={cal['n']:.0f})"
+        )
+    if png:
+        _write_png(report, png, report["hits"])
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, indent=2))
+
+
+def _fmt(x: float | None, digits: int = 0) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _print_retrieval(report: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"{report['hits']} hits in {report['pool']} molecules, window {report['window']} eV")
+    t.add_column("policy", no_wrap=True, min_width=18)
+    for col in ("cost@50%", "cost@80%", "cost@95%", "x oracle @50", "x oracle @80", "x oracle @95"):
+        t.add_column(col, justify="right")
+    for label, row in report["policies"].items():
+        c, r = row["cost_to_recall"], row["ratio_to_oracle"]
+        t.add_row(label, *(_fmt(c[k]) for k in ("0.5", "0.8", "0.95")), *(_fmt(r[k], 2) for k in ("0.5", "0.8", "0.95")))
+    console.print(t)
+
+
+@bench_app.command("advantages")
+def bench_advantages(
+    pool: PoolOpt = None,
+    window: WindowOpt = (3.0, 4.0),
+    softness: Annotated[float, typer.Option("--softness", help="Width of the reward's fall-off outside the window (eV).")] = 0.5,
+    group_size: Annotated[int, typer.Option("--group-size", help="G: candidates per group.")] = 8,
+    groups: Annotated[int, typer.Option("--groups", help="Number of groups drawn from the pool.")] = 250,
+    policies: Annotated[str, typer.Option("--policies", help="Comma list: voi (advantage objective), voi-discovery, all, random, fast-only.")] = "voi,voi-discovery,random,all,fast-only",
+    fractions: Annotated[str, typer.Option("--fractions", help="Budgets as fractions of the cost of 'all'.")] = "0.02,0.05,0.1,0.2,0.33,0.5",
+    top_cost: TopCostOpt = DEFAULT_TOP_COST,
+    seed: SeedOpt = 0,
+    limit: LimitOpt = 5000,
+    held_out: HeldOutOpt = 1000,
+    cache: CacheOpt = DEFAULT_CACHE,
+    ledger: LedgerOpt = None,
+    json_out: JsonOpt = None,
+) -> None:
+    """Advantage accuracy per cost: groups of G molecules, estimated vs true GRPO advantages."""
+    from verifiers.scheduler import molecule_features
+    from verifiers.scheduler.benchmark import advantage_benchmark
+
+    low, high = window
+    if not low < high:
+        raise UserError(f"--window {low} {high}: LO must be below HI")
+    if group_size < 2 or groups < 1:
+        raise UserError("--group-size must be at least 2 and --groups at least 1")
+    names = _policies(policies, ("voi", "voi-discovery", "all", "random", "fast-only"))
+    try:
+        fracs = [float(f) for f in fractions.split(",") if f.strip()]
+    except ValueError:
+        raise UserError(f"--fractions {fractions!r} must be a comma list of numbers") from None
+    data = _setup(pool, limit, held_out, seed, top_cost, cache, ledger, low, high)
+    members = list(data["pool"])
+    if len(members) < group_size * groups:
+        raise UserError(f"the pool has {len(members)} molecules; {groups} groups of {group_size} need more (raise --limit)")
+    random.Random(seed + 1).shuffle(members)
+    grouped = [members[g * group_size : (g + 1) * group_size] for g in range(groups)]
+    t0 = time.perf_counter()
+    report = advantage_benchmark(  # noqa: the pool was checked above; nothing here is a user mistake
+        data["ladder"],
+        grouped,
+        data["truth"],
+        data["held_out"],
+        low=low,
+        high=high,
+        softness=softness,
+        policies=names,
+        budget_fractions=fracs,
+        featurize=molecule_features,
+        seed=seed,
+        progress=lambda msg: err_console.print(f"  {msg} ({time.perf_counter() - t0:.0f}s)"),
+    )
+    report["top_cost"] = top_cost
+    from rich.table import Table
+
+    t = Table(title=f"{groups} groups of {group_size} ({report['informative_groups']} informative), cost of all {report['cost_of_all']:.0f}s")
+    for col in ("policy", "budget", "spend", "spend/all", "spearman", "sign agree", "rmse"):
+        t.add_column(col, justify="right")
+    for name, rows in report["policies"].items():
+        for r in rows:
+            t.add_row(name, f"{r['budget_fraction']:g}", _fmt(r["spend"]), _fmt(r["spend_fraction"], 3),
+                      _fmt(r["spearman"], 3), _fmt(r["sign_agreement"], 3), _fmt(r["rmse"], 3))
+    console.print(t)
+    console.print(f"spend fraction to match 'all' (spearman and sign within 0.02): {report['spend_fraction_to_match_all']}")
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, indent=2))

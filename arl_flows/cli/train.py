@@ -1,0 +1,328 @@
+"""``arl run``, ``arl report``, ``arl lab``, ``arl ui``, ``arl deploy``: the training loop and its surroundings."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from arl_flows.cli import app
+from arl_flows.cli._common import UserError, console, open_ledger, print_json
+
+URL_OPTION = typer.Option(None, "--url", help="Ledger URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db).")
+UI_HOST, UI_PORT = "127.0.0.1", 4200
+
+
+def _arl_home() -> Path:
+    return Path(os.environ.get("ARL_HOME", Path.home() / ".arl"))
+
+
+def _ui_state_file() -> Path:
+    return _arl_home() / "ui.json"
+
+
+def _running_ui() -> dict[str, Any] | None:
+    """The server `arl ui --background` started, if it is still alive."""
+    path = _ui_state_file()
+    if not path.exists():
+        return None
+    try:
+        state = json.loads(path.read_text())
+        os.kill(int(state["pid"]), 0)
+    except (OSError, ValueError, KeyError):
+        return None
+    return state
+
+
+def _quiet_prefect(verbose: bool) -> None:
+    """Keep the terminal for the progress display; the Prefect UI has the logs."""
+    if not verbose:
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    ui = _running_ui()
+    if ui and "PREFECT_API_URL" not in os.environ:
+        os.environ["PREFECT_API_URL"] = ui["api_url"]
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+
+
+def _sigterm_as_interrupt() -> None:
+    def handler(signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+class _ProgressView:
+    """Rich progress: step bar, last reward, spend per tier, budget left."""
+
+    def __init__(self, total_budget: float) -> None:
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}"), console=console,
+        )
+        self.task = self.progress.add_task("starting", total=1, info="")
+        self.total_budget = total_budget
+        self.rows: list[Any] = []
+        self.run_id = ""
+
+    def __call__(self, event: str, payload: Any) -> None:
+        if event == "pretrain":
+            self.progress.update(self.task, description="pretraining the SMILES prior (cached afterwards)", info=str(payload))
+        elif event == "run":
+            self.run_id = payload["run_id"]
+            self.progress.update(self.task, description=f"run {payload['run_id'][:12]}", total=payload["steps"], completed=payload["start"], info="")
+        elif event == "stage":
+            self.progress.update(self.task, info=f"step {payload['step']}: {payload['stage']}")
+        elif event == "step":
+            self.rows.append(payload)
+            spend = ", ".join(f"{t} {c:.1f}s" for t, c in sorted(payload.spend.items()))
+            left = "∞" if math.isinf(payload.budget_left) else f"{payload.budget_left:.0f}s"
+            self.progress.update(
+                self.task, advance=1,
+                info=f"reward {payload.reward_mean:.3f} (max {payload.reward_max:.3f}) | valid {payload.validity:.0%} | spend {spend} | budget left {left}",
+            )
+
+
+def _summary_table(summary: dict[str, Any], rows: list[Any]) -> Table:
+    table = Table(title=f"run {summary['id']} ({summary['name']}): {summary['status']}")
+    for col in ("step", "reward mean", "reward max", "validity", "calls", "seconds"):
+        table.add_column(col)
+    for r in rows:
+        calls = ", ".join(f"{k} {v}" for k, v in r.calls.items() if v)
+        table.add_row(str(r.step), f"{r.reward_mean:.3f}", f"{r.reward_max:.3f}", f"{r.validity:.0%}", calls, f"{r.seconds:.1f}")
+    return table
+
+
+@app.command("run")
+def run(
+    config: Path | None = typer.Option(None, "--config", "-c", help="Run config (TOML); default: the built-in gap-window design run."),
+    name: str | None = typer.Option(None, "--name", help="Run name (overrides the config)."),
+    profile: str = typer.Option("default", "--profile", help="'default', or 'quick' (about 2 minutes once the prior is cached)."),
+    resume: str | None = typer.Option(None, "--resume", help="Continue run RUN_ID from its last completed step."),
+    steps: int | None = typer.Option(None, "--steps", min=1, help="Number of training steps (overrides the config)."),
+    task_runner: str | None = typer.Option(None, "--task-runner", help="'threads' (default), 'dask' or 'ray'."),
+    dask_address: str | None = typer.Option(None, "--dask-address", help="tcp://HOST:PORT of a Dask scheduler."),
+    url: str | None = URL_OPTION,
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's logs in the terminal."),
+) -> None:
+    """Train a policy: rollout -> verify (scheduled tiers) -> GRPO -> hindsight -> checkpoint, as Prefect flows."""
+    from arl_flows.config import ConfigError, load_config
+
+    overrides: dict[str, Any] = {}
+    ledger = open_ledger(url)
+    if resume:
+        from storage.ledger import LedgerError
+
+        try:
+            stored = ledger.get_run(resume)
+        except LedgerError as exc:
+            raise UserError(str(exc)) from None
+        if config is None:
+            from arl_flows.config import RunConfig
+
+            overrides = {k: v for k, v in stored.config.items() if k in RunConfig.model_fields}
+        resume = stored.id
+    if name:
+        overrides["name"] = name
+    if steps:
+        overrides["steps"] = steps
+    if task_runner:
+        overrides["task_runner"] = task_runner
+    if dask_address:
+        overrides["dask_address"] = dask_address
+        overrides.setdefault("task_runner", "dask")
+    try:
+        cfg = load_config(config, profile, overrides=overrides)
+    except ConfigError as exc:
+        raise UserError(str(exc)) from None
+    _quiet_prefect(verbose)
+    _sigterm_as_interrupt()
+    from arl_flows.flows import run_training, set_progress_listener
+
+    view = _ProgressView(cfg.scheduler.budget_per_run)
+    set_progress_listener(view)
+    t0 = time.perf_counter()
+    try:
+        with view.progress:
+            summary = run_training(
+                overrides or None, config_path=str(config) if config else None, profile=profile, resume=resume,
+                database_url=ledger.url,
+            )
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted[/]: run {view.run_id} is marked interrupted; continue with `arl run --resume {view.run_id}`")
+        raise typer.Exit(130) from None
+    finally:
+        set_progress_listener(None)
+    console.print(_summary_table(summary, view.rows))
+    spend = ", ".join(f"{t} {c:.1f} CPU-s" for t, c in sorted(summary["spend_by_tier"].items()))
+    console.print(f"spend: {spend or 'none'}; {summary['trajectories']} trajectories; {time.perf_counter() - t0:.0f} s")
+    console.print(f"run id: [bold]{summary['id']}[/]  (arl runs show {summary['id'][:12]}; arl report {summary['id'][:12]})")
+
+
+@app.command("report")
+def report(
+    run_id: str = typer.Argument(..., help="Run id (a unique prefix is enough)."),
+    out: Path = typer.Option(Path("arl-report"), "--out", "-o", help="Folder to write report.md and the PNG plots to."),
+    url: str | None = URL_OPTION,
+) -> None:
+    """Write a run's markdown report with PNG plots (reward, spend, tier mix, surrogate calibration)."""
+    from arl_flows.report import build_report
+    from storage.ledger import LedgerError
+
+    ledger = open_ledger(url)
+    try:
+        path = build_report(ledger, run_id).write(out)
+    except LedgerError as exc:
+        raise UserError(str(exc)) from None
+    console.print(f"report written to {path}")
+
+
+# ---------------------------------------------------------------------- lab
+lab_app = typer.Typer(help="External lab results: pending requests and submissions.", no_args_is_help=True)
+app.add_typer(lab_app, name="lab")
+
+
+@lab_app.command("list")
+def lab_list(
+    run_id: str | None = typer.Option(None, "--run", help="Only requests of this run."),
+    all_: bool = typer.Option(False, "--all", help="Include answered requests."),
+    url: str | None = URL_OPTION,
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Pending lab requests (a training run never waits for them)."""
+    from storage.records import Status
+
+    ledger = open_ledger(url)
+    requests = ledger.lab_requests(None if all_ else Status.pending, run_id=run_id)
+    if json_out:
+        print_json([r.model_dump(mode="json") for r in requests])
+        return
+    table = Table(title=f"{'all' if all_ else 'pending'} lab requests")
+    for col in ("request id", "candidate", "status", "value", "created"):
+        table.add_column(col)
+    for r in requests:
+        table.add_row(r.id, r.payload or r.candidate_key, r.status.value, "" if r.value is None else f"{r.value:g}", r.created_at.strftime("%Y-%m-%d %H:%M"))
+    console.print(table)
+
+
+@lab_app.command("submit")
+def lab_submit(
+    request: str = typer.Option(..., "--request", help="Request id (see `arl lab list`)."),
+    value: str = typer.Option(..., "--value", help="Measured value, e.g. the gap in eV."),
+    notes: str = typer.Option("", "--notes", help="Free text stored with the result."),
+    url: str | None = URL_OPTION,
+) -> None:
+    """Record a lab result: its pending verdict becomes ok and later GRPO/hindsight steps use it."""
+    from storage.ledger import LedgerError
+
+    try:
+        number = float(value)
+    except ValueError:
+        raise UserError(f"--value must be a number, got {value!r}") from None
+    ledger = open_ledger(url)
+    try:
+        verdict = ledger.submit_lab_result(request, number, notes)
+    except LedgerError as exc:
+        raise UserError(str(exc)) from None
+    console.print(f"recorded {verdict.candidate_key} = {verdict.value:g} (request {request})")
+
+
+# ---------------------------------------------------------------------- ui and deployments
+@app.command("ui")
+def ui(
+    background: bool = typer.Option(False, "--background", help="Start the server detached and return."),
+    stop: bool = typer.Option(False, "--stop", help="Stop a server started with --background."),
+    port: int = typer.Option(UI_PORT, "--port", help="Port on 127.0.0.1."),
+) -> None:
+    """Start a Prefect server with its UI on 127.0.0.1:4200; earlier runs show up there."""
+    state_file = _ui_state_file()
+    if stop:
+        state = _running_ui()
+        if state is None:
+            raise UserError("no background Prefect server started by `arl ui --background` is running")
+        os.killpg(int(state["pid"]), signal.SIGTERM)
+        state_file.unlink(missing_ok=True)
+        console.print(f"stopped the Prefect server (pid {state['pid']})")
+        return
+    if _running_ui():
+        state = _running_ui()
+        console.print(f"a Prefect server is already running: {state['ui_url']}")  # type: ignore[index]
+        return
+    prefect = Path(sys.executable).with_name("prefect")
+    cmd = [str(prefect), "server", "start", "--host", UI_HOST, "--port", str(port)]
+    env = os.environ | {"PREFECT_UI_API_URL": f"http://{UI_HOST}:{port}/api", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    if not background:
+        console.print(f"Prefect UI on http://{UI_HOST}:{port} (Ctrl-C stops it)")
+        raise typer.Exit(subprocess.call(cmd, env=env))
+    state_file.parent.mkdir(parents=True, exist_ok=True)
+    log = open(state_file.with_suffix(".log"), "ab")  # noqa: SIM115 - handed to the child
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    api_url = f"http://{UI_HOST}:{port}/api"
+    if not _wait_http(f"{api_url}/health", 90, proc):
+        raise UserError(f"the Prefect server did not come up within 90 s; see {state_file.with_suffix('.log')}")
+    state_file.write_text(json.dumps({"pid": proc.pid, "api_url": api_url, "ui_url": f"http://{UI_HOST}:{port}"}))
+    console.print(f"Prefect UI on http://{UI_HOST}:{port} (pid {proc.pid}); `arl ui --stop` stops it")
+
+
+def _wait_http(url: str, seconds: float, proc: subprocess.Popen[bytes] | None = None) -> bool:
+    import urllib.request
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - loopback only
+                if resp.status == 200:
+                    return True
+        except OSError:
+            time.sleep(0.5)
+    return False
+
+
+@app.command("deploy")
+def deploy(
+    config: Path | None = typer.Option(None, "--config", "-c", help="Run config (TOML) for the scheduled runs."),
+    cron: str = typer.Option(..., "--cron", help="Cron schedule, e.g. '0 3 * * *'."),
+    name: str = typer.Option("arl-training", "--name", help="Deployment name."),
+    profile: str = typer.Option("default", "--profile"),
+    url: str | None = URL_OPTION,
+) -> None:
+    """Serve training_run on a cron schedule (and lab_results beside it) until Ctrl-C."""
+    from arl_flows.config import ConfigError, load_config
+
+    try:
+        load_config(config, profile)
+    except ConfigError as exc:
+        raise UserError(str(exc)) from None
+    try:
+        from prefect.client.schemas.schedules import CronSchedule
+
+        CronSchedule(cron=cron)
+    except ValueError as exc:
+        raise UserError(f"--cron {cron!r} is not a valid cron expression: {exc}") from None
+    _quiet_prefect(verbose=True)
+    from prefect import serve
+
+    from arl_flows.flows import lab_results, training_run
+
+    ledger_url = open_ledger(url).url
+    params = {"config_path": str(config.resolve()) if config else None, "profile": profile, "database_url": ledger_url}
+    console.print(f"serving deployments 'training_run/{name}' (cron {cron!r}) and 'lab_results/lab-results'; Ctrl-C stops")
+    serve(
+        training_run.to_deployment(name=name, cron=cron, parameters=params),
+        lab_results.to_deployment(name="lab-results", parameters={"database_url": ledger_url}),
+    )

@@ -1,0 +1,180 @@
+"""``arl verify``: run named tiers on hand-given candidates and print the verdicts.
+
+This is how a user checks a new tier by hand, and how tests and benchmarks
+drive tiers from outside. No ledger is needed; ``--ledger`` stores the
+verdicts (and lab requests) when one is wanted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from arl_flows.cli import app
+from arl_flows.cli._common import UserError, console, open_ledger, print_json
+
+_STATUS_STYLE = {"ok": "green", "invalid": "red", "failed": "yellow", "timeout": "magenta", "pending": "cyan"}
+
+
+def _read_inputs(smiles: list[str], input_file: Path | None) -> list[str]:
+    texts = list(smiles)
+    if input_file is not None:
+        try:
+            lines = input_file.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError as exc:
+            raise UserError(f"cannot read --input {input_file}: {exc.strerror}") from None
+        texts += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    return texts
+
+
+def _resolve_verifiers(suite: str, tiers: str) -> list[Any]:
+    """Tier names select every verifier of the suite at that tier; other names are verifier names or refs."""
+    from storage.records import Tier
+    from verifiers import VerifierNotFound, registry
+
+    classes: list[Any] = []
+    for item in (t.strip() for t in tiers.split(",")):
+        if not item:
+            continue
+        if item in Tier.__members__:
+            found = [c for c in registry.for_suite(suite) if c.tier == Tier(item)]
+            if not found:
+                raise UserError(f"no verifier of suite {suite!r} at tier {item!r}; see `arl tiers list --suite {suite}`")
+        else:
+            try:
+                cls = registry.get(item)
+            except VerifierNotFound as exc:
+                raise UserError(f"{exc}; or use a tier name ({', '.join(Tier.__members__)})") from None
+            except (ImportError, TypeError, ValueError) as exc:
+                raise UserError(str(exc)) from None
+            if cls.suite not in (suite, None):
+                raise UserError(f"verifier {cls.name!r} belongs to suite {cls.suite!r}, not {suite!r}")
+            found = [cls]
+        classes += [c for c in found if c not in classes]
+    if not classes:
+        raise UserError("--tiers is empty; e.g. --tiers fast,simulation")
+    return classes
+
+
+def _make_params(cls: Any, threads: int | None, timeout_s: float | None) -> dict[str, Any]:
+    fields = cls.Params.model_fields
+    params: dict[str, Any] = {}
+    if threads is not None and "threads" in fields:
+        params["threads"] = threads
+    if timeout_s is not None and "timeout_s" in fields:
+        params["timeout_s"] = timeout_s
+    return params
+
+
+@app.command("verify")
+def verify(
+    suite: str = typer.Option("molecules", "--suite", help="'molecules' or 'code'."),
+    smiles: list[str] = typer.Option([], "--smiles", help="A SMILES to verify (repeatable)."),
+    input_file: Path | None = typer.Option(None, "--input", help="File with one SMILES per line ('#' comments)."),
+    task: str | None = typer.Option(None, "--task", help="Code suite: the task id."),
+    answer_file: Path | None = typer.Option(None, "--answer-file", help="Code suite: file with the answer to verify."),
+    tiers: str = typer.Option(
+        "fast",
+        "--tiers",
+        help="Comma-separated tier names (all of the suite's verifiers at that tier), verifier names, "
+        "or 'module:Class' references. A tier name wins over a verifier of the same name ('lab').",
+    ),
+    goal_low: float | None = typer.Option(None, "--goal-low", help="Molecules: low end of the target gap window (eV)."),
+    goal_high: float | None = typer.Option(None, "--goal-high", help="Molecules: high end of the target gap window (eV)."),
+    threads: int | None = typer.Option(None, "--threads", min=1, help="Threads per worker for xTB/DFT (default: their params)."),
+    timeout_s: float | None = typer.Option(None, "--timeout", min=0.001, help="Per-candidate timeout for isolated tiers (s)."),
+    ledger_url: str | None = typer.Option(None, "--ledger", help="Also store the verdicts in this ledger."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Run the named tiers on candidates and print one verdict per candidate and verifier."""
+    if suite == "molecules":
+        if task or answer_file:
+            raise UserError("--task/--answer-file are for --suite code; give molecules with --smiles or --input")
+        texts = _read_inputs(smiles, input_file)
+        if not texts:
+            raise UserError("nothing to verify: give --smiles S (repeatable) or --input FILE")
+        if (goal_low is None) != (goal_high is None):
+            raise UserError("give both --goal-low and --goal-high, or neither")
+        goal = None
+        if goal_low is not None and goal_high is not None:
+            if goal_low > goal_high:
+                raise UserError(f"--goal-low {goal_low} is above --goal-high {goal_high}")
+            goal = {"property": "gap_ev", "low": goal_low, "high": goal_high}
+        from verifiers.chem import make_candidate
+
+        candidates = [make_candidate(text, goal=goal) for text in texts]
+    elif suite == "code":
+        if smiles or input_file:
+            raise UserError("--smiles/--input are for --suite molecules; give --task and --answer-file")
+        if not task or answer_file is None:
+            raise UserError("--suite code needs --task TASK_ID and --answer-file FILE")
+        try:
+            answer = answer_file.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise UserError(f"cannot read --answer-file {answer_file}: {exc.strerror}") from None
+        from verifiers.code import make_candidate as make_code_candidate
+
+        try:
+            candidates = [make_code_candidate(task, answer)]
+        except (KeyError, LookupError, ValueError) as exc:
+            raise UserError(f"cannot verify task {task!r}: {exc}") from None
+        texts = [str(answer_file)]
+    else:
+        raise UserError(f"unknown suite {suite!r}; use 'molecules' or 'code'")
+
+    classes = _resolve_verifiers(suite, tiers)
+    rows: list[dict[str, Any]] = []
+    all_verdicts = []
+    lab_requests = []
+    for cls in classes:
+        verifier = cls(_make_params(cls, threads, timeout_s))
+        try:
+            verdicts = verifier.verify_batch(candidates)
+        finally:
+            close = getattr(verifier, "close", None)
+            if close is not None:
+                close()
+        all_verdicts += verdicts
+        if hasattr(verifier, "lab_requests"):
+            lab_requests += verifier.lab_requests(candidates, verdicts)
+        for text, verdict in zip(texts, verdicts, strict=True):
+            rows.append({"input": text, **verdict.model_dump(mode="json", exclude={"id", "created_at"})})
+
+    stored = ""
+    if ledger_url is not None:
+        ledger = open_ledger(ledger_url)
+        if lab_requests:
+            ledger.create_lab_requests(lab_requests)
+        ledger.put_verdicts(all_verdicts)
+        stored = f"stored {len(all_verdicts)} verdicts and {len(lab_requests)} lab requests in the ledger"
+    elif lab_requests and not as_json:
+        stored = f"{len(lab_requests)} lab request(s) not recorded: pass --ledger URL to store them"
+
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(title=f"verdicts ({suite}); cost in CPU-seconds")
+    for column in ("input", "verifier", "tier", "value", "score", "cost"):
+        table.add_column(column, no_wrap=True, overflow="ellipsis", max_width=20 if column == "input" else None)
+    table.add_column("status: feedback", overflow="fold")
+    # Group by candidate: one block of tiers per input, cheapest tier first.
+    rows.sort(key=lambda r: texts.index(r["input"]))
+    for row in rows:
+        style = _STATUS_STYLE.get(row["status"], "")
+        status = f"[{style}]{row['status']}[/]" if style else row["status"]
+        table.add_row(
+            row["input"] or "(empty)",
+            row["verifier"],
+            row["tier"],
+            "" if row["value"] is None else f"{row['value']:.2f}",
+            "" if row["score"] is None else f"{row['score']:.2f}",
+            f"{row['cost_s']:.3g}",
+            f"{status}: {row['feedback']}" if row["feedback"] else status,
+            end_section=False,
+        )
+    console.print(table)
+    if stored:
+        console.print(stored)

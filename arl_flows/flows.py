@@ -1,0 +1,335 @@
+"""Prefect 3 flows: thin wrappers over :mod:`arl_flows.training`.
+
+Work is batched: one task per (verifier, batch) per scheduling round, and one
+task per stage of a step (rollout, GRPO, hindsight, checkpoint); never a task
+per candidate. Tasks take and return ids, names and small JSON records, not
+tensors (Prefect hashes task inputs); the policy and the step's tensors stay
+in this process inside a :class:`~arl_flows.training.RunSession`.
+
+Expensive verifiers get a global concurrency limit each (``arl-tier-NAME``),
+and native ones run in the worker processes of ``verifiers.isolation`` so
+that a timeout really stops them. With ``task_runner = "dask"`` the tier
+tasks run on a Dask cluster (prefect-dask); verdicts come back to the flow,
+which writes them to the ledger.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_progress_artifact, create_table_artifact, update_progress_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.concurrency.sync import concurrency
+from pydantic import BaseModel, Field
+
+from arl_flows.config import RunConfig, load_config
+from arl_flows.training import RunSession, StepSummary
+from storage.ledger import Ledger
+from storage.records import RunStatus, Verdict
+from verifiers import Candidate, Verifier, registry
+
+__all__ = [
+    "LabSubmission",
+    "grpo_update",
+    "hindsight_distill",
+    "lab_results",
+    "pretrain_prior",
+    "rollout",
+    "set_progress_listener",
+    "training_run",
+    "verify",
+]
+
+_SESSIONS: dict[str, RunSession] = {}
+_LISTENERS: list[Callable[[str, Any], None]] = []
+_VERIFIERS: dict[tuple[str, str], Verifier] = {}
+_VERIFIERS_LOCK = threading.Lock()
+
+
+def set_progress_listener(listener: Callable[[str, Any], None] | None) -> None:
+    """Receive ``(event, payload)`` progress events of flows run in this process (the CLI's progress bars)."""
+    _LISTENERS.clear()
+    if listener is not None:
+        _LISTENERS.append(listener)
+
+
+def _emit(event: str, payload: Any = None) -> None:
+    for listener in _LISTENERS:
+        listener(event, payload)
+
+
+def _limit_name(verifier: str) -> str:
+    return f"arl-tier-{verifier}"
+
+
+def _verifier(name: str, params: dict[str, Any]) -> Verifier:
+    """One instance per (name, params) per process, so worker pools are reused across tasks."""
+    import json
+
+    key = (name, json.dumps(params, sort_keys=True, default=str))
+    with _VERIFIERS_LOCK:
+        if key not in _VERIFIERS:
+            _VERIFIERS[key] = registry.create(name, params)
+        return _VERIFIERS[key]
+
+
+# ---------------------------------------------------------------------- tasks
+@task(name="run-tier", cache_policy=NO_CACHE, task_run_name="{verifier} x{count}")
+def run_tier(verifier: str, params: dict[str, Any], candidates: list[dict[str, Any]], count: int, limited: bool) -> list[dict[str, Any]]:
+    """Run one verifier on one batch (in a thread, or on a Dask worker)."""
+    batch = [Candidate.model_validate(c) for c in candidates]
+    with ExitStack() as stack:
+        if limited:
+            stack.enter_context(concurrency(_limit_name(verifier), occupy=1, strict=False))
+        verdicts = _verifier(verifier, params).verify_batch(batch)
+    return [v.model_dump(mode="json") for v in verdicts]
+
+
+@task(name="rollout", cache_policy=NO_CACHE)
+def rollout_task(run_id: str, step: int) -> list[str]:
+    return _SESSIONS[run_id].rollout(step)
+
+
+@task(name="grpo-update", cache_policy=NO_CACHE)
+def grpo_task(run_id: str, step: int) -> dict[str, float]:
+    return _SESSIONS[run_id].grpo(step)
+
+
+@task(name="hindsight-distill", cache_policy=NO_CACHE)
+def hindsight_task(run_id: str, step: int) -> dict[str, float]:
+    return _SESSIONS[run_id].hindsight(step)
+
+
+@task(name="checkpoint", cache_policy=NO_CACHE)
+def checkpoint_task(run_id: str, step: int, metrics: dict[str, Any]) -> str:
+    return _SESSIONS[run_id].checkpoint(step, metrics).path
+
+
+def _tier_runner(session: RunSession, limits: set[str]) -> Callable[[str, list[Candidate]], list[Verdict]]:
+    params = {t.verifier: t.params for t in session.config.tiers}
+    names = {v.name: t.verifier for v, t in zip(session.ladder, session.config.tiers)}
+
+    def run(name: str, batch: list[Candidate]) -> list[Verdict]:
+        future = run_tier.submit(
+            names[name], params[names[name]], [c.model_dump(mode="json") for c in batch], len(batch), name in limits
+        )
+        return [Verdict.model_validate(v) for v in future.result()]
+
+    return run
+
+
+def _setup_limits(config: RunConfig) -> set[str]:
+    """Create (or update) the global concurrency limit of each expensive verifier."""
+    from prefect import get_client
+
+    limited = set()
+    with get_client(sync_client=True) as client:
+        for name, limit in config.tier_concurrency.items():
+            client.upsert_global_concurrency_limit_by_name(_limit_name(name), limit)
+            limited.add(name)
+    return limited
+
+
+def _task_runner(config: RunConfig):  # noqa: ANN202 - Prefect task runner instance
+    if config.task_runner == "dask":
+        from prefect_dask import DaskTaskRunner
+
+        if config.dask_address:
+            return DaskTaskRunner(address=config.dask_address)
+        return DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 1, "processes": True})
+    if config.task_runner == "ray":
+        try:
+            from prefect_ray import RayTaskRunner
+        except ImportError:
+            raise RuntimeError("task_runner 'ray' needs prefect-ray: pip install 'arl[ray]'") from None
+        return RayTaskRunner()
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    return ThreadPoolTaskRunner(max_workers=4)
+
+
+# ---------------------------------------------------------------------- training_run
+def _training_loop(
+    config_dict: dict[str, Any] | None,
+    config_path: str | None,
+    profile: str,
+    resume: str | None,
+    database_url: str | None,
+    run_id: str | None,
+) -> dict[str, Any]:
+    logger = get_run_logger()
+    config = load_config(config_path, profile, overrides=config_dict)
+    ledger = Ledger(database_url)
+    session = RunSession.open(config, ledger, resume=resume, run_id=run_id, on_pretrain=lambda d: _emit("pretrain", d))
+    run = session.run
+    _SESSIONS[run.id] = session
+    _emit("run", {"run_id": run.id, "name": run.name, "steps": config.steps, "start": session.start_step})
+    logger.info("run %s (%s): steps %d..%d", run.id, run.name, session.start_step, config.steps - 1)
+    progress = create_progress_artifact(
+        100.0 * session.start_step / config.steps, key=f"progress-{run.id[:12]}", description=f"ARL run {run.name} ({run.id})"
+    )
+    runner = _tier_runner(session, _setup_limits(config))
+    summaries: list[StepSummary] = []
+    status = RunStatus.failed
+    try:
+        for step in range(session.start_step, config.steps):
+            t0 = time.perf_counter()
+            session.prepare_step(step)
+            _emit("stage", {"step": step, "stage": "rollout"})
+            rollout_task(run.id, step)
+            _emit("stage", {"step": step, "stage": "verify"})
+            session.verify(step, runner, max_batch=_max_batch(config))
+            _emit("stage", {"step": step, "stage": "grpo"})
+            metrics = grpo_task(run.id, step)
+            _emit("stage", {"step": step, "stage": "hindsight"})
+            metrics |= hindsight_task(run.id, step)
+            metrics["step/seconds"] = time.perf_counter() - t0
+            _emit("stage", {"step": step, "stage": "checkpoint"})
+            checkpoint_task(run.id, step, metrics)
+            summary = session.summary(step, metrics, metrics["step/seconds"])
+            summaries.append(summary)
+            update_progress_artifact(progress, 100.0 * (step + 1) / config.steps)
+            logger.info(
+                "step %d: reward %.3f (max %.3f), validity %.2f, spend %s",
+                step, summary.reward_mean, summary.reward_max, summary.validity,
+                {k: round(v, 2) for k, v in summary.spend.items()},
+            )
+            _emit("step", summary)
+        status = RunStatus.completed
+    except KeyboardInterrupt:
+        status = RunStatus.interrupted
+        raise
+    finally:
+        session.finish(status)
+        _SESSIONS.pop(run.id, None)
+        _emit("finished", {"run_id": run.id, "status": status.value})
+    _publish_artifacts(ledger, run.id)
+    return ledger.run_summary(run.id)
+
+
+def _max_batch(config: RunConfig) -> int:
+    """Batch size per tier task: enough candidates to amortise the task, few enough to persist often."""
+    return max(4, 2 * config.trainer.group_size)
+
+
+def _publish_artifacts(ledger: Ledger, run_id: str) -> None:
+    from arl_flows.report import build_report
+
+    key = run_id[:12]
+    top = ledger.top_candidates(run_id, n=10)
+    rows = []
+    for c in top:
+        row = {"answer": c["answer"], "reward": round(c["reward"], 4), "std": round(c["std"], 4)}
+        row |= {k: (round(v, 3) if isinstance(v, float) else v) for k, v in c["values"].items()}
+        rows.append(row)
+    create_table_artifact(rows, key=f"best-candidates-{key}", description=f"Best candidates of run {run_id}, value per tier")
+    report = build_report(ledger, run_id, embed_images=True)
+    create_markdown_artifact(report.markdown, key=f"report-{key}", description=f"ARL report of run {run_id}")
+
+
+@flow(name="training_run", log_prints=True)
+def training_run(
+    config: dict[str, Any] | None = None,
+    config_path: str | None = None,
+    profile: str = "default",
+    resume: str | None = None,
+    database_url: str | None = None,
+    run_id: str | None = None,
+) -> dict[str, Any]:
+    """rollout -> verify -> persist -> GRPO -> hindsight -> checkpoint, for N steps; resumable.
+
+    ``config`` holds TOML-shaped overrides (e.g. ``{"steps": 3}``); ``config_path``
+    a TOML file; ``resume`` a run id to continue from its last completed step.
+    """
+    return _training_loop(config, config_path, profile, resume, database_url, run_id)
+
+
+def run_training(config_dict: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+    """Run ``training_run`` with the task runner the config asks for."""
+    config = load_config(kwargs.get("config_path"), kwargs.get("profile", "default"), overrides=config_dict)
+    flow_ = training_run.with_options(task_runner=_task_runner(config), flow_run_name=config.name)
+    return flow_(config=config_dict, **kwargs)
+
+
+# ---------------------------------------------------------------------- the single-stage flows
+def _session(run_id: str, config_path: str | None, profile: str, database_url: str | None) -> RunSession:
+    """The in-process session of a run, or the run re-opened at its last checkpoint."""
+    if run_id in _SESSIONS:
+        return _SESSIONS[run_id]
+    ledger = Ledger(database_url)
+    run = ledger.get_run(run_id)
+    stored = {k: v for k, v in run.config.items() if k in RunConfig.model_fields}
+    config = load_config(config_path, profile, overrides=None if config_path else stored)
+    session = RunSession.open(config, ledger, resume=run.id)
+    _SESSIONS[run.id] = session
+    return session
+
+
+@flow(name="pretrain_prior")
+def pretrain_prior(config_path: str | None = None, profile: str = "default") -> dict[str, Any]:
+    """Pretrain (or load from the cache) the SMILES prior of a config; report validity, uniqueness, novelty."""
+    from policies import load_or_pretrain
+
+    config = load_config(config_path, profile)
+    _policy, report = load_or_pretrain(config.prior)
+    create_table_artifact([report.model_dump(mode="json")], key="prior-report", description="SMILES prior")
+    return report.model_dump(mode="json")
+
+
+@flow(name="rollout")
+def rollout(run_id: str, step: int, config_path: str | None = None, profile: str = "default", database_url: str | None = None) -> list[str]:
+    """Sample G trajectories per prompt for one step of a run; returns trajectory ids."""
+    session = _session(run_id, config_path, profile, database_url)
+    session.prepare_step(step)
+    return rollout_task(run_id, step)
+
+
+@flow(name="verify")
+def verify(run_id: str, step: int, config_path: str | None = None, profile: str = "default", database_url: str | None = None) -> dict[str, Any]:
+    """Route one step's candidates through the tiers under the budget (the scheduler); returns spend and calls."""
+    session = _session(run_id, config_path, profile, database_url)
+    session.restore_step(step)
+    result = session.verify(step, _tier_runner(session, _setup_limits(session.config)), max_batch=_max_batch(session.config))
+    return {"spend": result.spend, "calls": result.calls, "rounds": result.rounds, "lab_requests": len(result.lab_requests)}
+
+
+@flow(name="grpo_update")
+def grpo_update(run_id: str, step: int, config_path: str | None = None, profile: str = "default", database_url: str | None = None) -> dict[str, float]:
+    """One GRPO update from a verified step's reward estimates."""
+    session = _session(run_id, config_path, profile, database_url)
+    session.restore_step(step)
+    return grpo_task(run_id, step)
+
+
+@flow(name="hindsight_distill")
+def hindsight_distill(run_id: str, step: int, config_path: str | None = None, profile: str = "default", database_url: str | None = None) -> dict[str, float]:
+    """Relabel a step's failed trajectories with what they achieved and distill them into the policy."""
+    session = _session(run_id, config_path, profile, database_url)
+    session.restore_step(step)
+    return hindsight_task(run_id, step)
+
+
+# ---------------------------------------------------------------------- lab results
+class LabSubmission(BaseModel):
+    """One external measurement for a pending lab request (the Prefect UI renders this as a form)."""
+
+    request_id: str = Field(description="Id of the pending request (see `arl lab list`).")
+    value: float = Field(description="The measured value, e.g. the HOMO-LUMO gap in eV.")
+    notes: str = Field(default="", description="Free text: instrument, conditions, who measured.")
+
+
+@flow(name="lab_results")
+def lab_results(submission: LabSubmission, database_url: str | None = None) -> dict[str, Any]:
+    """Record an external lab result: the pending verdict becomes ``ok`` and later steps use it."""
+    if not math.isfinite(submission.value):
+        raise ValueError(f"value must be a finite number, got {submission.value}")
+    ledger = Ledger(database_url)
+    verdict = ledger.submit_lab_result(submission.request_id, submission.value, submission.notes)
+    get_run_logger().info("lab request %s: %s = %s", submission.request_id, verdict.candidate_key, verdict.value)
+    return verdict.model_dump(mode="json")

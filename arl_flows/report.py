@@ -1,0 +1,182 @@
+"""The run report: markdown plus PNG plots, from the ledger alone.
+
+``arl report RUN`` writes it to a folder; ``training_run`` publishes the same
+markdown as a Prefect artifact (plots embedded as data URIs, since an artifact
+cannot reference local files).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from storage.ledger import Ledger  # noqa: E402
+from storage.records import Status  # noqa: E402
+
+__all__ = ["Report", "build_report", "surrogate_calibration"]
+
+
+@dataclass
+class Report:
+    markdown: str
+    images: dict[str, bytes] = field(default_factory=dict)
+
+    def write(self, folder: str | Path) -> Path:
+        out = Path(folder)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, data in self.images.items():
+            (out / name).write_bytes(data)
+        (out / "report.md").write_text(self.markdown, encoding="utf-8")
+        return out / "report.md"
+
+
+def _png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def surrogate_calibration(ledger: Ledger, ladder: list[str], seed: int = 0) -> dict[str, float] | None:
+    """Coverage of the surrogate's 50%/90% intervals: fit on half the ledger's paired observations, test on the rest."""
+    import numpy as np
+
+    from verifiers.chem.molecules import make_candidate
+    from verifiers.scheduler import Observation, Surrogate, molecule_features
+
+    values = {name: ledger.ok_values(name) for name in ladder}
+    top = values[ladder[-1]]
+    obs = []
+    for key in top:
+        if key.startswith("molecules:") and not key.startswith("molecules:invalid:"):
+            feats = molecule_features(make_candidate(key.split(":", 1)[1]))
+            obs.append(Observation(key, feats, {n: v[key] for n, v in values.items() if key in v}))
+    if len(obs) < 10:
+        return None
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(obs))
+    half = len(obs) // 2
+    model = Surrogate(ladder[:-1], ladder[-1], int(np.size(obs[0].features)), seed=seed)
+    model.add([obs[i] for i in order[:half]])
+    return model.calibration([obs[i] for i in order[half:]])
+
+
+def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> Report:
+    summary = ledger.run_summary(run_id)
+    run = ledger.get_run(summary["id"])
+    steps = ledger.training_steps(run.id)
+    spend = ledger.spend_by_step(run.id)
+    images: dict[str, bytes] = {}
+
+    if steps:
+        xs = [s.step for s in steps]
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+        for key, label in (("reward/mean", "mean reward"), ("reward/max", "max reward"), ("reward/validity", "validity")):
+            ys = [s.metrics.get(key) for s in steps]
+            ax.plot(xs, [math.nan if y is None else y for y in ys], marker="o", label=label)
+        ax.set_xlabel("step")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title("reward over steps")
+        ax.legend(fontsize=8)
+        images["reward.png"] = _png(fig)
+
+    if spend:
+        tiers = sorted({t for per in spend.values() for t in per})
+        xs = sorted(spend)
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+        bottom = [0.0] * len(xs)
+        for tier in tiers:
+            ys = [spend[x].get(tier, 0.0) for x in xs]
+            ax.bar(xs, ys, bottom=bottom, label=tier)
+            bottom = [b + y for b, y in zip(bottom, ys)]
+        ax.set_xlabel("step")
+        ax.set_ylabel("CPU-seconds")
+        ax.set_title("verification spend per step, by tier")
+        ax.legend(fontsize=8)
+        images["spend.png"] = _png(fig)
+
+        totals = summary["spend_by_tier"]
+        fig, ax = plt.subplots(figsize=(4.5, 3.2))
+        ax.bar(list(totals), list(totals.values()), color="tab:purple")
+        ax.set_ylabel("CPU-seconds")
+        ax.set_title("tier mix (total spend)")
+        images["tier_mix.png"] = _png(fig)
+
+    ladder = [t["verifier"] for t in run.config.get("tiers", [])]
+    calibration = None
+    if len(ladder) >= 2:
+        try:
+            calibration = surrogate_calibration(ledger, ladder)
+        except (ValueError, KeyError):
+            calibration = None
+    if calibration:
+        fig, ax = plt.subplots(figsize=(4.5, 3.2))
+        ax.bar(["50% interval", "90% interval"], [calibration["coverage_50"], calibration["coverage_90"]], color="tab:green", label="measured")
+        ax.scatter(["50% interval", "90% interval"], [0.5, 0.9], color="black", zorder=3, label="nominal")
+        ax.set_ylim(0, 1)
+        ax.set_title(f"surrogate calibration (n={int(calibration['n'])} held-out)")
+        ax.legend(fontsize=8)
+        images["calibration.png"] = _png(fig)
+
+    def img(name: str, alt: str) -> str:
+        if name not in images:
+            return ""
+        if embed_images:
+            return f"![{alt}](data:image/png;base64,{base64.b64encode(images[name]).decode()})\n"
+        return f"![{alt}]({name})\n"
+
+    lines = [
+        f"# ARL run `{run.name}`",
+        "",
+        f"- run id: `{run.id}`",
+        f"- status: **{summary['status']}**, steps {summary['steps_done']}/{summary['steps_total']}",
+        f"- trajectories: {summary['trajectories']}, distinct candidates: {summary['candidates']}",
+        f"- best reward: {summary['best_reward'] if summary['best_reward'] is None else round(summary['best_reward'], 4)}",
+        f"- verdicts by status: {summary['verdicts_by_status']}",
+        f"- pending lab requests: {summary['lab_pending']}",
+        "",
+        "## Spend by tier (CPU-seconds)",
+        "",
+        "| tier | CPU-s |",
+        "|---|---|",
+        *[f"| {t} | {c:.2f} |" for t, c in sorted(summary["spend_by_tier"].items())],
+        "",
+        "## Reward and spend",
+        "",
+        img("reward.png", "reward over steps"),
+        img("spend.png", "spend per step by tier"),
+        img("tier_mix.png", "tier mix"),
+        "## Surrogate calibration",
+        "",
+    ]
+    if calibration:
+        lines += [
+            f"Fitted on half of the ledger's paired observations, tested on the other {int(calibration['n'])}: "
+            f"50% intervals cover {calibration['coverage_50']:.0%}, 90% intervals cover {calibration['coverage_90']:.0%} "
+            f"(MAE {calibration['mean_abs_error']:.3f}, mean std {calibration['mean_std']:.3f}).",
+            "",
+            img("calibration.png", "calibration"),
+        ]
+    else:
+        lines.append("Not enough top-tier observations yet to measure calibration (need 10).")
+    top = ledger.top_candidates(run.id, n=10)
+    if top:
+        verifiers = sorted({k for c in top for k in c["values"]})
+        lines += ["", "## Best candidates", "", "| answer | reward | " + " | ".join(verifiers) + " |", "|---|---|" + "---|" * len(verifiers)]
+        for c in top:
+            vals = [c["values"].get(v, "") for v in verifiers]
+            cells = [f"{x:.3f}" if isinstance(x, float) else str(x) for x in vals]
+            lines.append(f"| `{c['answer']}` | {c['reward']:.3f} | " + " | ".join(cells) + " |")
+    pending = [r for r in ledger.lab_requests(Status.pending, run_id=run.id)]
+    if pending:
+        lines += ["", "## Pending lab requests", "", *[f"- `{r.id}`: {r.payload}" for r in pending[:20]]]
+    return Report("\n".join(lines) + "\n", images)

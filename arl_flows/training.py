@@ -1,0 +1,462 @@
+"""One training run as plain functions: rollout, verify, GRPO, hindsight, checkpoint.
+
+The Prefect flows in :mod:`arl_flows.flows` are thin wrappers over these. A
+:class:`RunSession` holds what must stay in memory between the stages of a
+step (the policy, its optimizer, the step's rollout tensors); everything that
+must survive a crash goes through the ledger, one transaction per arrow of
+the data flow in ARCHITECTURE.md:
+
+- trajectories are written right after sampling;
+- verdicts are written as soon as each tier batch returns (before the next
+  round is planned), so a verdict that was paid for is never paid for again;
+- a step counts as done only once its checkpoint is on disk (written to a
+  temporary directory, then renamed) and registered together with its
+  metrics.
+
+Resuming re-opens the run at ``steps_done``: the unfinished step's
+trajectories are dropped and the step is redone from the last checkpoint with
+the same sampling seed, so the same molecules come back and their verdicts
+are cache hits.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from arl_flows.config import RunConfig
+from policies import (
+    Policy,
+    PolicyConfig,
+    PolicyTrainer,
+    Rollout,
+    achieved_value,
+    goal_prompt_ids,
+    load_or_pretrain,
+    relabel,
+)
+from storage.ledger import Ledger, LedgerError
+from storage.records import (
+    CheckpointRecord,
+    Prompt,
+    RewardEstimate,
+    RunRecord,
+    RunStatus,
+    Status,
+    TrainingStepRecord,
+    Trajectory,
+    Turn,
+    Verdict,
+    tier_rank,
+)
+from verifiers import Candidate, Verifier, registry
+from verifiers.chem.molecules import make_candidate
+from verifiers.scheduler import Scheduler, StepResult, molecule_features
+
+__all__ = ["RunSession", "StepSummary", "TierRunner", "arl_home", "build_ladder", "run_dir"]
+
+TierRunner = Callable[[str, list[Candidate]], list[Verdict]]
+"""Runs one verifier (by name) on a batch of candidates; flows pass a Prefect task here."""
+
+
+def arl_home() -> Path:
+    return Path(os.environ.get("ARL_HOME", Path.home() / ".arl"))
+
+
+def run_dir(run_id: str) -> Path:
+    return arl_home() / "runs" / run_id
+
+
+def build_ladder(config: RunConfig) -> list[Verifier]:
+    """Instantiate the configured verifiers (names or 'module:Class' references), cheapest first."""
+    ladder = [registry.create(t.verifier, t.params) for t in config.tiers]
+    ranks = [tier_rank(v.tier) for v in ladder]
+    if ranks != sorted(ranks):
+        order = ", ".join(f"{v.name} ({v.tier.value})" for v in ladder)
+        raise ValueError(f"tiers must be listed cheapest first (fast, simulation, high_fidelity, lab); got {order}")
+    return ladder
+
+
+@dataclass
+class StepSummary:
+    """What the progress display and the run report show for one step."""
+
+    step: int
+    reward_mean: float = math.nan
+    reward_max: float = math.nan
+    validity: float = math.nan
+    spend: dict[str, float] = field(default_factory=dict)
+    budget_left: float = math.inf
+    calls: dict[str, int] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+@dataclass
+class _StepState:
+    rollout: Rollout | None = None
+    trajectories: list[Trajectory] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    estimates: list[RewardEstimate] = field(default_factory=list)
+    result: StepResult | None = None
+
+
+class RunSession:
+    """A run's in-memory state between stages; the ledger holds everything durable."""
+
+    def __init__(self, config: RunConfig, ledger: Ledger, run: RunRecord, policy: Policy, ladder: list[Verifier]):
+        self.config = config
+        self.ledger = ledger
+        self.run = run
+        self.policy = policy
+        self.ladder = ladder
+        self.trainer = PolicyTrainer(policy, config.trainer)
+        self.scheduler = Scheduler(
+            ladder, config.scheduler, featurize=molecule_features, run_spent=sum(ledger.spend_by_tier(run.id).values())
+        )
+        self.steps: dict[int, _StepState] = {}
+        self.lab_seen: set[str] = {r.id for r in ledger.lab_requests(Status.ok, run_id=run.id)}
+        self._teach_surrogate_from_ledger()
+
+    # ------------------------------------------------------------------ open / resume
+    @classmethod
+    def open(
+        cls,
+        config: RunConfig,
+        ledger: Ledger,
+        *,
+        resume: str | None = None,
+        run_id: str | None = None,
+        on_pretrain: Callable[[str], None] | None = None,
+    ) -> RunSession:
+        """Start a new run (recorded in the ledger) or resume one at its last completed step."""
+        ladder = build_ladder(config)
+        ledger.record_tiers([v.spec() for v in ladder])
+        policy_config = PolicyConfig(device=config.device, dtype=config.dtype)
+        if resume:
+            run = ledger.get_run(resume)
+            if run.status == RunStatus.completed:
+                raise LedgerError(f"run {run.id} already completed all {run.steps_done} steps; nothing to resume")
+            checkpoint = ledger.latest_checkpoint(run.id)
+            if checkpoint is not None and checkpoint.step == run.steps_done - 1:
+                policy = Policy.load(checkpoint.path, policy_config)
+            else:
+                policy = _prior(config, policy_config, on_pretrain)
+            run = ledger.set_run_status(run.id, RunStatus.running)
+            session = cls(config, ledger, run, policy, ladder)
+            session._restore_optimizer(checkpoint)
+            return session
+        policy = _prior(config, policy_config, on_pretrain)
+        run = ledger.create_run(config.name, config.model_dump(mode="json") | {"steps": config.steps}, run_id=run_id)
+        return cls(config, ledger, run, policy, ladder)
+
+    def _restore_optimizer(self, checkpoint: CheckpointRecord | None) -> None:
+        if checkpoint is None:
+            return
+        state = Path(checkpoint.path) / "optimizer.pt"
+        if state.exists():
+            self.trainer.optimizer.load_state_dict(torch.load(state, weights_only=True))
+
+    def _teach_surrogate_from_ledger(self) -> None:
+        """Paired observations already in the ledger (any run) calibrate the surrogate before step 0."""
+        values = {v.name: self.ledger.ok_values(v.name) for v in self.ladder}
+        top = values[self.ladder[-1].name]
+        observations = []
+        for key, _ in top.items():
+            if not key.startswith("molecules:") or key.startswith("molecules:invalid:"):
+                continue
+            cand = make_candidate(key.split(":", 1)[1])
+            observations.append(self.scheduler.observation(cand, {n: vals[key] for n, vals in values.items() if key in vals}))
+        if observations:
+            self.scheduler.add_history(observations)
+
+    @property
+    def start_step(self) -> int:
+        return self.run.steps_done
+
+    def prepare_step(self, step: int) -> None:
+        """Drop what an interrupted attempt at ``step`` left (trajectories, rewards, spend) before redoing it."""
+        self.ledger.delete_step_trajectories(self.run.id, step)
+        self.steps.pop(step, None)
+
+    # ------------------------------------------------------------------ rollout
+    def rollout(self, step: int) -> list[str]:
+        """Sample G completions for each goal prompt; write prompts and trajectories; return trajectory ids."""
+        cfg = self.config
+        windows = cfg.goal_windows()
+        tok = self.policy.tokenizer
+        prompts: list[Prompt] = []
+        prompt_ids: list[list[int]] = []
+        for i in range(cfg.rollout.prompts_per_step):
+            low, high = windows[(step * cfg.rollout.prompts_per_step + i) % len(windows)]
+            prompts.append(
+                Prompt(
+                    id=f"molecules:gap:{low:.2f}-{high:.2f}",
+                    suite="molecules",
+                    text=f"Propose a molecule (C, N, O, F; at most 9 heavy atoms) with a HOMO-LUMO gap between {low:g} and {high:g} eV.",
+                    goal={"property": "gap_ev", "low": low, "high": high, "softness": cfg.scheduler.window_softness},
+                )
+            )
+            prompt_ids.append(goal_prompt_ids(tok, low, high))
+        self.ledger.add_prompts({p.id: p for p in prompts}.values())
+        rollout = self.policy.sample(
+            prompt_ids,
+            group_size=cfg.trainer.group_size,
+            temperature=cfg.trainer.temperature,
+            top_p=cfg.trainer.top_p,
+            max_new_tokens=cfg.trainer.max_new_tokens,
+            seed=cfg.seed * 1_000_003 + step,
+        )
+        lengths = rollout.completion_mask.sum(1).tolist()
+        trajectories, candidates = [], []
+        for row, text in enumerate(rollout.texts):
+            p_index = int(rollout.prompt_index[row])
+            prompt = prompts[p_index]
+            smiles = "".join(text.split())
+            cand = make_candidate(smiles, prompt.goal)
+            candidates.append(cand)
+            trajectories.append(
+                Trajectory(
+                    run_id=self.run.id,
+                    prompt_id=prompt.id,
+                    step=step,
+                    group_id=f"{self.run.id[:8]}-{step}-{p_index}",
+                    turns=[Turn(role="user", content=prompt.text), Turn(role="assistant", content=smiles)],
+                    final_answer=smiles,
+                    candidate_key=cand.key,
+                    prompt_tokens=len(prompt_ids[p_index]),
+                    completion_tokens=int(lengths[row]),
+                    truncated=bool(rollout.truncated[row]),
+                )
+            )
+        self.ledger.add_trajectories(trajectories)
+        self.steps[step] = _StepState(rollout=rollout, trajectories=trajectories, candidates=candidates)
+        return [t.id for t in trajectories]
+
+    def restore_step(self, step: int) -> None:
+        """Rebuild a step's in-memory state from the ledger (for the single-stage flows run on their own).
+
+        The completions are re-tokenized and their old log-probs recomputed under
+        the current policy, which is exactly what GRPO needs on-policy.
+        """
+        if step in self.steps and self.steps[step].rollout is not None:
+            return
+        rows = self.ledger.step_trajectories(self.run.id, step)
+        if not rows:
+            raise RuntimeError(f"run {self.run.id} has no trajectories at step {step}: run the rollout flow first")
+        prompts = self.ledger.get_prompts({t.prompt_id for t, _ in rows})
+        order = list(dict.fromkeys(t.prompt_id for t, _ in rows))
+        tok = self.policy.tokenizer
+        prompt_lists = [goal_prompt_ids(tok, prompts[p].goal["low"], prompts[p].goal["high"]) for p in order]
+        completions = []
+        for traj, _ in rows:
+            ids = self.policy.encode(traj.final_answer)
+            completions.append(ids if traj.truncated else ids + [tok.eos_token_id])
+        rollout = _rollout_from_tokens(self.policy, prompt_lists, [order.index(t.prompt_id) for t, _ in rows], completions,
+                                       [t.truncated for t, _ in rows], [t.final_answer for t, _ in rows],
+                                       self.config.trainer.temperature)
+        self.steps[step] = _StepState(
+            rollout=rollout,
+            trajectories=[t for t, _ in rows],
+            candidates=[make_candidate(t.final_answer, prompts[t.prompt_id].goal) for t, _ in rows],
+            estimates=[e for _, e in rows if e is not None],
+        )
+
+    # ------------------------------------------------------------------ verify
+    def verify(self, step: int, run_tier: TierRunner | None = None, max_batch: int | None = None) -> StepResult:
+        """Route the step's candidates through the tiers under the budget; write verdicts as they come."""
+        state = self.steps[step]
+        run_tier = run_tier or self._run_tier_inline
+        keys = [c.key for c in state.candidates]
+        cached = self.ledger.verdicts_for(keys, verifiers=[v.name for v in self.ladder])
+        plan = self.scheduler.plan_step(
+            state.candidates,
+            group_ids=[t.group_id for t in state.trajectories],
+            trajectory_ids=[t.id for t in state.trajectories],
+            cached=cached,
+            step=step,
+            run_id=self.run.id,
+        )
+        while requests := plan.next_round():
+            for name, batch in requests.items():
+                size = max_batch or len(batch)
+                for i in range(0, len(batch), size):
+                    verdicts = run_tier(name, batch[i : i + size])
+                    stored = self.ledger.put_verdicts(verdicts)  # durable before anything else happens
+                    plan.observe(stored)
+        result = plan.result()
+        if result.lab_requests:
+            self.ledger.create_lab_requests(result.lab_requests)
+        self.ledger.add_reward_estimates(result.estimates)
+        self.ledger.add_spend(result.spend_records(self.run.id, step, {v.name: v.tier for v in self.ladder}))
+        state.result = result
+        state.estimates = result.estimates
+        return result
+
+    def _run_tier_inline(self, name: str, batch: list[Candidate]) -> list[Verdict]:
+        return self.scheduler.verifier(name).verify_batch(batch)
+
+    # ------------------------------------------------------------------ GRPO
+    def grpo(self, step: int) -> dict[str, float]:
+        state = self.steps[step]
+        if state.rollout is None or not state.estimates:
+            raise RuntimeError(f"step {step} has no verified rollout yet: run rollout and verify first")
+        by_traj = {e.trajectory_id: e for e in state.estimates}
+        rewards = [by_traj[t.id].mean for t in state.trajectories]
+        stds = [by_traj[t.id].std for t in state.trajectories]
+        metrics = self.trainer.step(state.rollout, rewards, stds)
+        metrics["reward/validity"] = sum(1 for c in state.candidates if c.meta.get("valid")) / max(len(state.candidates), 1)
+        metrics["reward/unique"] = len({c.key for c in state.candidates}) / max(len(state.candidates), 1)
+        return metrics
+
+    # ------------------------------------------------------------------ hindsight
+    def hindsight(self, step: int) -> dict[str, float]:
+        """Relabel failed completions with the gap they achieved (at a trusted fidelity) and distill."""
+        hcfg = self.config.hindsight
+        if not hcfg.enabled:
+            return {}
+        state = self.steps[step]
+        if state.rollout is None or not state.estimates:
+            raise RuntimeError(f"step {step} has no verified rollout yet: run rollout and verify first")
+        min_rank = tier_rank(hcfg.min_fidelity)
+        verdicts = self.ledger.verdicts_for([c.key for c in state.candidates], verifiers=[v.name for v in self.ladder])
+        verdicts += self._new_lab_verdicts()
+        by_key: dict[str, list[Verdict]] = {}
+        for v in verdicts:
+            if tier_rank(v.tier) >= min_rank:
+                by_key.setdefault(v.candidate_key, []).append(v)
+        by_traj = {e.trajectory_id: e for e in state.estimates}
+        examples, seen = [], set()
+        mask = state.rollout.completion_mask
+        for row, traj in enumerate(state.trajectories):
+            if by_traj[traj.id].mean >= hcfg.threshold or traj.candidate_key in seen:
+                continue
+            achieved = achieved_value(by_key.get(traj.candidate_key, []))
+            if achieved is None:
+                continue
+            seen.add(traj.candidate_key)
+            n = int(mask[row].sum())
+            ids = state.rollout.completion_ids[row, :n].tolist()
+            examples.append(relabel(ids, achieved, self.policy.tokenizer))
+            if len(examples) >= hcfg.max_examples:
+                break
+        if not examples or not hcfg.relabel:
+            return {"hindsight/examples": 0.0}
+        metrics = self.trainer.distill_step(relabeled=examples)
+        return {f"hindsight/{k.split('/')[-1]}": v for k, v in metrics.items()} | {"hindsight/examples": float(len(examples))}
+
+    def _new_lab_verdicts(self) -> list[Verdict]:
+        """Lab results that arrived since the last step (they join hindsight and, via the cache, GRPO)."""
+        done = [r for r in self.ledger.lab_requests(Status.ok, run_id=self.run.id) if r.id not in self.lab_seen]
+        self.lab_seen.update(r.id for r in done)
+        return self.ledger.verdicts_for([r.candidate_key for r in done], verifiers=[r.verifier for r in done])
+
+    # ------------------------------------------------------------------ checkpoint
+    def checkpoint(self, step: int, metrics: dict[str, Any]) -> CheckpointRecord:
+        """Save weights + optimizer atomically, then register checkpoint and step in the ledger."""
+        final = run_dir(self.run.id) / f"step-{step:05d}"
+        tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        path, sha = self.policy.save(tmp)
+        torch.save(self.trainer.optimizer.state_dict(), tmp / "optimizer.pt")
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        record = CheckpointRecord(run_id=self.run.id, step=step, path=str(final), sha256=sha)
+        self.ledger.record_checkpoint(record)
+        self.ledger.record_step(TrainingStepRecord(run_id=self.run.id, step=step, metrics=_finite(metrics)))
+        self.run = self.ledger.get_run(self.run.id)
+        self.steps.pop(step - 1, None)  # keep memory bounded: only the current step's tensors
+        return record
+
+    def finish(self, status: RunStatus = RunStatus.completed) -> RunRecord:
+        self.run = self.ledger.set_run_status(self.run.id, status)
+        for v in self.ladder:
+            close = getattr(v, "close", None)
+            if close is not None:
+                close()
+        return self.run
+
+    # ------------------------------------------------------------------ one whole step
+    def summary(self, step: int, metrics: dict[str, float], seconds: float) -> StepSummary:
+        state = self.steps[step]
+        result = state.result
+        spend = self.ledger.spend_by_tier(self.run.id)
+        left = self.config.scheduler.budget_per_run - sum(spend.values())
+        return StepSummary(
+            step=step,
+            reward_mean=metrics.get("reward/mean", math.nan),
+            reward_max=metrics.get("reward/max", math.nan),
+            validity=metrics.get("reward/validity", math.nan),
+            spend=spend,
+            budget_left=left,
+            calls=dict(result.calls) if result else {},
+            metrics=metrics,
+            seconds=seconds,
+        )
+
+    def run_step(self, step: int, run_tier: TierRunner | None = None) -> StepSummary:
+        """rollout -> verify -> GRPO -> hindsight -> checkpoint, without Prefect (tests, benchmarks)."""
+        t0 = time.perf_counter()
+        self.prepare_step(step)
+        self.rollout(step)
+        self.verify(step, run_tier)
+        metrics = self.grpo(step)
+        metrics |= self.hindsight(step)
+        metrics["step/seconds"] = time.perf_counter() - t0
+        self.checkpoint(step, metrics)
+        return self.summary(step, metrics, metrics["step/seconds"])
+
+
+def _rollout_from_tokens(
+    policy: Policy,
+    prompts: list[list[int]],
+    prompt_index: list[int],
+    completions: list[list[int]],
+    truncated: list[bool],
+    texts: list[str],
+    temperature: float,
+) -> Rollout:
+    """A Rollout of given completions, with old log-probs computed under ``policy`` (no sampling)."""
+    from policies import collate
+
+    pad = policy.tokenizer.pad_token_id
+    p = collate([prompts[i] for i in prompt_index], [[0.0] * len(prompts[i]) for i in prompt_index], pad, padding_side="left")
+    c = collate(completions, [[1.0] * len(x) for x in completions], pad, padding_side="right")
+    rollout = Rollout(
+        prompt_ids=p.input_ids,
+        prompt_mask=p.attention_mask,
+        completion_ids=c.input_ids,
+        completion_mask=c.loss_mask,
+        logps=torch.zeros_like(c.loss_mask),
+        truncated=torch.tensor(truncated, dtype=torch.bool),
+        prompt_index=torch.tensor(prompt_index, dtype=torch.long),
+        texts=texts,
+        temperature=temperature,
+    )
+    with torch.no_grad():
+        rollout.logps = policy.completion_logprobs(rollout).detach().cpu() * rollout.completion_mask
+    return rollout
+
+
+def _prior(config: RunConfig, policy_config: PolicyConfig, on_pretrain: Callable[[str], None] | None) -> Policy:
+    from policies import prior_dir
+
+    directory = prior_dir(config.prior)
+    if on_pretrain is not None and not (directory / "pretrain_report.json").exists():
+        on_pretrain(str(directory))
+    policy, _report = load_or_pretrain(config.prior, policy_config=policy_config)
+    return policy
+
+
+def _finite(metrics: dict[str, Any]) -> dict[str, Any]:
+    """JSON has no NaN: replace non-finite floats by None."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
+

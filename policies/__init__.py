@@ -1,0 +1,54 @@
+"""Policies: transformers model wrapper, SMILES tokenizer and prior, GRPO and hindsight distillation losses.
+
+Nothing here imports Prefect or ``verifiers``: rewards arrive as numbers.
+"""
+
+from .hindsight import HintedExample, RelabeledExample, achieved_value, feedback_hint, hint_prompt, relabel
+from .losses import (
+    GRPOLossConfig,
+    group_advantages,
+    grpo_loss,
+    reverse_kl_distill_loss,
+    sft_loss,
+    spread_mask,
+    uncertainty_weights,
+)
+from .model import Policy, PolicyConfig, Rollout, TokenBatch, collate
+from .prior import PretrainConfig, PretrainReport, build_prior, load_or_pretrain, prior_dir, pretrain, sample_metrics
+from .smiles import build_smiles_tokenizer, gap_bin_tokens, goal_prompt_ids, goal_window, split_smiles
+from .trainer import PolicyTrainer, TrainerConfig
+
+__all__ = [
+    "GRPOLossConfig",
+    "HintedExample",
+    "Policy",
+    "PolicyConfig",
+    "PolicyTrainer",
+    "PretrainConfig",
+    "PretrainReport",
+    "RelabeledExample",
+    "Rollout",
+    "TokenBatch",
+    "TrainerConfig",
+    "achieved_value",
+    "build_prior",
+    "build_smiles_tokenizer",
+    "collate",
+    "feedback_hint",
+    "gap_bin_tokens",
+    "goal_prompt_ids",
+    "goal_window",
+    "group_advantages",
+    "grpo_loss",
+    "hint_prompt",
+    "load_or_pretrain",
+    "pretrain",
+    "prior_dir",
+    "relabel",
+    "reverse_kl_distill_loss",
+    "sample_metrics",
+    "sft_loss",
+    "spread_mask",
+    "split_smiles",
+    "uncertainty_weights",
+]

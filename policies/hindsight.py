@@ -1,0 +1,112 @@
+"""Hindsight: failed trajectories become training signal instead of being thrown away.
+
+Two ways, both driven by what the verifiers said about the attempt:
+
+1. ``relabel`` (hindsight experience replay, Andrychowicz et al. 2017, applied
+   to goal-conditioned generation): a molecule asked for gap window A that
+   actually has gap y is a correct answer to the goal "window containing y".
+   The completion is kept and the prompt is rewritten; training is plain SFT.
+2. ``hint_prompt`` (on-policy distillation with a privileged teacher): the
+   teacher sees the original prompt plus a hint built from verifier feedback
+   (achieved value, error message); the student sees the prompt alone. The
+   loss is the reverse KL(student || teacher) on the student's own tokens
+   (``losses.reverse_kl_distill_loss``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from storage.records import Status, Verdict, tier_rank
+
+from .smiles import GAP_BIN_WIDTH, goal_prompt_ids
+
+__all__ = [
+    "HintedExample",
+    "RelabeledExample",
+    "achieved_value",
+    "feedback_hint",
+    "hint_prompt",
+    "relabel",
+]
+
+
+@dataclass
+class RelabeledExample:
+    """A supervised example: ``prompt_ids`` (the relabeled goal) followed by ``completion_ids``."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    goal: tuple[float, float]
+
+
+@dataclass
+class HintedExample:
+    """One student completion with the student's and the hinted teacher's contexts."""
+
+    student_prompt_ids: list[int]
+    teacher_prompt_ids: list[int]
+    completion_ids: list[int]
+
+
+def achieved_value(verdicts: Iterable[Verdict]) -> float | None:
+    """The value of the highest-fidelity ``ok`` verdict (ties: the newest), or None if none is ok."""
+    ok = [v for v in verdicts if v.status == Status.ok and v.value is not None and math.isfinite(v.value)]
+    if not ok:
+        return None
+    best = max(ok, key=lambda v: (tier_rank(v.tier), v.created_at))
+    return float(best.value)  # type: ignore[arg-type]
+
+
+def relabel(
+    completion_ids: Sequence[int],
+    achieved: float,
+    tokenizer,
+    *,
+    bin_width: float = GAP_BIN_WIDTH,
+) -> RelabeledExample:
+    """Rewrite the goal of a completion to the bin that contains its achieved value.
+
+    ``completion_ids`` are the tokens the policy wrote (ending in eos if it finished);
+    the new prompt is ``<bos> <bin of achieved> <sep>``.
+    """
+    if not math.isfinite(achieved):
+        raise ValueError(f"cannot relabel with a non-finite achieved value {achieved!r}")
+    if not completion_ids:
+        raise ValueError("cannot relabel an empty completion")
+    low = math.floor(achieved / bin_width) * bin_width
+    goal = (low, low + bin_width)
+    return RelabeledExample(goal_prompt_ids(tokenizer, *goal), list(completion_ids), goal)
+
+
+def feedback_hint(achieved: float | None = None, error: str = "", unit: str = "") -> str:
+    """Verifier feedback in words, for text policies (the hint a teacher reads)."""
+    parts = []
+    if achieved is not None:
+        parts.append(f"Your previous answer achieved {achieved:.3g}{(' ' + unit) if unit else ''}.")
+    if error:
+        parts.append(f"The verifier reported: {error.strip()}")
+    if not parts:
+        raise ValueError("a hint needs an achieved value or an error message")
+    return "Feedback: " + " ".join(parts)
+
+
+def hint_prompt(prompt: str | Sequence[int], hint: str | Sequence[int]) -> str | list[int]:
+    """The teacher's context: the original prompt with the hint added.
+
+    Text prompts get the hint appended on its own line. Token prompts get the hint ids
+    inserted before the prompt's last token (the separator after which the completion
+    starts), so the completion still follows the same marker in both contexts.
+    """
+    if isinstance(prompt, str):
+        if not isinstance(hint, str):
+            raise TypeError("a text prompt needs a text hint")
+        return f"{prompt}\n{hint}\n"
+    if isinstance(hint, str):
+        raise TypeError("a token prompt needs a token hint (ids)")
+    prompt = list(prompt)
+    if not prompt:
+        raise ValueError("empty prompt")
+    return prompt[:-1] + list(hint) + prompt[-1:]

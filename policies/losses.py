@@ -1,0 +1,228 @@
+"""Pure loss functions: group advantages, the GRPO family, SFT and reverse-KL distillation.
+
+Every function takes tensors and returns tensors (and a metrics dict); none
+touches a model. Shapes: B sequences, T completion tokens, V vocabulary, G
+group size. ``mask`` is 1 on tokens that carry loss (completion tokens the
+policy wrote), 0 on prompt, observation and padding tokens.
+
+Formulas:
+- GRPO: Shao et al. 2024, "DeepSeekMath", eq. 3 (clipped surrogate, k3 KL
+  ``exp(ref - logp) - (ref - logp) - 1`` to the reference, sequence-mean of
+  token-means).
+- DAPO: Yu et al. 2025, "DAPO" (clip-higher ``epsilon_high > epsilon_low``,
+  token-level mean over the whole batch, dynamic sampling of groups with spread).
+- Dr. GRPO: Liu et al. 2025, "Understanding R1-Zero-Like Training" (no std in
+  the advantage, token sum divided by a constant ``B * max_completion_length``).
+The aggregation of each ``loss_type`` follows TRL's GRPOTrainer so that the two
+agree to float precision (tested in tests/policies/test_losses_vs_trl.py).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, Field
+
+__all__ = [
+    "GRPOLossConfig",
+    "group_advantages",
+    "grpo_loss",
+    "reverse_kl_distill_loss",
+    "sft_loss",
+    "spread_mask",
+    "uncertainty_weights",
+]
+
+
+class GRPOLossConfig(BaseModel):
+    """Hyper-parameters of the clipped policy-gradient loss."""
+
+    loss_type: Literal["grpo", "bnpo", "dapo", "dr_grpo"] = Field(
+        default="dapo",
+        description=(
+            "Aggregation over tokens: 'grpo' = mean over sequences of each sequence's token mean; "
+            "'bnpo' and 'dapo' = token mean over the batch; 'dr_grpo' = token sum / (B * max_completion_length)."
+        ),
+    )
+    epsilon_low: float = Field(
+        default=0.2, ge=0, lt=1, description="Lower clip: ratios below 1 - epsilon_low are clipped."
+    )
+    epsilon_high: float = Field(
+        default=0.28,
+        ge=0,
+        description="Upper clip: ratios above 1 + epsilon_high are clipped (DAPO clip-higher uses 0.28).",
+    )
+    beta: float = Field(
+        default=0.0, ge=0, description="Weight of the k3 KL to the reference model; 0 needs no reference."
+    )
+    kl_importance_correction: bool = Field(
+        default=False,
+        description=(
+            "Multiply the k3 KL by the (differentiable) ratio pi/pi_old so its gradient is the unbiased "
+            "reverse-KL gradient (DeepSeek-V3.2; TRL's use_bias_correction_kl, on by default there). "
+            "False keeps DeepSeekMath's formula."
+        ),
+    )
+    max_completion_length: int | None = Field(
+        default=None, ge=1, description="Dr. GRPO's constant normaliser; None uses the padded completion width."
+    )
+    mask_truncated: bool = Field(
+        default=False, description="Drop completions that hit the length limit from the loss (DAPO overlong filtering)."
+    )
+    uncertainty_scale: float | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "If set and reward stds are given, each advantage is multiplied by 1 / (1 + (std / scale)^2): "
+            "a reward as uncertain as `scale` counts half, a certain one fully. None disables."
+        ),
+    )
+
+
+def group_advantages(
+    rewards: torch.Tensor,
+    group_size: int,
+    scale: Literal["group", "batch", "none"] = "group",
+    eps: float = 1e-4,
+) -> torch.Tensor:
+    """Group-relative advantages (B,) from rewards (B,), groups of ``group_size`` consecutive rows.
+
+    ``group``: (r - group mean) / (group std + eps) (DeepSeekMath); ``batch``: the std is the
+    whole batch's (TRL ``scale_rewards='batch'``); ``none``: r - group mean (Dr. GRPO).
+    Stds are unbiased, as in TRL. A group whose rewards are all equal gets exactly 0.
+    """
+    if rewards.dim() != 1 or rewards.numel() % group_size:
+        raise ValueError(
+            f"rewards must be 1-D with a length divisible by group_size={group_size}, got {tuple(rewards.shape)}"
+        )
+    grouped = rewards.view(-1, group_size)  # (B/G, G)
+    centred = grouped - grouped.mean(dim=1, keepdim=True)  # (B/G, G)
+    if scale == "group":
+        std = grouped.std(dim=1, keepdim=True) if group_size > 1 else torch.zeros_like(grouped[:, :1])  # (B/G, 1)
+        adv = centred / (std + eps)
+    elif scale == "batch":
+        std = rewards.std() if rewards.numel() > 1 else rewards.new_zeros(())
+        adv = centred / (std + eps)
+    elif scale == "none":
+        adv = centred
+    else:
+        raise ValueError(f"scale must be 'group', 'batch' or 'none', got {scale!r}")
+    flat = grouped.amax(dim=1, keepdim=True) == grouped.amin(dim=1, keepdim=True)  # (B/G, 1)
+    return adv.masked_fill(flat, 0.0).reshape(-1)  # (B,)
+
+
+def spread_mask(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """(B,) bool: True for rows whose group has reward spread (DAPO dynamic sampling keeps these)."""
+    grouped = rewards.view(-1, group_size)  # (B/G, G)
+    keep = grouped.amax(dim=1) > grouped.amin(dim=1)  # (B/G,)
+    return keep.repeat_interleave(group_size)  # (B,)
+
+
+def uncertainty_weights(reward_std: torch.Tensor, scale: float) -> torch.Tensor:
+    """(B,) weights 1 / (1 + (std / scale)^2) in (0, 1]: uncertain rewards move the policy less."""
+    return 1.0 / (1.0 + (reward_std / scale) ** 2)
+
+
+def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def grpo_loss(
+    logps: torch.Tensor,
+    old_logps: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    ref_logps: torch.Tensor | None = None,
+    config: GRPOLossConfig | None = None,
+    truncated: torch.Tensor | None = None,
+    reward_std: torch.Tensor | None = None,
+    entropies: torch.Tensor | None = None,
+    num_items_in_batch: float | torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Clipped surrogate loss of the GRPO family and its metrics.
+
+    logps, old_logps, ref_logps, mask, entropies: (B, T); advantages, truncated, reward_std: (B,).
+    ``num_items_in_batch`` is DAPO's token normaliser when one optimizer step spans several
+    micro-batches (the mask total over all of them); by default this batch's mask total.
+    """
+    config = config or GRPOLossConfig()
+    mask = mask.to(logps.dtype)
+    if config.mask_truncated and truncated is not None:
+        mask = mask * (~truncated.bool()).to(mask.dtype).unsqueeze(1)  # (B, T)
+    adv = advantages
+    if config.uncertainty_scale is not None and reward_std is not None:
+        adv = adv * uncertainty_weights(reward_std, config.uncertainty_scale)  # (B,)
+    adv = adv.unsqueeze(1)  # (B, 1)
+
+    ratio = torch.exp(logps - old_logps)  # (B, T)
+    clipped = torch.clamp(ratio, 1 - config.epsilon_low, 1 + config.epsilon_high)  # (B, T)
+    per_token = -torch.min(ratio * adv, clipped * adv)  # (B, T)
+    kl = None
+    if config.beta != 0.0:
+        if ref_logps is None:
+            raise ValueError("beta > 0 needs ref_logps (log-probs of the reference model)")
+        delta = ref_logps - logps  # (B, T)
+        kl = torch.exp(delta) - delta - 1  # (B, T), k3 estimator, >= 0
+        if config.kl_importance_correction:
+            kl = kl * ratio  # (B, T)
+        per_token = per_token + config.beta * kl
+
+    if config.loss_type == "grpo":
+        loss = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()  # ()
+    elif config.loss_type == "bnpo":
+        loss = (per_token * mask).sum() / mask.sum().clamp(min=1.0)
+    elif config.loss_type == "dapo":
+        norm = mask.sum() if num_items_in_batch is None else torch.as_tensor(num_items_in_batch, dtype=mask.dtype)
+        loss = (per_token * mask).sum() / norm.clamp(min=1.0)
+    elif config.loss_type == "dr_grpo":
+        width = config.max_completion_length or mask.shape[1]
+        loss = (per_token * mask).sum() / (per_token.shape[0] * width)
+    else:  # pragma: no cover - pydantic guards the literal
+        raise ValueError(config.loss_type)
+
+    with torch.no_grad():
+        low = ((ratio < 1 - config.epsilon_low) & (adv < 0)).float()  # (B, T)
+        high = ((ratio > 1 + config.epsilon_high) & (adv > 0)).float()  # (B, T)
+        ent = entropies if entropies is not None else -logps  # -logp is a one-sample entropy estimate
+        metrics = {
+            "loss/policy": loss.item(),
+            "clip/low": _masked_mean(low, mask).item(),
+            "clip/high": _masked_mean(high, mask).item(),
+            "clip/region": _masked_mean(torch.maximum(low, high), mask).item(),
+            "policy/ratio_mean": _masked_mean(ratio, mask).item(),
+            "policy/entropy": _masked_mean(ent, mask).item(),
+            "advantage/mean": advantages.float().mean().item(),
+            "advantage/std": advantages.float().std().item() if advantages.numel() > 1 else 0.0,
+            "advantage/min": advantages.float().min().item(),
+            "advantage/max": advantages.float().max().item(),
+            "tokens/count": mask.sum().item(),
+        }
+        if kl is not None:
+            metrics["policy/kl"] = _masked_mean(kl, mask).item()
+    return loss, metrics
+
+
+def sft_loss(logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Token-mean negative log-likelihood; logps and mask (B, T)."""
+    return -(logps * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def reverse_kl_distill_loss(
+    student_logits: torch.Tensor, teacher_logits: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Token-mean reverse KL(student || teacher) over the full vocabulary.
+
+    student_logits, teacher_logits: (B, T, V), aligned so position t of both predicts the
+    student's own sampled token t (teacher saw a different, hinted context); mask (B, T).
+    The teacher is a target: its logits are detached. Reverse KL is mode-seeking, so the
+    student moves its mass onto what the hinted teacher finds likely (on-policy distillation,
+    Agarwal et al. 2024 "GKD"; Thinking Machines 2025 "On-Policy Distillation").
+    """
+    s_logp = student_logits.float().log_softmax(-1)  # (B, T, V)
+    t_logp = teacher_logits.detach().float().log_softmax(-1)  # (B, T, V)
+    per_token = (s_logp.exp() * (s_logp - t_logp)).sum(-1)  # (B, T), >= 0
+    mask = mask.to(per_token.dtype)
+    loss = (per_token * mask).sum() / mask.sum().clamp(min=1.0)
+    return loss, {"loss/distill_kl": loss.item(), "tokens/count": mask.sum().item()}

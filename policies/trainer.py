@@ -1,0 +1,216 @@
+"""One GRPO training step and one hindsight-distillation step, read top to bottom.
+
+The trainer does not compute rewards: the flows (and the budget-aware
+scheduler behind them) turn completions into reward estimates (mean, std) and
+hand them back as plain numbers. ``train_step`` takes a reward function only
+as a convenience for tests and benchmarks where the reward is cheap.
+
+    rollout -> rewards -> advantages -> loss (num_iterations x micro-batches) -> step -> metrics
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, Field
+
+from .hindsight import HintedExample, RelabeledExample
+from .losses import GRPOLossConfig, group_advantages, grpo_loss, reverse_kl_distill_loss, sft_loss, spread_mask
+from .model import Policy, Rollout, collate
+
+__all__ = ["PolicyTrainer", "TrainerConfig"]
+
+
+class TrainerConfig(BaseModel):
+    """Rollout and optimisation settings of a GRPO step."""
+
+    group_size: int = Field(default=8, ge=2, description="Completions sampled per prompt (G).")
+    temperature: float = Field(default=1.0, gt=0, description="Sampling temperature; log-probs use the same one.")
+    top_p: float = Field(default=1.0, gt=0, le=1, description="Nucleus sampling threshold.")
+    max_new_tokens: int = Field(default=48, ge=1, description="Completion length cap; longer ones are truncated.")
+    lr: float = Field(default=1e-4, gt=0, description="AdamW learning rate.")
+    weight_decay: float = Field(default=0.0, ge=0)
+    max_grad_norm: float | None = Field(default=1.0, gt=0, description="Gradient-norm clip; None disables.")
+    num_iterations: int = Field(
+        default=1, ge=1, description="Inner updates per rollout, all reusing its old_logps (mu)."
+    )
+    micro_batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="Rows per forward/backward; gradients accumulate over the batch. None = one pass.",
+    )
+    advantage_scale: Literal["group", "batch", "none"] = Field(
+        default="group", description="Advantage normalisation (see losses.group_advantages)."
+    )
+    dynamic_sampling: bool = Field(default=True, description="Skip groups whose rewards are all equal (DAPO).")
+    loss: GRPOLossConfig = Field(default_factory=GRPOLossConfig)
+    sft_weight: float = Field(default=1.0, ge=0, description="Weight of the relabeled-SFT term in distill_step.")
+    distill_weight: float = Field(
+        default=1.0, ge=0, description="Weight of the hint-teacher reverse-KL term in distill_step."
+    )
+
+
+class PolicyTrainer:
+    """Owns the optimizer of a :class:`Policy` and performs GRPO and distillation steps."""
+
+    def __init__(self, policy: Policy, config: TrainerConfig | None = None, ref_policy: Policy | None = None):
+        self.policy = policy
+        self.config = config or TrainerConfig()
+        self.ref_policy = ref_policy
+        if self.config.loss.beta > 0 and ref_policy is None:
+            raise ValueError("loss.beta > 0 needs a reference policy (ref_policy=...)")
+        self.optimizer = torch.optim.AdamW(
+            [p for p in policy.model.parameters() if p.requires_grad],
+            lr=self.config.lr,
+            weight_decay=self.config.weight_decay,
+        )
+        self.steps_done = 0
+
+    # ----------------------------------------------------------------- GRPO
+    def rollout(self, prompts: Sequence[str] | Sequence[Sequence[int]], seed: int | None = None) -> Rollout:
+        c = self.config
+        return self.policy.sample(
+            prompts, group_size=c.group_size, temperature=c.temperature, top_p=c.top_p,
+            max_new_tokens=c.max_new_tokens, seed=seed,
+        )
+
+    def train_step(
+        self,
+        prompts: Sequence[str] | Sequence[Sequence[int]],
+        reward_fn: Callable[[list[str]], Sequence[float]],
+        seed: int | None = None,
+    ) -> tuple[Rollout, dict[str, float]]:
+        """Rollout, reward with ``reward_fn`` (one float per completion text), update."""
+        rollout = self.rollout(prompts, seed=seed)
+        rewards = list(reward_fn(rollout.texts))
+        return rollout, self.step(rollout, rewards)
+
+    def step(
+        self,
+        rollout: Rollout,
+        rewards: Sequence[float],
+        reward_stds: Sequence[float] | None = None,
+    ) -> dict[str, float]:
+        """One GRPO update from a rollout and its reward estimates (mean and optional std per completion)."""
+        c = self.config
+        n = rollout.completion_ids.shape[0]
+        if len(rewards) != n or (reward_stds is not None and len(reward_stds) != n):
+            raise ValueError(f"need one reward (and std) per completion: {n} completions, {len(rewards)} rewards")
+        reward_t = torch.tensor(rewards, dtype=torch.float32)  # (N,)
+        std_t = torch.tensor(reward_stds, dtype=torch.float32) if reward_stds is not None else None  # (N,)
+        metrics: dict[str, float] = {
+            "reward/mean": reward_t.mean().item(),
+            "reward/std": reward_t.std().item() if n > 1 else 0.0,
+            "reward/max": reward_t.max().item(),
+            "completions/truncated_frac": rollout.truncated.float().mean().item(),
+            "completions/mean_length": rollout.completion_mask.sum(1).mean().item(),
+        }
+
+        # advantages, then keep only groups that can teach something
+        advantages = group_advantages(reward_t, rollout.group_size, scale=c.advantage_scale)  # (N,)
+        keep = spread_mask(reward_t, rollout.group_size) if c.dynamic_sampling else torch.ones(n, dtype=torch.bool)
+        metrics["groups/kept_frac"] = keep.float().mean().item()
+        if not keep.any():
+            metrics["step/skipped"] = 1.0
+            return metrics
+        rows = keep.nonzero().squeeze(1)  # (K,)
+        batch, advantages = rollout.select(rows), advantages[rows]
+        stds = std_t[rows] if std_t is not None else None
+        ref_logps = None
+        if c.loss.beta > 0:
+            with torch.no_grad():
+                ref_logps = self.ref_policy.completion_logprobs(batch)  # type: ignore[union-attr]
+
+        # loss and step, num_iterations times over the same old_logps (the sampling log-probs)
+        micro = c.micro_batch_size or len(rows)
+        chunks = [torch.arange(i, min(i + micro, len(rows))) for i in range(0, len(rows), micro)]
+        # DAPO normalises by all loss-carrying tokens of the optimizer step
+        token_mask = batch.completion_mask
+        if c.loss.mask_truncated:
+            token_mask = token_mask * (~batch.truncated).float().unsqueeze(1)
+        num_tokens = token_mask.sum()
+        self.policy.model.train()
+        loss_metrics: dict[str, float] = {}
+        for _ in range(c.num_iterations):
+            self.optimizer.zero_grad(set_to_none=True)
+            for idx in chunks:
+                sub = batch.select(idx)
+                logps = self.policy.completion_logprobs(sub)  # (m, C)
+                dev = logps.device
+                loss, loss_metrics = grpo_loss(
+                    logps, sub.logps.to(dev), advantages[idx].to(dev), sub.completion_mask.to(dev),
+                    ref_logps=ref_logps[idx] if ref_logps is not None else None,
+                    config=c.loss, truncated=sub.truncated.to(dev),
+                    reward_std=stds[idx].to(dev) if stds is not None else None,
+                    num_items_in_batch=num_tokens,
+                )
+                (loss * self._micro_weight(len(idx), len(rows), len(chunks))).backward()
+            metrics["grad/norm"] = self._clip_and_step()
+        metrics.update(loss_metrics)  # loss/clip/KL metrics of the last micro-batch of the last inner update
+        self.steps_done += 1
+        return metrics
+
+    # ----------------------------------------------------------------- hindsight distillation
+    def distill_step(
+        self,
+        relabeled: Sequence[RelabeledExample] = (),
+        hinted: Sequence[HintedExample] = (),
+        teacher: Policy | None = None,
+    ) -> dict[str, float]:
+        """SFT on relabeled examples plus reverse KL to a hinted teacher; one optimizer step.
+
+        The teacher defaults to the policy itself (self-distillation: the same weights with a
+        privileged context); its logits never receive gradient.
+        """
+        if not relabeled and not hinted:
+            raise ValueError("distill_step needs relabeled or hinted examples")
+        c = self.config
+        teacher = teacher or self.policy
+        self.policy.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        total: torch.Tensor | float = 0.0
+        metrics: dict[str, float] = {}
+        if relabeled:
+            seqs = [ex.prompt_ids + ex.completion_ids for ex in relabeled]
+            masks = [[0.0] * len(ex.prompt_ids) + [1.0] * len(ex.completion_ids) for ex in relabeled]
+            logps, mask = self.policy.logprobs(collate(seqs, masks, self.policy.tokenizer.pad_token_id))
+            sft = sft_loss(logps, mask)
+            total = total + c.sft_weight * sft
+            metrics["loss/sft"] = sft.item()
+        if hinted:
+            completions = [ex.completion_ids for ex in hinted]
+            student_logits, mask = self.policy.completion_logits([ex.student_prompt_ids for ex in hinted], completions)
+            with torch.no_grad():
+                teacher_logits, _ = teacher.completion_logits([ex.teacher_prompt_ids for ex in hinted], completions)
+            kl, kl_metrics = reverse_kl_distill_loss(student_logits, teacher_logits.to(student_logits.device), mask)
+            total = total + c.distill_weight * kl
+            metrics.update(kl_metrics)
+        total.backward()  # type: ignore[union-attr]
+        metrics["grad/norm"] = self._clip_and_step()
+        metrics["loss/total"] = float(total)
+        return metrics
+
+    def _micro_weight(self, rows_in_micro: int, rows_in_step: int, num_micro: int) -> float:
+        """Weight of one micro-batch loss so the accumulated gradient equals the full-batch one.
+
+        dapo is already normalised by all tokens of the step; grpo (mean of sequence means) and
+        dr_grpo (sum / rows) weight by the micro-batch's share of rows; bnpo averages the
+        micro-batch token means, as TRL does.
+        """
+        loss_type = self.config.loss.loss_type
+        if loss_type == "dapo":
+            return 1.0
+        if loss_type in ("grpo", "dr_grpo"):
+            return rows_in_micro / rows_in_step
+        return 1.0 / num_micro
+
+    def _clip_and_step(self) -> float:
+        params = [p for p in self.policy.model.parameters() if p.grad is not None]
+        if self.config.max_grad_norm is not None:
+            norm = torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)
+        else:
+            norm = torch.norm(torch.stack([p.grad.detach().norm() for p in params]))
+        self.optimizer.step()
+        return float(norm)

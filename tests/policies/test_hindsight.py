@@ -1,0 +1,125 @@
+"""Hindsight relabeling and hint-teacher distillation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from policies import (
+    HintedExample,
+    PolicyTrainer,
+    TrainerConfig,
+    achieved_value,
+    collate,
+    feedback_hint,
+    goal_prompt_ids,
+    goal_window,
+    hint_prompt,
+    relabel,
+)
+from storage.records import Status, Tier, Verdict
+
+from .conftest import make_tiny_policy
+
+
+def _verdict(tier, status, value=None):
+    return Verdict(candidate_key="molecules:CCO", verifier=f"v_{tier}", version="1", params_hash="0",
+                   tier=tier, status=status, value=value)
+
+
+def test_achieved_value_prefers_the_highest_fidelity_ok_verdict():
+    verdicts = [
+        _verdict(Tier.fast, Status.ok, 7.1),
+        _verdict(Tier.simulation, Status.ok, 6.4),
+        _verdict(Tier.high_fidelity, Status.failed),
+    ]
+    assert achieved_value(verdicts) == 6.4
+    assert achieved_value([_verdict(Tier.fast, Status.invalid)]) is None
+
+
+def test_relabel_rewrites_the_goal_to_the_achieved_bin(smiles_tokenizer):
+    tok = smiles_tokenizer
+    completion = tok("CCO", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    ex = relabel(completion, 6.43, tok)
+    assert ex.goal == (6.0, 6.5) and goal_window(tok, ex.prompt_ids) == (6.0, 6.5)
+    assert ex.completion_ids == completion
+    with pytest.raises(ValueError, match="non-finite"):
+        relabel(completion, float("nan"), tok)
+
+
+def test_relabeled_sft_raises_the_completion_likelihood_under_the_new_goal(tiny_policy):
+    tok = tiny_policy.tokenizer
+    ex = relabel(tok("CC(=O)N", add_special_tokens=False)["input_ids"] + [tok.eos_token_id], 6.43, tok)
+    seq, mask = ex.prompt_ids + ex.completion_ids, [0.0] * len(ex.prompt_ids) + [1.0] * len(ex.completion_ids)
+
+    def loglik() -> float:
+        with torch.no_grad():
+            logps, m = tiny_policy.logprobs(collate([seq], [mask], tok.pad_token_id))
+        return float((logps * m).sum())
+
+    before = loglik()
+    trainer = PolicyTrainer(tiny_policy, TrainerConfig(lr=3e-3))
+    for _ in range(5):
+        metrics = trainer.distill_step(relabeled=[ex])
+    assert loglik() > before + 1.0
+    assert metrics["loss/sft"] > 0
+
+
+def test_hint_prompt_shapes():
+    assert hint_prompt([1, 10, 4], [7, 8]) == [1, 10, 7, 8, 4]  # hint goes before the separator
+    text = hint_prompt("Write a molecule with gap 3-4 eV.", feedback_hint(5.2, "gap too large", unit="eV"))
+    assert "achieved 5.2 eV" in text and "gap too large" in text
+    with pytest.raises(TypeError):
+        hint_prompt("text", [1, 2])
+
+
+def test_kl_is_zero_when_teacher_and_student_contexts_are_equal(tiny_policy):
+    tok = tiny_policy.tokenizer
+    prompt = goal_prompt_ids(tok, 3.0, 3.5)
+    r = tiny_policy.sample([prompt], group_size=4, max_new_tokens=8, seed=0)
+    examples = [
+        HintedExample(prompt, prompt, r.completion_ids[i][r.completion_mask[i] > 0].tolist()) for i in range(4)
+    ]
+    metrics = PolicyTrainer(tiny_policy).distill_step(hinted=examples)
+    assert abs(metrics["loss/distill_kl"]) < 1e-6
+    assert metrics["grad/norm"] < 1e-5
+
+
+def test_student_learns_the_hinted_tokens_from_a_hinted_teacher(smiles_tokenizer):
+    """Toy task: the hint is the answer "CCO". A teacher that reads the hint (a separate frozen
+    model, fitted here by SFT to answer what the hint says) is distilled into a student that does
+    not see it; the student's log-prob of the hinted answer must rise."""
+    tok = smiles_tokenizer
+    prompt = goal_prompt_ids(tok, 3.0, 3.5)
+    answer = tok("CCO", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    hinted = hint_prompt(prompt, answer[:-1])
+
+    teacher = make_tiny_policy(tok, seed=1)
+    fit = PolicyTrainer(teacher, TrainerConfig(lr=1e-2))
+    for _ in range(30):
+        fit.distill_step(relabeled=[_as_example(hinted, answer)])
+
+    student = make_tiny_policy(tok, seed=2)
+    seq, mask = prompt + answer, [0.0] * len(prompt) + [1.0] * len(answer)
+
+    def student_loglik() -> float:
+        with torch.no_grad():
+            logps, m = student.logprobs(collate([seq], [mask], tok.pad_token_id))
+        return float((logps * m).sum())
+
+    before = student_loglik()
+    trainer = PolicyTrainer(student, TrainerConfig(lr=1e-2))
+    for step in range(8):
+        r = student.sample([prompt], group_size=8, max_new_tokens=6, seed=step)
+        examples = [
+            HintedExample(prompt, hinted, r.completion_ids[i][r.completion_mask[i] > 0].tolist()) for i in range(8)
+        ]
+        metrics = trainer.distill_step(hinted=examples, teacher=teacher)
+        assert metrics["loss/distill_kl"] > 0
+    assert student_loglik() > before + 2.0
+
+
+def _as_example(prompt_ids, completion_ids):
+    from policies import RelabeledExample
+
+    return RelabeledExample(list(prompt_ids), list(completion_ids), (0.0, 0.0))

@@ -1,0 +1,61 @@
+"""Chemistry ladder for molecular design by HOMO-LUMO gap.
+
+Tiers, cheapest first: ``rdkit-eht`` (fast), ``gfn2-xtb`` (simulation),
+``pyscf-b3lyp`` (high_fidelity), ``lab`` and ``reference-table`` (lab).
+Importing this package registers all of them.
+"""
+
+from verifiers.chem.dft import DFTGapVerifier, DFTParams, dft_gap
+from verifiers.chem.fast import EHTGapVerifier, EHTParams
+from verifiers.chem.lab import (
+    LabParams,
+    LabVerifier,
+    ReferenceTableParams,
+    ReferenceTableVerifier,
+    load_reference_table,
+)
+from verifiers.chem.molecules import (
+    SUITE,
+    GeometryError,
+    GeometryParams,
+    InvalidMolecule,
+    MoleculeConstraints,
+    ParsedMolecule,
+    canonical_smiles,
+    check_molecule,
+    embed_molecule,
+    goal_score,
+    make_candidate,
+    parse_smiles,
+    window_score,
+)
+from verifiers.chem.xtb import XTBGapVerifier, XTBParams, xtb_gap
+
+__all__ = [
+    "SUITE",
+    "DFTGapVerifier",
+    "DFTParams",
+    "EHTGapVerifier",
+    "EHTParams",
+    "GeometryError",
+    "GeometryParams",
+    "InvalidMolecule",
+    "LabParams",
+    "LabVerifier",
+    "MoleculeConstraints",
+    "ParsedMolecule",
+    "ReferenceTableParams",
+    "ReferenceTableVerifier",
+    "XTBGapVerifier",
+    "XTBParams",
+    "canonical_smiles",
+    "check_molecule",
+    "dft_gap",
+    "embed_molecule",
+    "goal_score",
+    "load_reference_table",
+    "make_candidate",
+    "parse_smiles",
+    "window_score",
+    "xtb_gap",
+]

@@ -1,0 +1,129 @@
+"""Fast tier: RDKit sanitize, constraints, ETKDG + MMFF geometry, extended-Hueckel gap.
+
+Milliseconds per molecule, in-process. Extended Hueckel (Hoffmann, J. Chem.
+Phys. 39, 1397 (1963)) as implemented by RDKit's ``rdEHTTools`` (YAeHMOP) has
+no self-consistency and no electron correlation: its gaps correlate with DFT
+but sit on a different scale, which is what the surrogate's per-tier
+calibration is for. This tier's main job is validity: every invalid SMILES is
+caught here, with RDKit's reason as feedback for the policy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+from rdkit.Chem import rdEHTTools
+
+from storage.records import Status, Tier, Verdict
+from verifiers.base import Candidate, CostModel, Verifier
+from verifiers.chem.molecules import (
+    SUITE,
+    GeometryError,
+    GeometryParams,
+    InvalidMolecule,
+    MoleculeConstraints,
+    check_molecule,
+    embed_molecule,
+    goal_score,
+)
+from verifiers.registry import register_verifier
+
+__all__ = ["EHTGapVerifier", "EHTParams"]
+
+
+_libc = ctypes.CDLL(None)
+
+
+@contextlib.contextmanager
+def _quiet_c_output() -> Iterator[None]:
+    """Silence YAeHMOP's C-level warnings ("Distance between atoms ... is suspicious").
+
+    They are written straight to file descriptors 1/2, around Python's
+    ``sys.stdout``, and would clutter every ``arl verify`` call.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    try:
+        with open(os.devnull, "w") as devnull:
+            for fd in saved:
+                os.dup2(devnull.fileno(), fd)
+            yield
+    finally:
+        _libc.fflush(None)  # C stdio may buffer them; flush into /dev/null before restoring
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)
+
+
+class EHTParams(BaseModel):
+    """Parameters of the fast extended-Hueckel tier."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    constraints: MoleculeConstraints = Field(default_factory=MoleculeConstraints, description="Validity rules.")
+    geometry: GeometryParams = Field(default_factory=GeometryParams, description="3D embedding settings.")
+
+
+@register_verifier
+class EHTGapVerifier(Verifier[EHTParams]):
+    """Validity + extended-Hueckel HOMO-LUMO gap (eV) on an MMFF geometry."""
+
+    name: ClassVar[str] = "rdkit-eht"
+    tier: ClassVar[Tier] = Tier.fast
+    version: ClassVar[str] = "1"
+    suite: ClassVar[str | None] = SUITE
+    Params: ClassVar[type[BaseModel]] = EHTParams
+    # CPU seconds measured with benchmarks/tiers.py (docs/tiers.md): 0.5 ms for water,
+    # median 5 ms at 7-9 heavy atoms.
+    cost_model: ClassVar[CostModel] = CostModel(base=0.001, per_unit=0.0005, exponent=1.0)
+
+    def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
+        return [self._verify_one(c) for c in candidates]
+
+    def _verify_one(self, candidate: Candidate) -> Verdict:
+        with self.timed() as t:
+            try:
+                parsed = check_molecule(candidate.payload, self.params.constraints)
+            except InvalidMolecule as exc:
+                reason = str(exc)
+                parsed = None
+            if parsed is not None:
+                try:
+                    molh, force_field = embed_molecule(parsed.mol, self.params.geometry)
+                    with _quiet_c_output():
+                        ok, result = rdEHTTools.RunMol(molh)
+                except GeometryError as exc:
+                    ok, result, error = False, None, str(exc)
+                else:
+                    error = "extended-Hueckel calculation failed"
+        if parsed is None:
+            return self.verdict(candidate, Status.invalid, feedback=reason, cost_s=t.cpu_s, wall_s=t.wall_s)
+        if not ok:
+            return self.verdict(candidate, Status.failed, feedback=error, cost_s=t.cpu_s, wall_s=t.wall_s)
+        energies = sorted(result.GetOrbitalEnergies())  # eV
+        n_occupied = result.numElectrons // 2  # closed shell: radicals are rejected by the constraints
+        homo, lumo = energies[n_occupied - 1], energies[n_occupied]
+        gap = lumo - homo
+        return self.verdict(
+            candidate,
+            Status.ok,
+            value=gap,
+            values={
+                "gap_ev": gap,
+                "homo_ev": homo,
+                "lumo_ev": lumo,
+                "canonical_smiles": parsed.canonical,
+                "heavy_atoms": parsed.heavy_atoms,
+                "force_field": force_field,
+            },
+            score=goal_score(candidate, gap),
+            cost_s=t.cpu_s,
+            wall_s=t.wall_s,
+        )

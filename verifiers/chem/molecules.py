@@ -1,0 +1,294 @@
+"""Shared chemistry of the molecules suite: parsing, constraints, geometry, goal score.
+
+Every tier of the ladder starts the same way: parse the policy's SMILES with
+RDKit, say precisely why it is not a molecule (RDKit's own message, e.g.
+"valence error on atom 1 (N): explicit valence 5 > permitted"), check the
+suite's constraints, and build a 3D geometry (ETKDG embedding, then MMFF).
+Keeping that here means the tiers differ only in the physics they apply.
+
+The candidate key is the canonical SMILES, so "OCC" and "CCO" share verdicts;
+unparseable text is keyed by a hash of the raw text so that the same garbage
+is not re-checked either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from rdkit import Chem, rdBase
+from rdkit.Chem import AllChem
+
+from storage.records import candidate_key
+from verifiers.base import Candidate
+
+__all__ = [
+    "SUITE",
+    "GeometryError",
+    "GeometryParams",
+    "InvalidMolecule",
+    "MoleculeConstraints",
+    "ParsedMolecule",
+    "canonical_smiles",
+    "check_molecule",
+    "embed_molecule",
+    "goal_score",
+    "make_candidate",
+    "parse_smiles",
+    "window_score",
+    "xyz_of",
+]
+
+SUITE = "molecules"
+
+# RDKit logs parse errors through its C++ logger; routing it to Python's
+# sys.stderr lets us capture the message per call with redirect_stderr.
+rdBase.LogToPythonStderr()
+
+
+class InvalidMolecule(ValueError):
+    """The text is not an acceptable molecule; the message says why, for the policy to read."""
+
+
+class GeometryError(RuntimeError):
+    """No 3D geometry could be built for a valid molecule (the verifier failed, not the candidate)."""
+
+
+class MoleculeConstraints(BaseModel):
+    """What counts as a valid molecule in the suite (QM9-like by default)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    elements: list[str] = Field(
+        default_factory=lambda: ["C", "N", "O", "F", "H"], description="Allowed element symbols."
+    )
+    max_heavy_atoms: int = Field(default=9, ge=1, description="Maximum number of non-hydrogen atoms.")
+    formal_charge: int = Field(default=0, description="Required net formal charge of the molecule.")
+    single_fragment: bool = Field(default=True, description="Reject dot-separated mixtures ('CC.O').")
+    max_smiles_length: int = Field(
+        default=500, ge=1, description="Longer input is rejected before parsing (keeps parse time bounded)."
+    )
+
+    @field_validator("elements")
+    @classmethod
+    def _known_elements(cls, value: list[str]) -> list[str]:
+        table = Chem.GetPeriodicTable()
+        for symbol in value:
+            try:
+                number = table.GetAtomicNumber(symbol)
+            except RuntimeError:
+                number = 0
+            if number <= 0:
+                raise ValueError(f"unknown element symbol {symbol!r}; use symbols like 'C', 'N', 'Cl'")
+        return value
+
+
+class GeometryParams(BaseModel):
+    """How a 3D geometry is built from a SMILES."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seed: int = Field(default=42, description="Random seed of the ETKDG embedding (fixed: verdicts are cached).")
+    max_force_field_iters: int = Field(default=2000, ge=0, description="MMFF optimisation steps (0: no optimisation).")
+
+
+@dataclass(frozen=True)
+class ParsedMolecule:
+    """A sanitized molecule that passed the constraints."""
+
+    mol: Chem.Mol
+    canonical: str
+    heavy_atoms: int
+
+
+_TIMESTAMP = re.compile(r"^\[\d\d:\d\d:\d\d\]\s*")
+
+
+def _rdkit_messages(text: str) -> list[str]:
+    lines = [_TIMESTAMP.sub("", line).strip() for line in text.splitlines()]
+    return [line for line in lines if line and line != "^"]
+
+
+def _describe_problem(problem: Any) -> str:
+    """One line per RDKit chemistry problem, naming the atom where RDKit does."""
+    kind = problem.GetType()
+    message = problem.Message()
+    if kind == "AtomValenceException":
+        idx = problem.GetAtomIdx()
+        match = re.search(r"atom # \d+ (\w+), (\d+), is greater than permitted", message)
+        if match:
+            return f"valence error on atom {idx} ({match.group(1)}): explicit valence {match.group(2)} > permitted"
+        return f"valence error on atom {idx}: {message}"
+    if kind == "KekulizeException":
+        return f"aromaticity error: {message.replace('  ', ' ')}"
+    if kind == "AtomKekulizeException":
+        return f"aromaticity error on atom {problem.GetAtomIdx()}: {message}"
+    return message
+
+
+def _parse_error(smiles: str, messages: list[str]) -> str:
+    """RDKit's parse error as one line ("SMILES syntax error at position 3")."""
+    reason = "RDKit could not parse it"
+    for message in messages:
+        message = message.removeprefix("SMILES Parse Error: ")
+        position = re.search(r"check for mistakes around position (\d+)", message)
+        if position:
+            reason = f"syntax error around position {position.group(1)}"
+            break
+        if not message.startswith(("syntax error while parsing", "Failed parsing SMILES")):
+            reason = message
+            break
+    if not smiles.isascii():
+        reason += " (SMILES must be ASCII)"
+    return f"SMILES parse error: {reason}"
+
+
+def parse_smiles(text: str, max_length: int = 500) -> Chem.Mol:
+    """Sanitized RDKit molecule of ``text``, or :class:`InvalidMolecule` with RDKit's reason."""
+    if not isinstance(text, str):
+        raise InvalidMolecule(f"expected a SMILES string, got {type(text).__name__}")
+    smiles = text.strip()
+    if not smiles:
+        raise InvalidMolecule("empty SMILES")
+    if len(smiles) > max_length:
+        raise InvalidMolecule(f"SMILES is {len(smiles)} characters long; at most {max_length} are accepted")
+    if any(ch.isspace() for ch in smiles):
+        raise InvalidMolecule("SMILES must not contain whitespace")
+    log = io.StringIO()
+    with contextlib.redirect_stderr(log):
+        mol = Chem.MolFromSmiles(smiles, sanitize=False)
+        if mol is None:
+            raise InvalidMolecule(_parse_error(smiles, _rdkit_messages(log.getvalue())))
+        problems = Chem.DetectChemistryProblems(mol)
+        if problems:
+            raise InvalidMolecule("; ".join(_describe_problem(p) for p in problems))
+        try:
+            Chem.SanitizeMol(mol)
+        except Exception as exc:  # noqa: BLE001 - RDKit raises several exception types
+            raise InvalidMolecule(f"sanitization failed: {exc}") from None
+    if mol.GetNumAtoms() == 0:
+        raise InvalidMolecule("SMILES contains no atoms")
+    return mol
+
+
+def check_molecule(text: str, constraints: MoleculeConstraints | None = None) -> ParsedMolecule:
+    """Parse ``text`` and check the suite's constraints; :class:`InvalidMolecule` says which failed."""
+    c = constraints or MoleculeConstraints()
+    mol = parse_smiles(text, c.max_smiles_length)
+    allowed = set(c.elements)
+    bad = sorted({a.GetSymbol() for a in mol.GetAtoms()} - allowed)
+    if bad:
+        raise InvalidMolecule(f"element(s) {', '.join(bad)} not allowed (allowed: {', '.join(c.elements)})")
+    if "H" not in allowed and any(a.GetTotalNumHs() for a in mol.GetAtoms()):
+        raise InvalidMolecule("hydrogen is not allowed")
+    heavy = mol.GetNumHeavyAtoms()
+    if heavy == 0:
+        raise InvalidMolecule("no heavy atoms")
+    if heavy > c.max_heavy_atoms:
+        raise InvalidMolecule(f"{heavy} heavy atoms; at most {c.max_heavy_atoms} allowed")
+    charge = Chem.GetFormalCharge(mol)
+    if charge != c.formal_charge:
+        raise InvalidMolecule(f"net formal charge {charge:+d}; must be {c.formal_charge:+d}")
+    if c.single_fragment and len(Chem.GetMolFrags(mol)) > 1:
+        raise InvalidMolecule(f"{len(Chem.GetMolFrags(mol))} disconnected fragments; must be one molecule")
+    if any(a.GetNumRadicalElectrons() for a in mol.GetAtoms()):
+        raise InvalidMolecule("radicals (unpaired electrons) are not allowed")
+    return ParsedMolecule(mol=mol, canonical=Chem.MolToSmiles(mol), heavy_atoms=heavy)
+
+
+def canonical_smiles(text: str) -> str | None:
+    """RDKit canonical SMILES of ``text``, or None if it does not parse."""
+    try:
+        return Chem.MolToSmiles(parse_smiles(text, max_length=10_000))
+    except InvalidMolecule:
+        return None
+
+
+def embed_molecule(mol: Chem.Mol, params: GeometryParams | None = None) -> tuple[Chem.Mol, str]:
+    """Molecule with explicit hydrogens and one 3D conformer: ETKDG, then MMFF (UFF if MMFF lacks parameters).
+
+    Returns the molecule and the force field used ("MMFF94", "UFF" or "none").
+    """
+    p = params or GeometryParams()
+    molh = Chem.AddHs(mol)
+    options = AllChem.ETKDGv3()
+    options.randomSeed = p.seed
+    if AllChem.EmbedMolecule(molh, options) != 0:
+        options.useRandomCoords = True
+        if AllChem.EmbedMolecule(molh, options) != 0:
+            raise GeometryError("3D embedding (ETKDG) failed")
+    if p.max_force_field_iters == 0:
+        return molh, "none"
+    if AllChem.MMFFHasAllMoleculeParams(molh):
+        AllChem.MMFFOptimizeMolecule(molh, maxIters=p.max_force_field_iters)
+        return molh, "MMFF94"
+    if AllChem.UFFHasAllMoleculeParams(molh):
+        AllChem.UFFOptimizeMolecule(molh, maxIters=p.max_force_field_iters)
+        return molh, "UFF"
+    return molh, "none"
+
+
+def xyz_of(molh: Chem.Mol) -> tuple[list[int], list[str], list[tuple[float, float, float]]]:
+    """Atomic numbers, symbols and Cartesian coordinates (Angstrom) of the first conformer."""
+    conf = molh.GetConformer()
+    numbers, symbols, coords = [], [], []
+    for atom in molh.GetAtoms():
+        pos = conf.GetAtomPosition(atom.GetIdx())
+        numbers.append(atom.GetAtomicNum())
+        symbols.append(atom.GetSymbol())
+        coords.append((pos.x, pos.y, pos.z))
+    return numbers, symbols, coords
+
+
+def window_score(value: float, low: float, high: float, softness: float = 0.5) -> float:
+    """Smooth window score in [0, 1]: 1 inside ``[low, high]``, a Gaussian fall-off outside.
+
+    ``softness`` is the Gaussian's width (same unit as ``value``): a gap one
+    ``softness`` outside the window scores exp(-1/2) ~ 0.61. The score and its
+    first derivative are continuous, so nearby misses still give a gradient of
+    reward instead of a cliff.
+    """
+    if not math.isfinite(value):
+        return 0.0
+    if high < low:
+        raise ValueError(f"window low {low} is above high {high}")
+    if softness <= 0:
+        return 1.0 if low <= value <= high else 0.0
+    distance = max(low - value, value - high, 0.0)
+    return math.exp(-0.5 * (distance / softness) ** 2)
+
+
+def goal_score(candidate: Candidate, gap_ev: float) -> float | None:
+    """Window score of ``gap_ev`` against the candidate's goal, or None without a gap goal."""
+    goal = candidate.goal or {}
+    if goal.get("property", "gap_ev") != "gap_ev" or "low" not in goal or "high" not in goal:
+        return None
+    return window_score(gap_ev, float(goal["low"]), float(goal["high"]), float(goal.get("softness", 0.5)))
+
+
+# Longer text is keyed by its hash without parsing: parsing a 10,000-atom chain
+# only to build a cache key would cost more than rejecting it.
+_KEY_PARSE_LIMIT = 1000
+
+
+def make_candidate(smiles: str, goal: dict[str, Any] | None = None) -> Candidate:
+    """Candidate for the molecules suite, keyed by canonical SMILES (or a hash of unparseable text)."""
+    text = smiles if isinstance(smiles, str) else str(smiles)
+    meta: dict[str, Any] = {}
+    try:
+        mol = parse_smiles(text, max_length=_KEY_PARSE_LIMIT)
+    except InvalidMolecule as exc:
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        key = candidate_key(SUITE, f"invalid:{digest}")
+        meta.update(valid=False, reason=str(exc))
+    else:
+        canonical = Chem.MolToSmiles(mol)
+        key = candidate_key(SUITE, canonical)
+        meta.update(valid=True, canonical=canonical, heavy_atoms=mol.GetNumHeavyAtoms())
+    return Candidate(key=key, suite=SUITE, payload=text, goal=dict(goal or {}), meta=meta)

@@ -1,0 +1,57 @@
+"""The scheduler: which candidate gets which verifier, under a CPU-second budget.
+
+A round-based planner (:class:`Scheduler`, :class:`StepPlan`) that the caller
+drives: it asks for batches per verifier, the caller runs them wherever it
+likes and hands back the verdicts, and the step ends with reward estimates
+(mean, std, fidelity) per trajectory, spend per tier, queued lab requests and
+a decision log. The routing policy is ``voi`` (value of information per
+cost, :mod:`.escalation`) or a baseline (:mod:`.baselines`); the posterior
+over the top-tier value comes from a calibrated multi-fidelity surrogate
+(:mod:`.surrogate`). Nothing here imports Prefect, the policies package or
+the ledger: the flow reads and writes the ledger around a step.
+"""
+
+from verifiers.scheduler.baselines import (
+    POLICY_NAMES,
+    AllPolicy,
+    CascadePolicy,
+    FastOnlyPolicy,
+    OraclePolicy,
+    RandomPolicy,
+    make_policy,
+)
+from verifiers.scheduler.config import Objective, SchedulerConfig, TierCaps
+from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView, VoiPolicy
+from verifiers.scheduler.features import molecule_features, size_features
+from verifiers.scheduler.planner import Decision, Scheduler, StepPlan, StepResult
+from verifiers.scheduler.surrogate import Observation, Surrogate, SurrogatePrior
+from verifiers.scheduler.window import hit_probability, reward_moments, window_score
+
+__all__ = [
+    "POLICY_NAMES",
+    "Action",
+    "AllPolicy",
+    "CascadePolicy",
+    "Decision",
+    "EscalationPolicy",
+    "FastOnlyPolicy",
+    "Objective",
+    "Observation",
+    "OraclePolicy",
+    "PlanView",
+    "RandomPolicy",
+    "Scheduler",
+    "SchedulerConfig",
+    "StepPlan",
+    "StepResult",
+    "Surrogate",
+    "SurrogatePrior",
+    "TierCaps",
+    "VoiPolicy",
+    "hit_probability",
+    "make_policy",
+    "molecule_features",
+    "reward_moments",
+    "size_features",
+    "window_score",
+]

@@ -1,0 +1,182 @@
+"""Baseline escalation policies, behind the same interface as ``voi`` so comparisons are honest.
+
+Each one only chooses actions; the planner applies the same budget, caps and
+cache to all of them.
+
+- ``all``: every candidate through every tier up to the top.
+- ``fast-only``: the fast tier and nothing else.
+- ``cascade``: fixed value thresholds per tier (a candidate moves up only if
+  its value at the current tier lies in that tier's interval), tuned on a
+  held-out split with :meth:`CascadePolicy.tune`.
+- ``random``: the next tier for candidates drawn uniformly at random, until
+  the budget is spent.
+- ``oracle``: knows the true top-tier values and asks the top tier about the
+  true hits only, skipping every lower tier: the physical limit of discovery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from verifiers.scheduler.config import SchedulerConfig
+from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView, VoiPolicy
+from verifiers.scheduler.surrogate import Observation
+
+__all__ = [
+    "POLICY_NAMES",
+    "AllPolicy",
+    "CascadePolicy",
+    "FastOnlyPolicy",
+    "OraclePolicy",
+    "RandomPolicy",
+    "make_policy",
+]
+
+POLICY_NAMES = ("voi", "all", "fast-only", "cascade", "random", "oracle")
+
+
+class AllPolicy(EscalationPolicy):
+    """Every open candidate goes one tier up per round, in input order."""
+
+    name = "all"
+
+    def escalate(self, view: PlanView) -> list[Action]:
+        nxt = view.next_tier()
+        return [Action(int(i), int(nxt[i]), None, "all: every tier") for i in np.flatnonzero(nxt >= 0)]
+
+
+class FastOnlyPolicy(EscalationPolicy):
+    """The fast tier only."""
+
+    name = "fast-only"
+
+    def escalate(self, view: PlanView) -> list[Action]:
+        return []
+
+
+class CascadePolicy(EscalationPolicy):
+    """Fixed thresholds: move up from a tier only if its value lies in that tier's ``(lo, hi)`` interval.
+
+    ``thresholds`` maps each lower verifier name to its interval; a tier that
+    failed or has no interval stops the candidate.
+    """
+
+    name = "cascade"
+
+    def __init__(self, thresholds: Mapping[str, tuple[float, float]]) -> None:
+        self.thresholds = {k: (float(lo), float(hi)) for k, (lo, hi) in thresholds.items()}
+
+    def escalate(self, view: PlanView) -> list[Action]:
+        nxt = view.next_tier()
+        out = []
+        for i in np.flatnonzero(nxt >= 0):
+            here = view.ladder[int(view.level[i])].name
+            value = view.values[i].get(here)
+            lo, hi = self.thresholds.get(here, (np.inf, -np.inf))
+            if value is not None and lo <= value <= hi:
+                out.append(Action(int(i), int(nxt[i]), None, f"cascade: {here}={value:.3f} in [{lo:.3f}, {hi:.3f}]"))
+        return out
+
+    @classmethod
+    def tune(
+        cls,
+        held_out: Sequence[Observation],
+        lower: Sequence[str],
+        top: str,
+        low: float,
+        high: float,
+        keep: float = 0.95,
+        margin: float = 0.0,
+    ) -> CascadePolicy:
+        """Per tier, the interval that keeps ``keep`` of the held-out hits and passes the fewest candidates.
+
+        ``held_out`` must have every tier's value (a split that went through
+        the whole ladder). The interval is then widened by ``margin`` (value
+        units) on each side, a guard against a small held-out split. Tiers are
+        tuned independently, so a cascade keeps about ``keep ** len(lower)``
+        of the held-out hits.
+        """
+        if not 0 < keep <= 1:
+            raise ValueError(f"keep must be in (0, 1], got {keep}")
+        thresholds: dict[str, tuple[float, float]] = {}
+        for name in lower:
+            rows = [(o.values[name], o.values[top]) for o in held_out if name in o.values and top in o.values]
+            if not rows:
+                raise ValueError(f"held-out split has no pairs of {name!r} and {top!r}; cannot tune the cascade")
+            vals = np.array([r[0] for r in rows])
+            hits = np.sort(vals[[low <= r[1] <= high for r in rows]])
+            if hits.size == 0:
+                raise ValueError(f"held-out split has no hits in [{low}, {high}]; cannot tune the cascade")
+            need = max(int(np.ceil(keep * hits.size)), 1)
+            best = (np.inf, hits[0], hits[-1])
+            for a in range(hits.size - need + 1):  # every window of `need` consecutive hits
+                lo, hi = hits[a], hits[a + need - 1]
+                passing = np.mean((vals >= lo) & (vals <= hi))
+                if passing < best[0]:
+                    best = (passing, lo, hi)
+            thresholds[name] = (float(best[1]) - margin, float(best[2]) + margin)
+        return cls(thresholds)
+
+
+class RandomPolicy(EscalationPolicy):
+    """The next tier for candidates in a random order (seeded), until the budget is spent."""
+
+    name = "random"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def escalate(self, view: PlanView) -> list[Action]:
+        nxt = view.next_tier()
+        idx = np.flatnonzero(nxt >= 0)
+        return [Action(int(i), int(nxt[i]), None, "random") for i in self.rng.permutation(idx)]
+
+
+class OraclePolicy(EscalationPolicy):
+    """Knows the truth: the top tier on true hits only, no lower tier at all."""
+
+    name = "oracle"
+
+    def __init__(self, truth: Mapping[str, float], config: SchedulerConfig) -> None:
+        self.truth = dict(truth)
+        self.low, self.high = config.target_low, config.target_high
+
+    def first_round(self, view: PlanView) -> list[Action]:
+        return []
+
+    def escalate(self, view: PlanView) -> list[Action]:
+        out = []
+        for i, key in enumerate(view.keys):
+            y = self.truth.get(key)
+            if view.open[i] and y is not None and self.low <= y <= self.high:
+                out.append(Action(i, view.top, None, f"oracle: true value {y:.3f} is a hit"))
+        return out
+
+
+def make_policy(
+    name: str,
+    config: SchedulerConfig,
+    *,
+    truth: Mapping[str, float] | None = None,
+    thresholds: Mapping[str, tuple[float, float]] | None = None,
+) -> EscalationPolicy:
+    """Build a policy by name; ``cascade`` needs ``thresholds`` and ``oracle`` needs ``truth``."""
+    if name == "voi":
+        return VoiPolicy()
+    if name == "all":
+        return AllPolicy()
+    if name == "fast-only":
+        return FastOnlyPolicy()
+    if name == "random":
+        return RandomPolicy(config.seed)
+    if name == "cascade":
+        if thresholds is None:
+            raise ValueError("the 'cascade' policy needs thresholds; tune them with CascadePolicy.tune(held_out, ...)")
+        return CascadePolicy(thresholds)
+    if name == "oracle":
+        if truth is None:
+            raise ValueError("the 'oracle' policy needs the true top-tier values (truth={key: value})")
+        return OraclePolicy(truth, config)
+    raise ValueError(f"unknown scheduler policy {name!r}; use one of {', '.join(POLICY_NAMES)}")

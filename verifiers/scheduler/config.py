@@ -1,0 +1,102 @@
+"""Scheduler settings: one pydantic model, every field documented where it is declared."""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["Objective", "SchedulerConfig", "TierCaps"]
+
+
+class Objective(StrEnum):
+    """What an escalation is worth."""
+
+    discovery = "discovery"  # expected gain in hits confirmed at the top tier
+    advantage = "advantage"  # expected reduction in error of GRPO group advantages
+
+
+class TierCaps(BaseModel):
+    """Limits on one verifier's work within one step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_calls_per_step: int | None = Field(
+        default=None, ge=0, description="At most this many calls of this verifier per step (None: no cap)."
+    )
+    max_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        description="At most this many calls of this verifier in one round, i.e. in flight at once (None: no cap).",
+    )
+
+
+class SchedulerConfig(BaseModel):
+    """How the scheduler routes candidates through the verifier ladder."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: str = Field(
+        default="voi",
+        description="Escalation policy: 'voi' (value of information per cost) or a baseline: "
+        "'all', 'fast-only', 'cascade', 'random', 'oracle'.",
+    )
+    objective: Objective = Field(
+        default=Objective.discovery,
+        description="What 'voi' maximises: 'discovery' (confirmed hits in the window) or "
+        "'advantage' (accuracy of group-relative advantages).",
+    )
+    target_low: float = Field(default=3.0, description="Lower edge of the target window of the top-tier value (e.g. eV).")
+    target_high: float = Field(default=4.0, description="Upper edge of the target window of the top-tier value.")
+    window_softness: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="Width of the Gaussian fall-off of the window reward outside the window, in value units; "
+        "0 gives a hard 0/1 window.",
+    )
+    budget_per_step: float = Field(
+        default=math.inf, gt=0.0, description="CPU-seconds one step may spend across all tiers (inf: no cap)."
+    )
+    budget_per_run: float = Field(
+        default=math.inf, gt=0.0, description="CPU-seconds the whole run may spend across all tiers (inf: no cap)."
+    )
+    caps: dict[str, TierCaps] = Field(
+        default_factory=dict,
+        description="Per-verifier limits keyed by verifier name or tier name ('simulation'); the name wins.",
+    )
+    min_value_per_cost: float = Field(
+        default=1e-4,
+        ge=0.0,
+        description="With a finite budget, escalations worth less than this per CPU-second are not worth their "
+        "cost even if affordable (discovery: expected hits; advantage: squared advantage error removed). "
+        "The default skips a 12 s call that has under 0.12% chance of a hit. An infinite budget ignores it.",
+    )
+    exact_std: float = Field(
+        default=1e-3,
+        ge=0.0,
+        description="Posterior std of the top-tier value at or below which it counts as known: such a candidate "
+        "is never escalated (an exact lower tier makes the expensive ones worthless).",
+    )
+    invalid_reward: float = Field(
+        default=0.0, description="Reward of a candidate the verifiers call invalid (a bad SMILES is a real 0)."
+    )
+    advantage_scale_floor: float = Field(
+        default=0.1,
+        gt=0.0,
+        description="Floor on a group's reward scale when weighing advantage errors, so that a group whose "
+        "members are all clearly bad does not look worth resolving.",
+    )
+    seed: int = Field(default=0, description="Seed of the 'random' baseline and any tie-breaking.")
+
+    @model_validator(mode="after")
+    def _window_is_ordered(self) -> SchedulerConfig:
+        if not self.target_low < self.target_high:
+            raise ValueError(
+                f"target_low ({self.target_low}) must be below target_high ({self.target_high}); swap them"
+            )
+        return self
+
+    def caps_for(self, verifier: str, tier: str) -> TierCaps:
+        """The caps for one verifier (by name, else by tier, else none)."""
+        return self.caps.get(verifier) or self.caps.get(tier) or TierCaps()

@@ -1,0 +1,455 @@
+"""The round-based planner: the caller drives it, the verifiers run wherever the caller likes.
+
+::
+
+    plan = scheduler.plan_step(candidates, group_ids=groups, cached=verdicts_from_ledger)
+    while requests := plan.next_round():          # {verifier name: [Candidate, ...]}
+        for name, batch in requests.items():      # e.g. one Prefect task per tier and round
+            plan.observe(scheduler.verifier(name).verify_batch(batch))
+    result = plan.result()                        # verdicts, reward estimates, spend, lab requests, log
+
+Step 1 of issue 4 is the cache: verdicts passed in ``cached`` are used as
+they are and their (candidate, verifier) pair is never requested again.
+Round 0 runs the fast tier on the rest; later rounds ask the policy
+(:mod:`verifiers.scheduler.escalation`, :mod:`verifiers.scheduler.baselines`)
+and admit its actions in priority order while the expected cost fits in the
+remaining budget and the per-tier caps. Lab-tier answers that come back
+``pending`` become lab requests; the step never waits for them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from storage.records import TIER_ORDER, LabRequest, new_id, RewardEstimate, SpendRecord, Status, Tier, Verdict
+from verifiers.base import Candidate, Verifier
+from verifiers.scheduler.config import SchedulerConfig
+from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView, VoiPolicy
+from verifiers.scheduler.features import Featurizer
+from verifiers.scheduler.surrogate import Observation, Surrogate, SurrogatePrior
+from verifiers.scheduler.window import hit_probability, reward_moments
+
+__all__ = ["Decision", "Scheduler", "StepPlan", "StepResult"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One line of the decision log: what was asked, in which round, why, at what expected cost."""
+
+    round: int
+    candidate_key: str
+    verifier: str
+    tier: str
+    expected_cost: float
+    value_per_cost: float | None
+    reason: str
+
+
+@dataclass
+class StepResult:
+    """Everything a step produced; the flow writes it to the ledger."""
+
+    verdicts: list[Verdict]  # new verdicts of this step (cached ones are not repeated)
+    estimates: list[RewardEstimate]  # one per input item, in input order
+    posteriors: dict[str, tuple[float, float]]  # candidate key -> (mean, std) of the top-tier value
+    verdicts_used: dict[str, list[tuple[str, str, str, str]]]  # trajectory id -> cache keys of its verdicts
+    spend: dict[str, float]  # tier -> CPU-seconds charged this step
+    calls: dict[str, int]  # verifier -> calls made this step
+    spend_by_verifier: dict[str, float]
+    lab_requests: list[LabRequest]
+    decisions: list[Decision]
+    rounds: int
+    budget: float
+    trace: list[tuple[int, float]] = field(default_factory=list)  # (round, cumulative spend) after each round
+
+    @property
+    def total_spend(self) -> float:
+        return float(sum(self.spend.values()))
+
+    def spend_records(self, run_id: str, step: int, tiers: Mapping[str, Tier]) -> list[SpendRecord]:
+        """Spend per verifier as ledger records (``tiers`` maps verifier name -> tier)."""
+        return [
+            SpendRecord(run_id=run_id, step=step, tier=tiers[name], verifier=name, cost_s=cost, calls=self.calls[name])
+            for name, cost in self.spend_by_verifier.items()
+        ]
+
+
+class Scheduler:
+    """Routes candidates through a verifier ladder under a budget.
+
+    ``ladder`` is ordered cheapest first; its last verifier is the top tier
+    whose value the surrogate predicts. ``featurize`` maps a candidate to
+    cheap features (``features.molecule_features`` for molecules).
+    ``policy`` defaults to the one named in ``config.policy`` among those
+    that need no extra data (``voi``, ``all``, ``fast-only``, ``random``);
+    ``cascade`` and ``oracle`` need thresholds or the truth, so build them
+    with :func:`verifiers.scheduler.baselines.make_policy` and pass them in.
+    """
+
+    def __init__(
+        self,
+        ladder: Sequence[Verifier],
+        config: SchedulerConfig | None = None,
+        *,
+        featurize: Featurizer | None = None,
+        policy: EscalationPolicy | None = None,
+        surrogate_prior: SurrogatePrior | None = None,
+        run_spent: float = 0.0,
+    ) -> None:
+        if len(ladder) < 2:
+            raise ValueError("a ladder needs at least two verifiers (a fast one and a top one)")
+        names = [v.name for v in ladder]
+        if len(set(names)) != len(names):
+            raise ValueError(f"ladder has duplicate verifier names: {names}")
+        self.ladder = list(ladder)
+        self.config = config or SchedulerConfig()
+        self.featurize = featurize
+        self._features: dict[str, np.ndarray] = {}
+        n_features = 0 if featurize is None else int(np.size(featurize(Candidate(key="probe", suite="probe", payload=""))))
+        self.surrogate = Surrogate(names[:-1], names[-1], n_features, surrogate_prior, seed=self.config.seed)
+        if policy is None:
+            from verifiers.scheduler.baselines import make_policy
+
+            policy = make_policy(self.config.policy, self.config)
+        self.policy = policy
+        self.run_spent = run_spent
+
+    # -- helpers for callers --------------------------------------------------
+    def verifier(self, name: str) -> Verifier:
+        for v in self.ladder:
+            if v.name == name:
+                return v
+        raise KeyError(f"{name!r} is not in this scheduler's ladder ({', '.join(v.name for v in self.ladder)})")
+
+    def features(self, candidate: Candidate) -> np.ndarray:
+        """Cheap features of a candidate (memoised by key: a key names the same thing every step)."""
+        if self.featurize is None:
+            return np.zeros(0)
+        got = self._features.get(candidate.key)
+        if got is None:
+            got = self._features[candidate.key] = np.asarray(self.featurize(candidate), dtype=float)
+        return got
+
+    def observation(self, candidate: Candidate, values: Mapping[str, float]) -> Observation:
+        """An observation of ``candidate`` with the given ok values per verifier name."""
+        return Observation(key=candidate.key, features=self.features(candidate), values=dict(values))
+
+    def add_history(self, observations: Iterable[Observation]) -> int:
+        """Teach the surrogate paired observations (e.g. from ``Ledger.ok_values`` of each ladder verifier)."""
+        return self.surrogate.add(list(observations))
+
+    # -- the step -------------------------------------------------------------
+    def plan_step(
+        self,
+        candidates: Sequence[Candidate],
+        *,
+        group_ids: Sequence[str] | None = None,
+        trajectory_ids: Sequence[str] | None = None,
+        cached: Iterable[Verdict] = (),
+        budget: float | None = None,
+        step: int = 0,
+        run_id: str | None = None,
+    ) -> StepPlan:
+        """Start a step. ``budget`` defaults to the step budget capped by what the run has left."""
+        if budget is None:
+            budget = min(self.config.budget_per_step, self.config.budget_per_run - self.run_spent)
+        return StepPlan(self, candidates, group_ids, trajectory_ids, cached, max(budget, 0.0), step, run_id)
+
+    def run_step(self, candidates: Sequence[Candidate], **kwargs: object) -> StepResult:
+        """Plan and execute a step with the ladder's verifiers in this process (tests, benchmarks)."""
+        plan = self.plan_step(candidates, **kwargs)  # type: ignore[arg-type]
+        while requests := plan.next_round():
+            for name, batch in requests.items():
+                plan.observe(self.verifier(name).verify_batch(batch))
+        return plan.result()
+
+
+class StepPlan:
+    """State of one step between rounds. Use :meth:`next_round`, :meth:`observe`, :meth:`result`."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        candidates: Sequence[Candidate],
+        group_ids: Sequence[str] | None,
+        trajectory_ids: Sequence[str] | None,
+        cached: Iterable[Verdict],
+        budget: float,
+        step: int,
+        run_id: str | None,
+    ) -> None:
+        n_items = len(candidates)
+        group_ids = list(group_ids) if group_ids is not None else ["all"] * n_items
+        trajectory_ids = list(trajectory_ids) if trajectory_ids is not None else [c.key for c in candidates]
+        if len(group_ids) != n_items or len(trajectory_ids) != n_items:
+            raise ValueError(
+                f"got {n_items} candidates, {len(group_ids)} group ids and {len(trajectory_ids)} trajectory ids; "
+                "pass one of each per candidate"
+            )
+        self.s = scheduler
+        self.ladder = scheduler.ladder
+        self.config = scheduler.config
+        self.budget = budget
+        self.step = step
+        self.run_id = run_id
+        self.items = list(zip(candidates, group_ids, trajectory_ids))
+        # Unique candidates by key; several trajectories may share one.
+        self.keys: list[str] = []
+        self.cands: list[Candidate] = []
+        index: dict[str, int] = {}
+        for c in candidates:
+            if c.key not in index:
+                index[c.key] = len(self.keys)
+                self.keys.append(c.key)
+                self.cands.append(c)
+        self.index = index
+        by_group: dict[str, list[int]] = {}
+        for c, g, _ in self.items:
+            by_group.setdefault(g, []).append(index[c.key])
+        self.groups = list(by_group.values())
+        self.features = [scheduler.features(c) for c in self.cands]
+        n, t = len(self.keys), len(self.ladder)
+        self.verdicts: list[list[Verdict | None]] = [[None] * t for _ in range(n)]
+        self._vals: list[dict[str, float]] = [{} for _ in range(n)]
+        # Expected cost per candidate and tier from the cost models, scaled per round by measured/expected.
+        self._base_cost = np.array([[max(v.expected_cost(c), 1e-9) for v in self.ladder] for c in self.cands]).reshape(n, t)
+        self.level = np.full(n, -1)
+        self.new_verdicts: list[Verdict] = []
+        self.decisions: list[Decision] = []
+        self.spend_by_verifier: dict[str, float] = {v.name: 0.0 for v in self.ladder}
+        self.calls: dict[str, int] = {v.name: 0 for v in self.ladder}
+        self.expected_sum: dict[str, float] = {v.name: 0.0 for v in self.ladder}
+        self.outstanding: dict[tuple[int, int], float] = {}  # (candidate, tier) -> expected cost
+        self.round = 0
+        self.finished = False
+        self._charged_to_run = False
+        self.trace: list[tuple[int, float]] = []
+        self._identity = {(v.name, v.version, v.params_hash): j for j, v in enumerate(self.ladder)}
+        for verdict in cached:  # step 1: the cache
+            j = self._identity.get((verdict.verifier, verdict.version, verdict.params_hash))
+            i = index.get(verdict.candidate_key)
+            if j is not None and i is not None:
+                self._record(i, j, verdict)
+        self._learn()
+
+    # -- public protocol ------------------------------------------------------
+    @property
+    def spent(self) -> float:
+        return float(sum(self.spend_by_verifier.values()))
+
+    def next_round(self) -> dict[str, list[Candidate]]:
+        """Requests for this round (verifier name -> candidates); empty when the step is done."""
+        if self.finished:
+            return {}
+        for (i, j), _ in list(self.outstanding.items()):  # asked but never answered: do not ask again
+            self.decisions.append(
+                Decision(self.round, self.keys[i], self.ladder[j].name, self.ladder[j].tier.value, 0.0, None, "no verdict came back")
+            )
+            self.level[i] = max(self.level[i], j)
+        self.outstanding.clear()
+        view = self._view()
+        actions = self.s.policy.choose(view)
+        requests = self._admit(actions)
+        self.round += 1
+        if not requests:
+            self.finished = True
+        return {name: [self.cands[i] for i in idx] for name, idx in requests.items()}
+
+    def observe(self, verdicts: Iterable[Verdict]) -> None:
+        """Record verdicts for requested (candidate, verifier) pairs and charge their cost."""
+        for verdict in verdicts:
+            j = self._identity.get((verdict.verifier, verdict.version, verdict.params_hash))
+            i = self.index.get(verdict.candidate_key)
+            if j is None or i is None or (i, j) not in self.outstanding:
+                raise ValueError(
+                    f"verdict of {verdict.verifier!r} on {verdict.candidate_key!r} was not requested in this round; "
+                    "pass only the verdicts of the batches that next_round() returned"
+                )
+            expected = self.outstanding.pop((i, j))
+            name = self.ladder[j].name
+            charge = verdict.cost_s if verdict.cost_s > 0 else expected
+            self.spend_by_verifier[name] += charge
+            self.calls[name] += 1
+            self.expected_sum[name] += expected
+            self.new_verdicts.append(verdict)
+            self._record(i, j, verdict)
+        self.trace.append((self.round, self.spent))
+        self._learn()
+
+    def result(self) -> StepResult:
+        """Verdicts, reward estimates, spend, lab requests and the decision log of the step."""
+        mean, std, rate, scale = self._posterior()
+        cfg = self.config
+        r_mean, r_var = reward_moments(mean, std, cfg.target_low, cfg.target_high, cfg.window_softness, rate, scale)
+        p_hit = hit_probability(mean, std, cfg.target_low, cfg.target_high, rate, scale)
+        estimates, used = [], {}
+        for c, _, traj in self.items:
+            i = self.index[c.key]
+            got = [v for v in self.verdicts[i] if v is not None]
+            ok = [v for v in got if v.status == Status.ok]
+            invalid = any(v.status == Status.invalid for v in got)
+            fidelity = max((v.tier for v in ok), key=lambda t: TIER_ORDER[t.value], default=None)
+            if invalid:
+                rm, rs, comps = cfg.invalid_reward, 0.0, {"invalid": 1.0}
+            else:
+                rm, rs = float(r_mean[i]), float(math.sqrt(r_var[i]))
+                comps = {"value_mean": float(mean[i]), "value_std": float(std[i]), "p_hit": float(p_hit[i])}
+            estimates.append(
+                RewardEstimate(
+                    trajectory_id=traj,
+                    run_id=self.run_id,
+                    step=self.step,
+                    mean=rm,
+                    std=rs,
+                    fidelity=fidelity,
+                    verdict_ids=[v.id for v in got if v.id is not None],
+                    components=comps,
+                )
+            )
+            used[traj] = [v.cache_key for v in got]
+        spend: dict[str, float] = {}
+        for v in self.ladder:
+            spend[v.tier.value] = spend.get(v.tier.value, 0.0) + self.spend_by_verifier[v.name]
+        if not self._charged_to_run:  # result() may be called again; the run is charged once
+            self.s.run_spent += self.spent
+            self._charged_to_run = True
+        labs = [
+            LabRequest(
+                id=v.request_id or new_id(),
+                run_id=self.run_id,
+                candidate_key=v.candidate_key,
+                payload=self.cands[self.index[v.candidate_key]].payload,
+                verifier=v.verifier,
+                version=v.version,
+                params_hash=v.params_hash,
+            )
+            for v in self.new_verdicts
+            if v.status == Status.pending
+        ]
+        return StepResult(
+            verdicts=list(self.new_verdicts),
+            estimates=estimates,
+            posteriors={k: (float(mean[i]), float(std[i])) for i, k in enumerate(self.keys)},
+            verdicts_used=used,
+            spend=spend,
+            calls=dict(self.calls),
+            spend_by_verifier=dict(self.spend_by_verifier),
+            lab_requests=labs,
+            decisions=list(self.decisions),
+            rounds=self.round,
+            budget=self.budget,
+            trace=list(self.trace),
+        )
+
+    # -- internals ------------------------------------------------------------
+    def _record(self, i: int, j: int, verdict: Verdict) -> None:
+        self.verdicts[i][j] = verdict
+        self.level[i] = max(self.level[i], j)
+        if verdict.status == Status.ok and verdict.value is not None:
+            self._vals[i][self.ladder[j].name] = float(verdict.value)
+
+    def _values(self, i: int) -> dict[str, float]:
+        """ok values per verifier name of candidate ``i`` (kept up to date by ``_record``)."""
+        return self._vals[i]
+
+    def _learn(self) -> None:
+        """Pairs whose top tier answered this step teach the surrogate at once (online learning)."""
+        top = len(self.ladder) - 1
+        pairs = [
+            Observation(self.keys[i], self.features[i], self._values(i))
+            for i in range(len(self.keys))
+            if self.verdicts[i][top] is not None and self.verdicts[i][top].status == Status.ok
+        ]
+        if pairs:
+            self.s.surrogate.add(pairs)
+
+    def _posterior(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Mean, std, gross-error rate and its scale of every candidate's top-tier value."""
+        obs = [Observation(k, f, self._values(i)) for i, (k, f) in enumerate(zip(self.keys, self.features))]
+        mean, std, rate, scale = self.s.surrogate.predict_with_tails(obs)
+        for i in range(len(self.keys)):
+            v = self.verdicts[i][-1]
+            if v is not None and v.status == Status.ok and v.uncertainty:
+                std[i] = v.uncertainty
+        return mean, std, rate, scale
+
+    def _open(self) -> np.ndarray:
+        out = np.ones(len(self.keys), dtype=bool)
+        for i, row in enumerate(self.verdicts):
+            if any(v is not None and v.status in (Status.invalid, Status.pending) for v in row):
+                out[i] = False
+            if row[-1] is not None:
+                out[i] = False
+        return out
+
+    def _cost_matrix(self) -> np.ndarray:
+        # Follow the machine: scale each cost model by what this step's calls actually cost.
+        ratio = np.array(
+            [self.spend_by_verifier[v.name] / self.expected_sum[v.name] if self.expected_sum[v.name] > 0 else 1.0 for v in self.ladder]
+        )
+        return self._base_cost * ratio
+
+    def _view(self) -> PlanView:
+        mean, std, rate, scale = self._posterior()
+        next_std = np.zeros(len(self.keys))
+        top = len(self.ladder) - 1
+        cache: dict[tuple[str, ...], float] = {}
+        for i in range(len(self.keys)):
+            nxt = self.level[i] + 1
+            if nxt >= top:
+                continue  # the top tier answers exactly
+            pattern = tuple(sorted(set(self.s.surrogate.pattern(self._values(i))) | {self.ladder[nxt].name},
+                                   key=[v.name for v in self.ladder].index))
+            if pattern not in cache:
+                cache[pattern] = self.s.surrogate.typical_std(pattern)
+            next_std[i] = cache[pattern]
+        return PlanView(
+            round=self.round,
+            keys=self.keys,
+            candidates=self.cands,
+            ladder=self.ladder,
+            level=self.level.copy(),
+            open=self._open(),
+            mean=mean,
+            std=std,
+            tail_rate=rate,
+            tail_scale=scale,
+            next_std=next_std,
+            cost=self._cost_matrix(),
+            values=[self._values(i) for i in range(len(self.keys))],
+            groups=self.groups,
+            budget_left=self.budget - self.spent,
+            config=self.config,
+        )
+
+    def _admit(self, actions: Sequence[Action]) -> dict[str, list[int]]:
+        """Admit actions in order under the budget, the caps and the never-pay-twice rule."""
+        cost = self._cost_matrix()
+        left = self.budget - self.spent
+        taken_round: dict[str, int] = {}
+        asked: set[int] = set()
+        requests: dict[str, list[int]] = {}
+        for a in actions:
+            i, j = a.index, a.tier
+            v = self.ladder[j]
+            if i in asked or self.verdicts[i][j] is not None or (i, j) in self.outstanding:
+                continue  # one tier per candidate per round; never pay twice for a verdict
+            caps = self.config.caps_for(v.name, v.tier.value)
+            if caps.max_calls_per_step is not None and self.calls[v.name] + taken_round.get(v.name, 0) >= caps.max_calls_per_step:
+                continue
+            if caps.max_concurrency is not None and taken_round.get(v.name, 0) >= caps.max_concurrency:
+                continue
+            c = float(cost[i, j])
+            if c > left:
+                continue
+            left -= c
+            asked.add(i)
+            taken_round[v.name] = taken_round.get(v.name, 0) + 1
+            requests.setdefault(v.name, []).append(i)
+            self.outstanding[(i, j)] = c
+            self.decisions.append(Decision(self.round, self.keys[i], v.name, v.tier.value, c, a.value_per_cost, a.reason))
+        return requests
