@@ -93,7 +93,7 @@ class RunConfig(_Section):
     scheduler: SchedulerConfig = Field(
         default_factory=lambda: SchedulerConfig(
             policy="voi", objective="advantage", target_low=3.0, target_high=4.0, window_softness=0.5,
-            budget_per_step=60.0, budget_per_run=600.0,
+            budget_per_step=40.0, budget_per_run=320.0,
         )
     )
     hindsight: HindsightConfig = Field(default_factory=HindsightConfig)
@@ -120,12 +120,11 @@ class RunConfig(_Section):
 
 
 def _quick(config: RunConfig) -> RunConfig:
-    """About two minutes on 2 cores once the prior is cached: small prior, 3 steps, no DFT."""
+    """About two minutes on 2 cores once the prior is cached: 3 small steps, no DFT (same prior as the default)."""
     return config.model_copy(
         update={
             "name": config.name if config.name != "gap-window" else "gap-window-quick",
             "steps": 3,
-            "prior": config.prior.model_copy(update={"max_minutes": 1.5, "max_steps": 400, "eval_samples": 200}),
             "rollout": config.rollout.model_copy(update={"prompts_per_step": 2}),
             "trainer": config.trainer.model_copy(update={"group_size": 6}),
             "tiers": [

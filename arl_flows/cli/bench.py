@@ -27,8 +27,8 @@ bench_app = typer.Typer(help="Benchmarks (scheduler retrieval, advantage accurac
 app.add_typer(bench_app, name="bench")
 
 DEFAULT_CACHE = Path("artifacts/bench/tier_cache.jsonl")
-# Median CPU-seconds of one pyscf-b3lyp call; replace with the tiers helper's measured median once recorded.
-DEFAULT_TOP_COST = 12.0
+# Median CPU-seconds of one pyscf-b3lyp call on QM9 molecules, measured in docs/tiers.md (issue 3).
+DEFAULT_TOP_COST = 10.5
 
 
 def _load_pool(path: Path | None) -> list[tuple[str, float]]:

@@ -46,12 +46,12 @@ from verifiers.code.format import FormatError, ParsedTrajectory
 # Inputs tried per property (default and slow runs alike); the slow total is asserted at the end.
 TRIED: collections.Counter[str] = collections.Counter()
 SLOW_EXAMPLES = {
-    "smiles_text": 2500,
-    "smiles_alphabet": 2500,
-    "code": 2500,
-    "lab_submission": 800,
-    "ledger_roundtrip": 800,
-    "cli": 1000,
+    "smiles_text": 4000,
+    "smiles_alphabet": 3000,
+    "code": 4000,
+    "lab_submission": 1500,
+    "ledger_roundtrip": 1500,
+    "cli": 1500,
 }
 SLOW_TOTAL = 10_000
 
@@ -338,10 +338,12 @@ def _assert_user_error(code: int, err: str, allowed: tuple[int, ...] = (2,)) -> 
     assert len(lines) == 1 and lines[0].startswith("error: ") or lines and lines[-1].startswith("Error: "), err
 
 
-_cli_text = st.text(max_size=60).filter(lambda s: "\x00" not in s)
+# Arguments that look like options give click usage errors, which end in a traceback
+# today (pinned in test_usage_errors_are_one_line below); NUL cannot be in argv.
+_cli_text = st.text(max_size=60).filter(lambda s: "\x00" not in s and not s.startswith("-"))
 CLI_CASE = st.one_of(
     st.tuples(st.just("runs show"), _cli_text),
-    st.tuples(st.just("verify"), st.one_of(SMILES_LIKE, _cli_text)),
+    st.tuples(st.just("verify"), st.one_of(SMILES_LIKE.filter(lambda s: not s.startswith("-")), _cli_text)),
     st.tuples(st.just("verify --tiers"), _cli_text),
     st.tuples(st.just("tasks list"), _cli_text),
     st.tuples(st.just("db check"), _cli_text.filter(lambda s: "://" not in s)),
@@ -501,4 +503,13 @@ def test_runs_show_wildcards_are_literal(cli: _CliFixture, run_id: str) -> None:
 @pytest.mark.parametrize("url", ["mysql://:", "postgresql://host:notaport/db"])
 def test_db_check_with_a_bad_port(cli: _CliFixture, url: str) -> None:
     code, _, err = arl(["db", "check", "--url", url])
+    _assert_user_error(code, err)
+
+
+@pytest.mark.xfail(strict=True, reason="arl_flows.cli.main catches click.ClickException, but typer 0.29 raises its "
+                   "vendored typer._click exceptions, so every usage error (unknown option, missing option) ends in a "
+                   "traceback with exit code 1")
+@pytest.mark.parametrize("args", [["runs", "show", "--0", "--url", "sqlite:///cli.db"], ["tasks", "list"], ["verify", "--no-such-option"]])
+def test_usage_errors_are_one_line(cli: _CliFixture, args: list[str]) -> None:
+    code, _, err = arl(args)
     _assert_user_error(code, err)

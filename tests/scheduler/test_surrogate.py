@@ -73,3 +73,19 @@ def test_features_must_match_the_featurizer() -> None:
 def test_calibration_needs_top_values() -> None:
     with pytest.raises(ValueError, match="top-tier value"):
         Surrogate(["fast"], "top").calibration([Observation("k", values={"fast": 1.0})])
+
+
+def test_gross_errors_become_a_wide_tail_component() -> None:
+    rng = np.random.default_rng(6)
+    clean = _pairs(600, seed=6, noise=0.1)
+    s = Surrogate(["fast"], "top")
+    s.add(clean)
+    assert s._model(("fast",)).tail_rate == 0.0  # Gaussian noise alone gives no tail
+    dirty = [
+        Observation(o.key, o.features, {"fast": o.values["fast"] + (rng.normal(0, 3.0) if i % 20 == 0 else 0.0), "top": o.values["top"]})
+        for i, o in enumerate(clean)
+    ]
+    s = Surrogate(["fast"], "top")
+    s.add(dirty)
+    _, _, rate, scale = s.predict_with_tails([Observation("q", values={"fast": 6.0})])
+    assert 0.01 < rate[0] < 0.1 and scale[0] > 4.0

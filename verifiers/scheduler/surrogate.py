@@ -18,6 +18,13 @@ cross-fitted over five folds): the factor makes the central 90% Gaussian
 interval cover 90% of held-out residuals. :meth:`Surrogate.calibration`
 reports the coverage of the 50% and 90% intervals on pairs the model has not
 seen, which is how a user checks that the stds mean what they say.
+
+The same cross-fitted residuals also measure gross errors: a lower tier is
+sometimes badly wrong about one molecule (a poor geometry, an unusual bond),
+far more often than a Gaussian allows. Their excess rate beyond 3 std and
+their size form a second, wide mixture component (:meth:`Surrogate.predict_with_tails`),
+which is what makes a cheap second opinion on an apparently hopeless
+candidate worth its few milliseconds.
 """
 
 from __future__ import annotations

@@ -1,0 +1,567 @@
+"""Crash-safety harness: kill `arl run` at a random moment, resume it, check the ledger.
+
+    python benchmarks/crash.py [--trials 20] [--signals kill,term,int] [--steps 3] [--seed 0]
+                               [--workdir DIR] [--keep] [--json OUT.json]
+
+Each trial starts a small ``arl run`` (a tiny pretrained prior, the RDKit EHT
+fast tier and a *counting* reference-table top tier, see
+``tests/reliability/counting_tier.py``) on its own SQLite ledger, waits for a
+randomly chosen stage marker in the run's ``--verbose`` log (start of a
+rollout, verification, the top tier, hindsight, checkpointing, between
+steps), sleeps a random 0-250 ms more, snapshots the verdict rows and sends
+the signal. SIGKILL models a crash; SIGTERM and SIGINT (Ctrl-C) must shut
+down cleanly: exit code 130 and the run marked ``interrupted`` (read back
+with ``arl runs show RUN --json``). Then ``arl run --resume RUN_ID`` runs the
+run to completion, and the trial checks:
+
+- **verdicts lost**: verdict rows in the snapshot before the signal, or in the
+  ledger right after the process died, that are missing from the final ledger
+  or changed (a ``pending`` verdict may only become final);
+- **duplicate top-tier calls**: the counting tier's own invocation log (one
+  line per candidate, written before the lookup) shows a candidate computed
+  again although its verdict was already in the ledger (or twice by one
+  process). A computation that was *in flight* when the process died (its
+  batch had not been written yet) is redone on resume by design; those are
+  reported separately as ``inflight_redone``;
+- ``Ledger.integrity_problems()`` is empty right after the kill and at the end;
+- the resumed run is ``completed`` with ``steps_done`` = steps, one training
+  step row per step and exactly prompts x group trajectories per step, each
+  with a reward estimate (the killed attempt left nothing behind).
+
+One Prefect server is started for the whole harness (a temporary
+``PREFECT_HOME``), so each ``arl run`` only pays for its imports. The tiny
+prior is pretrained once into the harness's ``ARL_HOME`` (about a minute)
+unless ``--arl-home`` points to one that has it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+COUNTING_DIR = ROOT / "tests" / "reliability"
+sys.path.insert(0, str(COUNTING_DIR))
+
+from counting_tier import COUNT_LOG_ENV, read_count_log  # noqa: E402
+
+TOP_TIER = "counting-reference-table"
+# A prior small enough to pretrain in about a minute on 2 cores (the same one tests/flows uses).
+TINY_PRIOR = {"n_layer": 2, "n_embd": 64, "n_head": 2, "max_steps": 400, "max_minutes": 1.0, "eval_samples": 50, "batch_size": 64}
+PROMPTS_PER_STEP = 3
+GROUP_SIZE = 4
+SIGNALS = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "int": signal.SIGINT}
+
+# Where to aim a kill: a marker line of the --verbose log and the stage that follows it.
+# Each marker is matched only while the run is at the chosen step (counted by rollout lines).
+MARKERS = {
+    "rollout": r"Flow run .* - (run \w+ \(.*\): steps|step \d+: reward)",
+    "verify": r"Task run 'rollout-\w+' - Finished",
+    "top-tier": r"Task run 'rdkit-eht x\d+' - Finished",
+    "hindsight": r"Task run 'grpo-update-\w+' - Finished",
+    "checkpoint": r"Task run 'hindsight-distill-\w+' - Finished",
+    "between-steps": r"Task run 'checkpoint-\w+' - Finished",
+}
+
+
+# ---------------------------------------------------------------------- the environment of the harness
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PrefectServer:
+    """One Prefect server for every `arl run` the harness starts (each run then skips the 10-15 s start-up)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.port = free_port()
+        self.api_url = f"http://127.0.0.1:{self.port}/api"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> PrefectServer:
+        self.home.mkdir(parents=True, exist_ok=True)
+        env = os.environ | {
+            "PREFECT_HOME": str(self.home),
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "PREFECT_API_URL": self.api_url,
+        }
+        log = open(self.home / "server.log", "wb")  # noqa: SIM115 - handed to the child
+        prefect = Path(sys.executable).with_name("prefect")
+        self.proc = subprocess.Popen(
+            [str(prefect), "server", "start", "--host", "127.0.0.1", "--port", str(self.port)],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the Prefect server exited ({self.proc.returncode}); see {self.home / 'server.log'}")
+            try:
+                with urllib.request.urlopen(f"{self.api_url}/health", timeout=2) as resp:  # noqa: S310 - loopback
+                    if resp.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.5)
+        self.__exit__()
+        raise RuntimeError(f"the Prefect server did not answer within 180 s; see {self.home / 'server.log'}")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+def ensure_prior(arl_home: Path) -> None:
+    """Pretrain the tiny prior into ``arl_home/priors`` unless it is cached there (a subprocess: keeps torch out of here)."""
+    code = (
+        "from policies import PretrainConfig, load_or_pretrain; "
+        f"load_or_pretrain(PretrainConfig(**{TINY_PRIOR!r}))"
+    )
+    env = os.environ | {"ARL_HOME": str(arl_home), "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, check=True, timeout=900)
+
+
+def write_config(path: Path, *, name: str, steps: int, seed: int, seconds_per_call: float = 0.05,
+                 extra_tiers: str = "") -> Path:
+    """A run small enough for dozens of trials: 3 prompts x 4 samples per step, a fast tier and the counting top tier."""
+    prior = "\n".join(f"{k} = {json.dumps(v)}" for k, v in TINY_PRIOR.items())
+    path.write_text(f"""name = "{name}"
+steps = {steps}
+seed = {seed}
+tiers = [
+  {{ verifier = "rdkit-eht" }},{extra_tiers}
+  {{ verifier = "counting_tier:CountingReferenceTable", params = {{ cost_per_call = 5.0, seconds_per_call = {seconds_per_call} }} }},
+]
+tier_concurrency = {{}}
+
+[prior]
+{prior}
+
+[rollout]
+prompts_per_step = {PROMPTS_PER_STEP}
+
+[trainer]
+group_size = {GROUP_SIZE}
+max_new_tokens = 32
+temperature = 0.8
+
+[scheduler]
+policy = "all"
+objective = "advantage"
+target_low = 3.0
+target_high = 8.0
+window_softness = 0.5
+budget_per_step = 1000.0
+budget_per_run = 5000.0
+""")
+    return path
+
+
+def arl_env(arl_home: Path, api_url: str, count_log: Path) -> dict[str, str]:
+    pythonpath = os.pathsep.join(p for p in (str(COUNTING_DIR), str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return os.environ | {
+        "ARL_HOME": str(arl_home),
+        "PREFECT_API_URL": api_url,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PYTHONPATH": pythonpath,
+        "PYTHONUNBUFFERED": "1",
+        "OMP_NUM_THREADS": "1",
+        "COLUMNS": "200",
+        COUNT_LOG_ENV: str(count_log),
+    }
+
+
+def arl_command(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from arl_flows.cli import main; main()", *args]
+
+
+class RunProcess:
+    """An `arl run` subprocess in its own session, with its output read line by line on a thread."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log_path: Path) -> None:
+        self.lines: list[tuple[float, str]] = []
+        self.cond = threading.Condition()
+        self.log = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed in wait()
+        self.proc = subprocess.Popen(
+            arl_command(*args), env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True, text=True, errors="replace",
+        )
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self.cond:
+                self.lines.append((time.monotonic(), line.rstrip("\n")))
+                self.cond.notify_all()
+            self.log.write(line)
+        with self.cond:
+            self.cond.notify_all()
+
+    def wait_for(self, predicate: Any, timeout: float) -> bool:
+        """Block until ``predicate(lines)`` is true (True) or the process ended / timed out (False)."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not predicate(self.lines):
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not self.reader.is_alive()):
+                    return predicate(self.lines)
+                self.cond.wait(min(left, 0.5))
+            return True
+
+    def wait(self, timeout: float) -> int | None:
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self.reader.join(10)
+        self.log.flush()
+        return rc
+
+    def kill_group(self) -> int:
+        """SIGKILL whatever is left in the run's session (worker processes); returns how many were alive."""
+        try:
+            os.killpg(self.proc.pid, 0)
+        except ProcessLookupError:
+            return 0
+        alive = _session_members(self.proc.pid)
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        return len(alive)
+
+    def text(self) -> str:
+        return "\n".join(line for _, line in self.lines)
+
+
+def _session_members(sid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid:  # fields after the name: state ppid pgrp session ...
+                members.append(int(entry.name))
+    return members
+
+
+# ---------------------------------------------------------------------- reading the ledger
+def sqlite_path(url: str) -> str:
+    return url.removeprefix("sqlite:///")
+
+
+def verdict_rows(db: str) -> dict[tuple[str, str, str, str], tuple[str, float | None]]:
+    """Cache key -> (status, value) of every verdict row, read with sqlite3 (WAL lets us read while the run writes)."""
+    if not Path(db).exists():
+        return {}
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        rows = conn.execute("SELECT candidate_key, verifier, version, params_hash, status, value FROM verdicts").fetchall()
+    except sqlite3.OperationalError:  # migrations not applied yet
+        rows = []
+    finally:
+        conn.close()
+    return {(k, v, ver, ph): (st, val) for k, v, ver, ph, st, val in rows}
+
+
+def lost_verdicts(before: dict[tuple[str, str, str, str], tuple[str, float | None]],
+                  after: dict[tuple[str, str, str, str], tuple[str, float | None]]) -> list[str]:
+    """Verdicts of ``before`` missing from ``after`` or changed (pending may only become final)."""
+    lost = []
+    for key, (status, value) in before.items():
+        now = after.get(key)
+        if now is None:
+            lost.append(f"{key[1]} on {key[0]}: missing")
+        elif status != "pending" and now != (status, value):
+            lost.append(f"{key[1]} on {key[0]}: was {status} {value}, now {now[0]} {now[1]}")
+    return lost
+
+
+# ---------------------------------------------------------------------- one trial
+@dataclass
+class Trial:
+    index: int
+    signal: str
+    target: str  # the stage marker the kill was aimed after
+    target_step: int
+    delay_s: float
+    killed: bool = False  # False: the run finished before the moment came
+    stage_at_kill: str = ""  # last marker seen before the signal
+    exit_code: int | None = None
+    status_after_kill: str = ""
+    steps_done_after_kill: int = 0
+    leftover_processes: int = 0
+    verdicts_before_kill: int = 0
+    verdicts_lost: int = 0
+    top_calls: int = 0
+    duplicate_top_calls: int = 0
+    inflight_redone: int = 0
+    unbilled_top_calls: int = 0  # top-tier calls made but charged to no step (the killed attempt's spend is dropped)
+    integrity_after_kill: list[str] = field(default_factory=list)
+    integrity_final: list[str] = field(default_factory=list)
+    resume_exit_code: int | None = None
+    final_status: str = ""
+    final_steps: int = 0
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _stage_of(line: str) -> str:
+    for name, pattern in MARKERS.items():
+        if re.search(pattern, line):
+            return name
+    return ""
+
+
+def run_trial(index: int, sig: str, rng: random.Random, *, workdir: Path, arl_home: Path, api_url: str,
+              steps: int = 3, max_delay: float = 0.25) -> Trial:
+    """Start, signal at a random stage, resume to completion, check; problems are listed on the Trial."""
+    t0 = time.monotonic()
+    target = rng.choice(list(MARKERS))
+    last_step = steps - 1 if target != "between-steps" else steps - 2  # there must be work after the marker
+    trial = Trial(index=index, signal=sig, target=target, target_step=rng.randint(0, max(last_step, 0)),
+                  delay_s=round(rng.uniform(0.0, max_delay), 3))
+    tdir = workdir / f"trial-{index:03d}-{sig}"
+    tdir.mkdir(parents=True, exist_ok=True)
+    url = f"sqlite:///{tdir / 'ledger.db'}"
+    db = sqlite_path(url)
+    count_log = tdir / "top_tier_calls.log"
+    config = write_config(tdir / "run.toml", name=f"crash-{index}", steps=steps, seed=index)
+    env = arl_env(arl_home, api_url, count_log)
+
+    first = RunProcess(["run", "--config", str(config), "--url", url, "--verbose"], env, tdir / "run.log")
+    pattern = re.compile(MARKERS[target])
+
+    def reached(lines: list[tuple[float, str]]) -> bool:
+        step = -1
+        for _, line in lines:
+            if "Task run 'rollout-" in line and "Finished" in line:
+                step += 1
+            if not pattern.search(line):
+                continue
+            if target == "rollout":
+                # the run's first line precedes step 0; "step k: reward" precedes step k+1
+                m = re.search(r"step (\d+): reward", line)
+                if (int(m.group(1)) + 1 if m else 0) == trial.target_step:
+                    return True
+            elif step == trial.target_step:
+                return True
+        return False
+
+    hit = first.wait_for(reached, timeout=300)
+    run_id = _run_id(first.text())
+    if hit and first.proc.poll() is None:
+        time.sleep(trial.delay_s)
+        before = verdict_rows(db)
+        with first.cond:
+            trial.stage_at_kill = next((s for _, line in reversed(first.lines) if (s := _stage_of(line))), "start")
+        first.proc.send_signal(SIGNALS[sig])
+        trial.killed = True
+    else:
+        before = {}
+    trial.exit_code = first.wait(timeout=120)
+    if trial.exit_code is None:
+        trial.problems.append(f"the run did not exit within 120 s of {sig.upper()}")
+    trial.leftover_processes = first.kill_group()
+    first.wait(10)
+    run_id = run_id or _run_id(first.text())
+    after_kill = verdict_rows(db)
+    trial.verdicts_before_kill = len(after_kill)
+
+    from storage.ledger import Ledger
+
+    if run_id is None:
+        trial.problems.append("no run id in the output of the killed run; see " + str(tdir / "run.log"))
+        trial.seconds = time.monotonic() - t0
+        return trial
+    with Ledger(url) as ledger:
+        trial.integrity_after_kill = ledger.integrity_problems()
+        run = ledger.get_run(run_id)
+        trial.status_after_kill, trial.steps_done_after_kill = run.status.value, run.steps_done
+    if trial.integrity_after_kill:
+        trial.problems.append(f"integrity right after the kill: {trial.integrity_after_kill}")
+    if trial.killed and sig != "kill":
+        shown = subprocess.run(arl_command("runs", "show", run_id, "--url", url, "--json"), env=env, cwd=ROOT,
+                               capture_output=True, text=True, timeout=120)
+        status = json.loads(shown.stdout)["status"] if shown.returncode == 0 else f"error {shown.stderr[-300:]}"
+        if trial.exit_code != 130 and trial.status_after_kill != "completed":
+            trial.problems.append(f"{sig.upper()} exit code {trial.exit_code}, expected 130")
+        if status not in ("interrupted", "completed"):
+            trial.problems.append(f"after {sig.upper()} `arl runs show` says status {status!r}, expected 'interrupted'")
+    killed_calls = read_count_log(count_log)
+
+    if trial.status_after_kill != "completed":
+        resumed = RunProcess(["run", "--resume", run_id, "--url", url, "--verbose"], env, tdir / "resume.log")
+        trial.resume_exit_code = resumed.wait(timeout=600)
+        resumed.kill_group()
+        if trial.resume_exit_code != 0:
+            trial.problems.append(f"resume exited with {trial.resume_exit_code}; see {tdir / 'resume.log'}")
+    final = verdict_rows(db)
+    lost = lost_verdicts(before, final) + lost_verdicts(after_kill, final)
+    trial.verdicts_lost = len(set(lost))
+    if lost:
+        trial.problems.append(f"verdicts lost: {sorted(set(lost))[:5]}")
+
+    calls = read_count_log(count_log)
+    _count_top_calls(trial, killed_calls, calls[len(killed_calls):], after_kill)
+    if trial.duplicate_top_calls:
+        trial.problems.append(f"{trial.duplicate_top_calls} top-tier verdicts computed twice")
+
+    with Ledger(url) as ledger:
+        trial.integrity_final = ledger.integrity_problems()
+        run = ledger.get_run(run_id)
+        trial.final_status, trial.final_steps = run.status.value, run.steps_done
+        recorded = [s.step for s in ledger.training_steps(run_id)]
+        per_step = {s: ledger.step_trajectories(run_id, s) for s in range(steps)}
+        billed = sum(r[0] for r in _spend_calls(db, run_id, TOP_TIER))
+    trial.unbilled_top_calls = trial.top_calls - billed
+    if trial.integrity_final:
+        trial.problems.append(f"integrity at the end: {trial.integrity_final}")
+    if trial.final_status != "completed" or trial.final_steps != steps:
+        trial.problems.append(f"final status {trial.final_status} with {trial.final_steps}/{steps} steps")
+    if recorded != list(range(steps)):
+        trial.problems.append(f"training steps recorded: {recorded}, expected 0..{steps - 1}")
+    for s, rows in per_step.items():
+        if len(rows) != PROMPTS_PER_STEP * GROUP_SIZE or any(est is None for _, est in rows):
+            trial.problems.append(
+                f"step {s} has {len(rows)} trajectories ({sum(e is None for _, e in rows)} without reward), "
+                f"expected {PROMPTS_PER_STEP * GROUP_SIZE}, all rewarded"
+            )
+    if billed > trial.top_calls:
+        trial.problems.append(f"spend bills {billed} top-tier calls but the tier was called {trial.top_calls} times")
+    trial.seconds = round(time.monotonic() - t0, 1)
+    return trial
+
+
+def _run_id(text: str) -> str | None:
+    m = re.search(r"run ([0-9a-f]{32}) \(", text)
+    return m.group(1) if m else None
+
+
+def _spend_calls(db: str, run_id: str, verifier: str) -> list[tuple[int, float]]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        return conn.execute("SELECT calls, cost_s FROM spend WHERE run_id = ? AND verifier = ?", (run_id, verifier)).fetchall()
+    finally:
+        conn.close()
+
+
+def _count_top_calls(trial: Trial, killed: list[tuple[str, int, str, str]], resumed: list[tuple[str, int, str, str]],
+                     after_kill: dict[tuple[str, str, str, str], tuple[str, float | None]]) -> None:
+    """Classify every top-tier invocation: first computation, in-flight work redone, or a duplicate."""
+    stored = {k[0] for k in after_kill if k[1] == TOP_TIER}
+    killed_starts = Counter(key for event, _, _, key in killed if event == "start")
+    resumed_starts = Counter(key for event, _, _, key in resumed if event == "start")
+    trial.top_calls = sum(killed_starts.values()) + sum(resumed_starts.values())
+    dup = sum(n - 1 for n in killed_starts.values() if n > 1) + sum(n - 1 for n in resumed_starts.values() if n > 1)
+    for key in resumed_starts:
+        if key in stored:
+            dup += 1  # its verdict was already in the ledger: paid twice
+        elif key in killed_starts:
+            trial.inflight_redone += 1  # computed when the process died, never written: redone by design
+    trial.duplicate_top_calls = dup
+
+
+# ---------------------------------------------------------------------- many trials
+def run_trials(n: int, signals: list[str], *, seed: int = 0, workdir: Path | None = None, arl_home: Path | None = None,
+               steps: int = 3, log: Any = print) -> list[Trial]:
+    """``n`` trials cycling over ``signals``, with one Prefect server and one pretrained prior for all of them."""
+    rng = random.Random(seed)
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="arl-crash-"))
+    arl_home = Path(arl_home or workdir / "arl_home")
+    log(f"workdir {workdir}; pretraining/loading the tiny prior in {arl_home}")
+    ensure_prior(arl_home)
+    trials = []
+    with PrefectServer(workdir / "prefect") as server:
+        log(f"Prefect server at {server.api_url}")
+        for i in range(n):
+            sig = signals[i % len(signals)]
+            trial = run_trial(i, sig, rng, workdir=workdir, arl_home=arl_home, api_url=server.api_url, steps=steps)
+            trials.append(trial)
+            log(
+                f"trial {i:3d} {sig.upper():4s} aimed at {trial.target}@{trial.target_step}+{trial.delay_s:.2f}s "
+                f"(last stage seen: {trial.stage_at_kill or '-'}): exit {trial.exit_code}, {trial.status_after_kill} at "
+                f"{trial.steps_done_after_kill}/{steps}; top calls {trial.top_calls}, redone in flight {trial.inflight_redone}, "
+                f"duplicates {trial.duplicate_top_calls}, lost {trial.verdicts_lost}; final {trial.final_status} "
+                f"{trial.final_steps}/{steps}; {trial.seconds:.0f} s {'OK' if trial.ok else 'FAIL: ' + '; '.join(trial.problems)}"
+            )
+    return trials
+
+
+def summarize(trials: list[Trial]) -> dict[str, Any]:
+    by_signal: dict[str, dict[str, int]] = {}
+    for t in trials:
+        row = by_signal.setdefault(t.signal, {"trials": 0, "killed": 0, "survived": 0})
+        row["trials"] += 1
+        row["killed"] += t.killed
+        row["survived"] += t.killed and t.ok
+    return {
+        "trials": len(trials),
+        "kills": sum(t.killed for t in trials),
+        "kills_survived": sum(t.killed and t.ok for t in trials),
+        "by_signal": by_signal,
+        "stages_hit": dict(Counter(t.stage_at_kill for t in trials if t.killed)),
+        "verdicts_lost": sum(t.verdicts_lost for t in trials),
+        "duplicate_top_calls": sum(t.duplicate_top_calls for t in trials),
+        "top_calls": sum(t.top_calls for t in trials),
+        "inflight_redone": sum(t.inflight_redone for t in trials),
+        "unbilled_top_calls": sum(t.unbilled_top_calls for t in trials),
+        "leftover_processes": sum(t.leftover_processes for t in trials),
+        "failed_trials": [t.index for t in trials if not t.ok],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--signals", default="kill", help="Comma-separated cycle of kill, term, int (default: kill).")
+    parser.add_argument("--steps", type=int, default=3, help="Training steps per run.")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workdir", type=Path, default=None, help="Where ledgers and logs go (default: a temp dir).")
+    parser.add_argument("--arl-home", type=Path, default=None, help="ARL_HOME holding the cached tiny prior.")
+    parser.add_argument("--json", type=Path, default=None, help="Write every trial and the totals as JSON.")
+    args = parser.parse_args(argv)
+    signals = [s.strip() for s in args.signals.split(",") if s.strip()]
+    unknown = set(signals) - set(SIGNALS)
+    if unknown or not signals:
+        parser.error(f"--signals takes kill, term, int; got {args.signals!r}")
+    trials = run_trials(args.trials, signals, seed=args.seed, workdir=args.workdir, arl_home=args.arl_home, steps=args.steps)
+    totals = summarize(trials)
+    print(json.dumps(totals, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps({"totals": totals, "trials": [asdict(t) for t in trials]}, indent=2))
+    return 0 if not totals["failed_trials"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""The user's view: `arl run`, `arl runs`, `arl report`, `arl lab` and clear errors for bad configs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from storage.ledger import Ledger
+from storage.records import LabRequest, Status, Tier, Verdict
+
+def _main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """Run the console-script entry point (which maps user errors to one line and exit code 2)."""
+    import sys
+
+    from arl_flows.cli import main
+
+    old = sys.argv
+    sys.argv = ["arl", *args]
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    finally:
+        sys.argv = old
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        ("stepz = 3\n", "stepz: unknown field"),
+        ('suite = "chess"\n', "suite: allowed values are 'molecules'"),
+        ("steps = 0\n", "steps: Input should be greater than or equal to 1"),
+        ("[scheduler]\ntarget_low = 5.0\ntarget_high = 4.0\n", "target_low (5.0) must be below target_high"),
+        ("[trainer.loss]\nloss_type = 'ppo'\n", "trainer.loss.loss_type"),
+        ("tiers = [{ verifier = 'rdkit-eht' }]\n", "at least two verifiers"),
+        ("steps = \n", "is not valid TOML"),
+    ],
+)
+def test_bad_config_is_one_clear_line_and_exit_2(tmp_path: Path, capsys, toml: str, expected: str) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(toml)
+    code, out = _main(["run", "--config", str(cfg), "--url", f"sqlite:///{tmp_path / 'l.db'}"], capsys)
+    assert code == 2
+    assert expected in out
+    assert "Traceback" not in out and len(out.strip().splitlines()) <= 3
+
+
+def test_missing_config_file_and_unknown_profile(tmp_path: Path, capsys) -> None:
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    code, out = _main(["run", "--config", str(tmp_path / "nope.toml"), "--url", url], capsys)
+    assert code == 2 and "does not exist" in out
+    code, out = _main(["run", "--profile", "turbo", "--url", url], capsys)
+    assert code == 2 and "unknown profile 'turbo'" in out and "quick" in out
+    code, out = _main(["run", "--resume", "no-such-run", "--url", url], capsys)
+    assert code == 2 and "no run with id" in out
+
+
+def test_examples_are_valid_configs() -> None:
+    from arl_flows.config import load_config
+
+    root = Path(__file__).resolve().parents[2] / "examples"
+    for path in sorted(root.glob("*.toml")):
+        assert load_config(path).steps >= 1, path
+
+
+def test_arl_run_end_to_end_then_show_report_and_lab(prefect_harness, flow_home, overrides, tmp_path: Path, capsys) -> None:
+    tomli_w = pytest.importorskip("tomli_w")
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(tomli_w.dumps(overrides(steps=2, name="cli-run")))
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    code, out = _main(["run", "--config", str(cfg), "--url", url], capsys)
+    assert code == 0, out
+    assert "run id:" in out and "completed" in out
+    run_id = Ledger(url).list_runs()[0].id
+
+    code, out = _main(["runs", "show", run_id[:10], "--url", url, "--json"], capsys)
+    shown = json.loads(out)
+    assert shown["status"] == "completed" and shown["steps_done"] == 2
+    assert shown["trajectories"] == 16 and "fast" in shown["spend_by_tier"]
+    assert sum(shown["verdicts_by_status"].values()) >= 1 and "best_reward" in shown
+
+    code, out = _main(["runs", "list", "--url", url, "--json"], capsys)
+    assert json.loads(out)[0]["id"] == run_id
+
+    code, out = _main(["report", run_id, "--url", url, "--out", str(tmp_path / "rep")], capsys)
+    assert code == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "Spend by tier" in md and (tmp_path / "rep" / "reward.png").stat().st_size > 1000
+    assert (tmp_path / "rep" / "spend.png").exists()
+
+    # Lab: list, a bad submission, a good one.
+    ledger = Ledger(url)
+    ledger.put_verdicts([Verdict(candidate_key="molecules:CC#N", verifier="lab", version="1", params_hash="p",
+                                 tier=Tier.lab, status=Status.pending, request_id="r-cli")])
+    ledger.create_lab_requests([LabRequest(id="r-cli", candidate_key="molecules:CC#N", payload="CC#N", verifier="lab",
+                                           version="1", params_hash="p", run_id=run_id)])
+    code, out = _main(["lab", "list", "--url", url, "--json"], capsys)
+    assert [r["id"] for r in json.loads(out)] == ["r-cli"]
+    code, out = _main(["lab", "submit", "--request", "r-cli", "--value", "abc", "--url", url], capsys)
+    assert code == 2 and "must be a number" in out
+    code, out = _main(["lab", "submit", "--request", "nope", "--value", "1.0", "--url", url], capsys)
+    assert code == 2 and "no lab request" in out
+    code, out = _main(["lab", "submit", "--request", "r-cli", "--value", "9.1", "--url", url], capsys)
+    assert code == 0 and "9.1" in out
+    code, out = _main(["lab", "submit", "--request", "r-cli", "--value", "9.2", "--url", url], capsys)
+    assert code == 2 and "already has a result" in out
+    code, out = _main(["db", "check", "--url", url], capsys)
+    assert code == 0 and "consistent" in out

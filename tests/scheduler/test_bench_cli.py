@@ -1,0 +1,45 @@
+"""``arl bench scheduler`` and ``arl bench advantages`` on a tiny QM9 pool with the real chemistry tiers."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from arl_flows.cli import app
+
+
+def test_bench_scheduler_and_advantages_on_a_tiny_pool(tmp_path) -> None:
+    cache, out, png = tmp_path / "cache.jsonl", tmp_path / "report.json", tmp_path / "curve.png"
+    common = ["--limit", "40", "--held-out", "40", "--window", "5.5", "7.0", "--cache", str(cache), "--top-cost", "10"]
+    runner = CliRunner()
+    result = runner.invoke(
+        app, ["bench", "scheduler", *common, "--policies", "voi,all,cascade,oracle", "--json", str(out), "--png", str(png)]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["pool"] == 40 and report["hits"] > 0 and report["top_cost"] == 10
+    for name in ("voi", "all", "cascade", "oracle"):
+        assert set(report["policies"][name]["cost_to_recall"]) == {"0.5", "0.8", "0.95"}
+        assert set(report["policies"][name]["ratio_to_oracle"]) == {"0.5", "0.8", "0.95"}
+    assert report["policies"]["all"]["calls"] == {"rdkit-eht": 40, "gfn2-xtb": 40, "reference-table": 40}
+    assert set(report["surrogate_calibration"]) == {"rdkit-eht", "rdkit-eht+gfn2-xtb"}
+    assert png.stat().st_size > 0
+    lines = cache.read_text().count("\n")
+    assert lines >= 3 * 80  # every tier on pool and held-out split, computed once ...
+
+    result = runner.invoke(
+        app, ["bench", "advantages", *common, "--groups", "5", "--policies", "voi,all", "--fractions", "0.2", "--json", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert cache.read_text().count("\n") == lines  # ... and read back from the cache the second time
+    report = json.loads(out.read_text())
+    assert report["groups"] == 5 and [r["budget_fraction"] for r in report["policies"]["voi"]] == [0.2]
+
+
+def test_bench_rejects_bad_input() -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["bench", "scheduler", "--window", "4", "3"])
+    assert result.exit_code != 0
+    result = runner.invoke(app, ["bench", "advantages", "--policies", "oracle"])
+    assert result.exit_code != 0
