@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from policies import PretrainConfig, TrainerConfig
+from verifiers.code import RewardWeights
 from verifiers.scheduler import SchedulerConfig
 
 __all__ = [
@@ -76,7 +77,18 @@ class RunConfig(_Section):
     """Everything a training run needs; `arl run --config FILE.toml` reads it."""
 
     name: str = Field(default="gap-window", description="Run name shown in `arl runs list` and the Prefect UI.")
-    suite: Literal["molecules"] = Field(default="molecules", description="Task suite; 'molecules' designs molecules by gap window.")
+    suite: Literal["molecules", "code"] = Field(
+        default="molecules",
+        description="Task suite: 'molecules' (design by gap window, tiny SMILES policy) or 'code' (Python tasks; "
+        "needs policy_path).",
+    )
+    policy_path: str | None = Field(
+        default=None,
+        description="Local directory of a transformers causal LM (+ tokenizer) to train; never downloaded. "
+        "None: the suite's built-in policy (molecules: the pretrained SMILES prior).",
+    )
+    code_tasks: list[str] = Field(default_factory=list, description="Code-suite task ids to prompt with (empty: all).")
+    code_reward: RewardWeights = Field(default_factory=RewardWeights, description="Weights of the code reward.")
     steps: int = Field(default=8, ge=1, description="Training steps (rollout -> verify -> GRPO -> hindsight -> checkpoint).")
     seed: int = Field(default=0, description="Seeds sampling (per step) and the scheduler.")
     tiers: list[TierConfig] = Field(
@@ -106,6 +118,18 @@ class RunConfig(_Section):
         description="Global Prefect concurrency limit per expensive verifier (tasks tagged 'arl-tier:NAME').",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _suite_defaults(cls, data: Any) -> Any:
+        """The code suite gets the code ladder and the 'all' policy unless the config says otherwise."""
+        if isinstance(data, dict) and data.get("suite") == "code":
+            data = dict(data)
+            data.setdefault("tiers", [{"verifier": "code-format"}, {"verifier": "code-exec"}, {"verifier": "code-tests"}])
+            data.setdefault("scheduler", {"policy": "all", "target_low": 0.5, "target_high": 1.0, "budget_per_step": 600.0})
+            data.setdefault("hindsight", {"relabel": False, "hint_teacher": True})
+            data.setdefault("tier_concurrency", {})
+        return data
+
     @model_validator(mode="after")
     def _ladder_is_usable(self) -> RunConfig:
         if len(self.tiers) < 2:
@@ -113,6 +137,8 @@ class RunConfig(_Section):
         names = [t.verifier for t in self.tiers]
         if len(set(names)) != len(names):
             raise ValueError(f"tiers: verifier names repeat ({', '.join(names)}); list each verifier once")
+        if self.suite == "code" and not self.policy_path:
+            raise ValueError("policy_path: the code suite needs a local transformers model directory to train")
         return self
 
     def goal_windows(self) -> list[tuple[float, float]]:

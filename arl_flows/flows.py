@@ -26,6 +26,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, create_table_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.concurrency.sync import concurrency
+from prefect.exceptions import TerminationSignal
 from pydantic import BaseModel, Field
 
 from arl_flows.config import RunConfig, load_config
@@ -202,7 +203,9 @@ def _training_loop(
             )
             _emit("step", summary)
         status = RunStatus.completed
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, TerminationSignal):
+        # Inside a flow Prefect turns SIGTERM into TerminationSignal (and re-sends the signal
+        # to the CLI's handler afterwards); both mean a clean stop, not a failure.
         status = RunStatus.interrupted
         raise
     finally:

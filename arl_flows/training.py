@@ -33,16 +33,8 @@ from typing import Any
 import torch
 
 from arl_flows.config import RunConfig
-from policies import (
-    Policy,
-    PolicyConfig,
-    PolicyTrainer,
-    Rollout,
-    achieved_value,
-    goal_prompt_ids,
-    load_or_pretrain,
-    relabel,
-)
+from arl_flows.suites import Suite, suite_for
+from policies import Policy, PolicyConfig, PolicyTrainer, Rollout
 from storage.ledger import Ledger, LedgerError
 from storage.records import (
     CheckpointRecord,
@@ -58,8 +50,7 @@ from storage.records import (
     tier_rank,
 )
 from verifiers import Candidate, Verifier, registry
-from verifiers.chem.molecules import make_candidate
-from verifiers.scheduler import Scheduler, StepResult, molecule_features
+from verifiers.scheduler import Scheduler, StepResult
 
 __all__ = ["RunSession", "StepSummary", "TierRunner", "arl_home", "build_ladder", "run_dir"]
 
@@ -106,6 +97,7 @@ class _StepState:
     trajectories: list[Trajectory] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
     estimates: list[RewardEstimate] = field(default_factory=list)
+    prompts: list[Prompt] = field(default_factory=list)
     result: StepResult | None = None
 
 
@@ -114,13 +106,14 @@ class RunSession:
 
     def __init__(self, config: RunConfig, ledger: Ledger, run: RunRecord, policy: Policy, ladder: list[Verifier]):
         self.config = config
+        self.suite: Suite = suite_for(config)
         self.ledger = ledger
         self.run = run
         self.policy = policy
         self.ladder = ladder
         self.trainer = PolicyTrainer(policy, config.trainer)
         self.scheduler = Scheduler(
-            ladder, config.scheduler, featurize=molecule_features, run_spent=sum(ledger.spend_by_tier(run.id).values())
+            ladder, config.scheduler, featurize=self.suite.featurize, run_spent=sum(ledger.spend_by_tier(run.id).values())
         )
         self.steps: dict[int, _StepState] = {}
         self.lab_seen: set[str] = {r.id for r in ledger.lab_requests(Status.ok, run_id=run.id)}
@@ -145,16 +138,19 @@ class RunSession:
             run = ledger.get_run(resume)
             if run.status == RunStatus.completed:
                 raise LedgerError(f"run {run.id} already completed all {run.steps_done} steps; nothing to resume")
-            checkpoint = ledger.latest_checkpoint(run.id)
-            if checkpoint is not None and checkpoint.step == run.steps_done - 1:
+            # The checkpoint of the last *completed* step (a ledger written before checkpoint and
+            # step were recorded together may also hold one of the unfinished step).
+            done = [c for c in ledger.checkpoints(run.id) if c.step == run.steps_done - 1]
+            checkpoint = done[-1] if done else None
+            if checkpoint is not None:
                 policy = Policy.load(checkpoint.path, policy_config)
             else:
-                policy = _prior(config, policy_config, on_pretrain)
+                policy = _initial_policy(config, policy_config, on_pretrain)
             run = ledger.set_run_status(run.id, RunStatus.running)
             session = cls(config, ledger, run, policy, ladder)
             session._restore_optimizer(checkpoint)
             return session
-        policy = _prior(config, policy_config, on_pretrain)
+        policy = _initial_policy(config, policy_config, on_pretrain)
         run = ledger.create_run(config.name, config.model_dump(mode="json") | {"steps": config.steps}, run_id=run_id)
         return cls(config, ledger, run, policy, ladder)
 
@@ -170,10 +166,10 @@ class RunSession:
         values = {v.name: self.ledger.ok_values(v.name) for v in self.ladder}
         top = values[self.ladder[-1].name]
         observations = []
-        for key, _ in top.items():
-            if not key.startswith("molecules:") or key.startswith("molecules:invalid:"):
+        for key in top:
+            cand = self.suite.history_candidate(key)
+            if cand is None:
                 continue
-            cand = make_candidate(key.split(":", 1)[1])
             observations.append(self.scheduler.observation(cand, {n: vals[key] for n, vals in values.items() if key in vals}))
         if observations:
             self.scheduler.add_history(observations)
@@ -189,23 +185,10 @@ class RunSession:
 
     # ------------------------------------------------------------------ rollout
     def rollout(self, step: int) -> list[str]:
-        """Sample G completions for each goal prompt; write prompts and trajectories; return trajectory ids."""
+        """Sample G completions for each prompt; write prompts and trajectories; return trajectory ids."""
         cfg = self.config
-        windows = cfg.goal_windows()
-        tok = self.policy.tokenizer
-        prompts: list[Prompt] = []
-        prompt_ids: list[list[int]] = []
-        for i in range(cfg.rollout.prompts_per_step):
-            low, high = windows[(step * cfg.rollout.prompts_per_step + i) % len(windows)]
-            prompts.append(
-                Prompt(
-                    id=f"molecules:gap:{low:.2f}-{high:.2f}",
-                    suite="molecules",
-                    text=f"Propose a molecule (C, N, O, F; at most 9 heavy atoms) with a HOMO-LUMO gap between {low:g} and {high:g} eV.",
-                    goal={"property": "gap_ev", "low": low, "high": high, "softness": cfg.scheduler.window_softness},
-                )
-            )
-            prompt_ids.append(goal_prompt_ids(tok, low, high))
+        prompts = self.suite.prompts(step)
+        prompt_ids = [self.suite.prompt_ids(self.policy, p) for p in prompts]
         self.ledger.add_prompts({p.id: p for p in prompts}.values())
         rollout = self.policy.sample(
             prompt_ids,
@@ -220,8 +203,7 @@ class RunSession:
         for row, text in enumerate(rollout.texts):
             p_index = int(rollout.prompt_index[row])
             prompt = prompts[p_index]
-            smiles = "".join(text.split())
-            cand = make_candidate(smiles, prompt.goal)
+            cand, answer, turns = self.suite.completion(prompt, text)
             candidates.append(cand)
             trajectories.append(
                 Trajectory(
@@ -229,8 +211,8 @@ class RunSession:
                     prompt_id=prompt.id,
                     step=step,
                     group_id=f"{self.run.id[:8]}-{step}-{p_index}",
-                    turns=[Turn(role="user", content=prompt.text), Turn(role="assistant", content=smiles)],
-                    final_answer=smiles,
+                    turns=turns,
+                    final_answer=answer,
                     candidate_key=cand.key,
                     prompt_tokens=len(prompt_ids[p_index]),
                     completion_tokens=int(lengths[row]),
@@ -238,7 +220,7 @@ class RunSession:
                 )
             )
         self.ledger.add_trajectories(trajectories)
-        self.steps[step] = _StepState(rollout=rollout, trajectories=trajectories, candidates=candidates)
+        self.steps[step] = _StepState(rollout=rollout, trajectories=trajectories, candidates=candidates, prompts=prompts)
         return [t.id for t in trajectories]
 
     def restore_step(self, step: int) -> None:
@@ -255,7 +237,7 @@ class RunSession:
         prompts = self.ledger.get_prompts({t.prompt_id for t, _ in rows})
         order = list(dict.fromkeys(t.prompt_id for t, _ in rows))
         tok = self.policy.tokenizer
-        prompt_lists = [goal_prompt_ids(tok, prompts[p].goal["low"], prompts[p].goal["high"]) for p in order]
+        prompt_lists = [self.suite.prompt_ids(self.policy, prompts[p]) for p in order]
         completions = []
         for traj, _ in rows:
             ids = self.policy.encode(traj.final_answer)
@@ -266,8 +248,9 @@ class RunSession:
         self.steps[step] = _StepState(
             rollout=rollout,
             trajectories=[t for t, _ in rows],
-            candidates=[make_candidate(t.final_answer, prompts[t.prompt_id].goal) for t, _ in rows],
+            candidates=[self.suite.completion(prompts[t.prompt_id], t.final_answer)[0] for t, _ in rows],
             estimates=[e for _, e in rows if e is not None],
+            prompts=[prompts[p] for p in order],
         )
 
     # ------------------------------------------------------------------ verify
@@ -295,6 +278,10 @@ class RunSession:
         result = plan.result()
         if result.lab_requests:
             self.ledger.create_lab_requests(result.lab_requests)
+        verdicts: dict[str, list[Verdict]] = {}
+        for v in [*cached, *result.verdicts]:
+            verdicts.setdefault(v.candidate_key, []).append(v)
+        result.estimates = self.suite.rewards(state.trajectories, state.candidates, verdicts, result.estimates)
         self.ledger.add_reward_estimates(result.estimates)
         self.ledger.add_spend(result.spend_records(self.run.id, step, {v.name: v.tier for v in self.ladder}))
         state.result = result
@@ -319,39 +306,36 @@ class RunSession:
 
     # ------------------------------------------------------------------ hindsight
     def hindsight(self, step: int) -> dict[str, float]:
-        """Relabel failed completions with the gap they achieved (at a trusted fidelity) and distill."""
+        """Distill the step's failed trajectories (relabeling or a hinted teacher, by suite)."""
         hcfg = self.config.hindsight
         if not hcfg.enabled:
             return {}
         state = self.steps[step]
         if state.rollout is None or not state.estimates:
             raise RuntimeError(f"step {step} has no verified rollout yet: run rollout and verify first")
-        min_rank = tier_rank(hcfg.min_fidelity)
         verdicts = self.ledger.verdicts_for([c.key for c in state.candidates], verifiers=[v.name for v in self.ladder])
         verdicts += self._new_lab_verdicts()
         by_key: dict[str, list[Verdict]] = {}
         for v in verdicts:
-            if tier_rank(v.tier) >= min_rank:
-                by_key.setdefault(v.candidate_key, []).append(v)
+            by_key.setdefault(v.candidate_key, []).append(v)
         by_traj = {e.trajectory_id: e for e in state.estimates}
-        examples, seen = [], set()
+        prompts = {p.id: p for p in state.prompts}
+        failures, seen = [], set()
         mask = state.rollout.completion_mask
         for row, traj in enumerate(state.trajectories):
             if by_traj[traj.id].mean >= hcfg.threshold or traj.candidate_key in seen:
                 continue
-            achieved = achieved_value(by_key.get(traj.candidate_key, []))
-            if achieved is None:
-                continue
             seen.add(traj.candidate_key)
-            n = int(mask[row].sum())
-            ids = state.rollout.completion_ids[row, :n].tolist()
-            examples.append(relabel(ids, achieved, self.policy.tokenizer))
-            if len(examples) >= hcfg.max_examples:
-                break
-        if not examples or not hcfg.relabel:
+            ids = state.rollout.completion_ids[row, : int(mask[row].sum())].tolist()
+            if ids:
+                failures.append((traj, prompts[traj.prompt_id], ids, by_key.get(traj.candidate_key, [])))
+        relabeled, hinted = self.suite.hindsight(self.policy, failures)
+        relabeled, hinted = relabeled[: hcfg.max_examples], hinted[: hcfg.max_examples]
+        if not relabeled and not hinted:
             return {"hindsight/examples": 0.0}
-        metrics = self.trainer.distill_step(relabeled=examples)
-        return {f"hindsight/{k.split('/')[-1]}": v for k, v in metrics.items()} | {"hindsight/examples": float(len(examples))}
+        metrics = self.trainer.distill_step(relabeled=relabeled, hinted=hinted)
+        out = {f"hindsight/{k.split('/')[-1]}": v for k, v in metrics.items()}
+        return out | {"hindsight/examples": float(len(relabeled) + len(hinted))}
 
     def _new_lab_verdicts(self) -> list[Verdict]:
         """Lab results that arrived since the last step (they join hindsight and, via the cache, GRPO)."""
@@ -370,8 +354,8 @@ class RunSession:
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         record = CheckpointRecord(run_id=self.run.id, step=step, path=str(final), sha256=sha)
-        self.ledger.record_checkpoint(record)
-        self.ledger.record_step(TrainingStepRecord(run_id=self.run.id, step=step, metrics=_finite(metrics)))
+        # One transaction: the step counts as done exactly when its checkpoint is registered.
+        self.ledger.record_step(TrainingStepRecord(run_id=self.run.id, step=step, metrics=_finite(metrics)), checkpoint=record)
         self.run = self.ledger.get_run(self.run.id)
         self.steps.pop(step - 1, None)  # keep memory bounded: only the current step's tensors
         return record
@@ -446,14 +430,15 @@ def _rollout_from_tokens(
     return rollout
 
 
-def _prior(config: RunConfig, policy_config: PolicyConfig, on_pretrain: Callable[[str], None] | None) -> Policy:
-    from policies import prior_dir
+def _initial_policy(config: RunConfig, policy_config: PolicyConfig, on_pretrain: Callable[[str], None] | None) -> Policy:
+    """The suite's starting policy (the cached SMILES prior, pretrained on first use, or policy_path)."""
+    if config.suite == "molecules" and not config.policy_path and on_pretrain is not None:
+        from policies import prior_dir
 
-    directory = prior_dir(config.prior)
-    if on_pretrain is not None and not (directory / "pretrain_report.json").exists():
-        on_pretrain(str(directory))
-    policy, _report = load_or_pretrain(config.prior, policy_config=policy_config)
-    return policy
+        directory = prior_dir(config.prior)
+        if not (directory / "pretrain_report.json").exists():
+            on_pretrain(str(directory))
+    return suite_for(config).load_policy(policy_config)
 
 
 def _finite(metrics: dict[str, Any]) -> dict[str, Any]:

@@ -48,10 +48,33 @@ def main() -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted")
         sys.exit(130)
-    except Exception as exc:  # click usage errors carry their own exit code
-        import click
+    except Exception as exc:  # click usage errors carry their own exit code (2)
+        code = _click_exit_code(exc)
+        if code is None:
+            raise
+        sys.exit(code)
 
-        if isinstance(exc, click.exceptions.ClickException):
+
+def _click_exit_code(exc: Exception) -> int | None:
+    """Exit code of a click exception (shown first), or None if ``exc`` is not one.
+
+    typer >= 0.2x vendors click as ``typer._click`` and raises its own
+    exception classes, not click's; plain click's are still handled for
+    commands or callbacks that raise them.
+    """
+    import importlib
+
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if isinstance(exc, module.ClickException):  # usage errors: the usage, a hint and "Error: ..."
             exc.show()
-            sys.exit(exc.exit_code)
-        raise
+            return exc.exit_code
+        if hasattr(module, "Exit") and isinstance(exc, module.Exit):
+            return exc.exit_code
+        if hasattr(module, "Abort") and isinstance(exc, module.Abort):
+            err_console.print("aborted")
+            return 130
+    return None

@@ -77,7 +77,7 @@ class _TierCache:
 
     def put(self, verdicts: Sequence[Any]) -> None:
         if self.ledger is not None:
-            self.ledger.put_verdicts(list(verdicts))
+            self.ledger.put_verdicts(list(verdicts), return_stored=False)
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a") as fh:
@@ -127,8 +127,7 @@ def _setup(
         check_molecule,
         make_candidate,
     )
-    from verifiers.scheduler import Observation, molecule_features
-    from verifiers.scheduler.benchmark import replay_ladder
+    from verifiers.scheduler import Observation, molecule_features, replay_ladder
 
     rows = _load_pool(pool)
     if limit < 10:
@@ -254,8 +253,7 @@ def bench_scheduler(
     png: Annotated[Path | None, typer.Option("--png", help="Write the recall-versus-cost plot here.")] = None,
 ) -> None:
     """Retrieval from a pool: cost for each policy to confirm 50/80/95% of the hits at the top tier."""
-    from verifiers.scheduler import molecule_features
-    from verifiers.scheduler.benchmark import retrieval_benchmark
+    from verifiers.scheduler import molecule_features, retrieval_benchmark
 
     low, high = window
     if not low < high:
@@ -332,8 +330,7 @@ def bench_advantages(
     json_out: JsonOpt = None,
 ) -> None:
     """Advantage accuracy per cost: groups of G molecules, estimated vs true GRPO advantages."""
-    from verifiers.scheduler import molecule_features
-    from verifiers.scheduler.benchmark import advantage_benchmark
+    from verifiers.scheduler import advantage_benchmark, molecule_features
 
     low, high = window
     if not low < high:
@@ -352,7 +349,7 @@ def bench_advantages(
     random.Random(seed + 1).shuffle(members)
     grouped = [members[g * group_size : (g + 1) * group_size] for g in range(groups)]
     t0 = time.perf_counter()
-    report = advantage_benchmark(  # noqa: the pool was checked above; nothing here is a user mistake
+    report = advantage_benchmark(
         data["ladder"],
         grouped,
         data["truth"],

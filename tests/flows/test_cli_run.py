@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,8 +14,6 @@ from storage.records import LabRequest, Status, Tier, Verdict
 
 def _main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     """Run the console-script entry point (which maps user errors to one line and exit code 2)."""
-    import sys
-
     from arl_flows.cli import main
 
     old = sys.argv
@@ -72,9 +73,13 @@ def test_arl_run_end_to_end_then_show_report_and_lab(prefect_harness, flow_home,
     cfg = tmp_path / "run.toml"
     cfg.write_text(tomli_w.dumps(overrides(steps=2, name="cli-run")))
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    code, out = _main(["run", "--config", str(cfg), "--url", url], capsys)
-    assert code == 0, out
-    assert "run id:" in out and "completed" in out
+    # In a subprocess, as a user runs it (and so Prefect's log handlers never see pytest's captured streams).
+    env = os.environ | {"PREFECT_API_URL": prefect_harness, "ARL_HOME": str(flow_home), "COLUMNS": "200"}
+    done = subprocess.run([sys.executable, "-c", "from arl_flows.cli import main; main()", "run", "--config", str(cfg),
+                           "--url", url], env=env, capture_output=True, text=True, timeout=600)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    assert "run id:" in out and "completed" in out and "Traceback" not in out
     run_id = Ledger(url).list_runs()[0].id
 
     code, out = _main(["runs", "show", run_id[:10], "--url", url, "--json"], capsys)
