@@ -9,6 +9,8 @@ cost, :mod:`.escalation`) or a baseline (:mod:`.baselines`); the posterior
 over the top-tier value comes from a calibrated multi-fidelity surrogate
 (:mod:`.surrogate`). Nothing here imports Prefect, the policies package or
 the ledger: the flow reads and writes the ledger around a step.
+:mod:`.benchmark` holds the two benchmarks behind ``arl bench scheduler`` and
+``arl bench advantages``.
 """
 
 from verifiers.scheduler.baselines import (
@@ -20,6 +22,7 @@ from verifiers.scheduler.baselines import (
     RandomPolicy,
     make_policy,
 )
+from verifiers.scheduler.benchmark import ReplayVerifier, advantage_benchmark, replay_ladder, retrieval_benchmark
 from verifiers.scheduler.config import Objective, SchedulerConfig, TierCaps
 from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView, VoiPolicy
 from verifiers.scheduler.features import molecule_features, size_features
@@ -40,6 +43,7 @@ __all__ = [
     "OraclePolicy",
     "PlanView",
     "RandomPolicy",
+    "ReplayVerifier",
     "Scheduler",
     "SchedulerConfig",
     "StepPlan",
@@ -48,9 +52,12 @@ __all__ = [
     "SurrogatePrior",
     "TierCaps",
     "VoiPolicy",
+    "advantage_benchmark",
     "hit_probability",
     "make_policy",
     "molecule_features",
+    "replay_ladder",
+    "retrieval_benchmark",
     "reward_moments",
     "size_features",
     "window_score",

@@ -39,7 +39,6 @@ candidate whose top-tier value is still uncertain goes up (``all``).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 

@@ -28,7 +28,7 @@ import numpy as np
 from storage.records import TIER_ORDER, LabRequest, new_id, RewardEstimate, SpendRecord, Status, Tier, Verdict
 from verifiers.base import Candidate, Verifier
 from verifiers.scheduler.config import SchedulerConfig
-from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView, VoiPolicy
+from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView
 from verifiers.scheduler.features import Featurizer
 from verifiers.scheduler.surrogate import Observation, Surrogate, SurrogatePrior
 from verifiers.scheduler.window import hit_probability, reward_moments
