@@ -26,7 +26,7 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, func, select, text, update
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from storage.models import (
@@ -94,7 +94,7 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]
 def _make_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
-    except ArgumentError:
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number ("mysql://:")
         raise LedgerError(
             f"bad database URL {url!r}: use e.g. 'sqlite:////path/to/ledger.db' or "
             "'postgresql+psycopg://user@host:5432/dbname' (set it with ARL_DATABASE_URL)"
@@ -119,6 +119,35 @@ def _make_engine(url: str) -> Engine:
         return create_engine(parsed, pool_pre_ping=True)
     except (NoSuchModuleError, ArgumentError, ImportError) as exc:
         raise LedgerError(f"cannot use {url!r}: {exc} (install the postgres extra: pip install 'arl[postgres]')") from None
+
+
+def _short_repr(value: Any) -> str:
+    """``repr(value)`` cut to one short line (a huge int's repr may even refuse: Python's 4,300-digit limit)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"a {type(value).__name__} too long to print"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _is_utf8(text: str) -> bool:
+    """Whether ``text`` can be stored as it is: no lone surrogates (which UTF-8 cannot encode)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _storable_text(text: str) -> str:
+    """Free text (lab notes, verdict feedback) as the ledger stores it: lone surrogates become ``\\udcff`` escapes.
+
+    Python strings may hold lone surrogates (e.g. bytes decoded with
+    ``surrogateescape``); the databases take UTF-8 only. Text without them is
+    stored unchanged; text with them reads back with each one written out as a
+    backslash escape, so nothing is dropped silently.
+    """
+    return text if _is_utf8(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -151,6 +180,11 @@ class Ledger:
                 conn.exec_driver_sql("SELECT 1")
         except OperationalError as exc:
             raise LedgerError(f"cannot connect to the ledger at {self._safe_url}: {exc.orig}") from None
+        except DatabaseError as exc:  # SQLite: "file is not a database"
+            raise LedgerError(
+                f"the ledger at {self._safe_url} is not a database ({exc.orig}); point the URL at an ARL ledger "
+                "or at a path where a new one can be created"
+            ) from None
         if migrate:
             self.upgrade()
 
@@ -239,11 +273,14 @@ class Ledger:
         return record
 
     def get_run(self, run_id: str) -> RunRecord:
+        if not _is_utf8(run_id):  # no stored id has a lone surrogate (e.g. from a non-UTF-8 argv)
+            raise LedgerError(f"no run with id {run_id!r} (see `arl runs list`)")
         with self._read() as s:
             row = s.get(RunRow, run_id)
             if row is None:
-                # Accept a unique prefix, as users copy short ids from tables.
-                rows = s.scalars(select(RunRow).where(RunRow.id.startswith(run_id)).limit(2)).all() if run_id else []
+                # Accept a unique prefix, as users copy short ids from tables; '%' and '_' are literal.
+                prefix = RunRow.id.startswith(run_id, autoescape=True)
+                rows = s.scalars(select(RunRow).where(prefix).limit(2)).all() if run_id else []
                 if len(rows) != 1:
                     raise LedgerError(f"no run with id {run_id!r} (see `arl runs list`)")
                 row = rows[0]
@@ -364,7 +401,7 @@ class Ledger:
                     f"SELECT {_VERDICT_COLUMNS} FROM verdicts WHERE verifier = {mark} AND version = {mark} "
                     f"AND params_hash = {mark} AND candidate_key IN ({', '.join([mark] * len(chunk))})"
                 )
-                for row in conn.exec_driver_sql(sql, (verifier, version, params_hash, *chunk)):
+                for row in conn.exec_driver_sql(sql, (verifier, version, params_hash, *chunk)).fetchall():
                     out[row[1]] = _verdict_from_tuple(row)
         return out
 
@@ -387,8 +424,11 @@ class Ledger:
 
         The first verdict for a cache key wins, except that a ``pending``
         verdict is replaced in place when a final answer for it arrives.
+        Lone surrogates in ``feedback`` are stored escaped (see
+        :func:`_storable_text`); in a key or request id they are a
+        :class:`LedgerError`.
         """
-        verdicts = list(verdicts)
+        verdicts = [_storable_verdict(v) for v in verdicts]
         if not verdicts:
             return []
         table = VerdictRow.__table__
@@ -531,9 +571,17 @@ class Ledger:
                 out[step][tier] = float(total or 0.0)
         return dict(out)
 
-    def record_step(self, record: TrainingStepRecord) -> None:
-        """Store a completed training step and advance the run's ``steps_done`` in the same transaction."""
+    def record_step(self, record: TrainingStepRecord, checkpoint: CheckpointRecord | None = None) -> None:
+        """Store a completed training step and advance the run's ``steps_done`` in the same transaction.
+
+        ``checkpoint`` is registered in that transaction too: a crash between
+        two separate writes would leave a checkpoint of a step that is not
+        done, which the redone step then overwrites on disk (its sha256 no
+        longer matching) while resume would skip it as not the last step's.
+        """
         with self._write() as s:
+            if checkpoint is not None:
+                s.add(CheckpointRow(**checkpoint.model_dump()))
             stmt = self._insert(TrainingStepRow.__table__)
             stmt = stmt.on_conflict_do_update(
                 index_elements=["run_id", "step"], set_={"metrics": stmt.excluded.metrics}
@@ -607,11 +655,48 @@ class Ledger:
             ]
 
     # ------------------------------------------------------------------ lab requests
-    def create_lab_requests(self, requests: Iterable[LabRequest]) -> None:
-        rows = [{**r.model_dump(mode="python"), "status": r.status.value} for r in requests]
-        if rows:
-            with self._write() as s:
-                s.execute(self._insert(LabRequestRow.__table__).on_conflict_do_nothing(index_elements=["id"]), rows)
+    def create_lab_requests(self, requests: Iterable[LabRequest]) -> list[str]:
+        """Store lab requests, one pending request per verdict identity; returns the id standing for each.
+
+        A pending request for a (candidate key, verifier, version, params
+        hash) that already has a pending request, in the ledger or earlier in
+        ``requests``, is not stored: both would share the one pending verdict
+        row, so answering the second would answer the first's verdict. Its
+        place in the returned list holds the existing request's id. A request
+        whose id is already stored is left as it is.
+        """
+        requests = list(requests)
+        if not requests:
+            return []
+        table = LabRequestRow.__table__
+        for r in requests:
+            for field in ("id", "candidate_key", "verifier", "version", "params_hash"):
+                text = getattr(r, field)
+                if not _is_utf8(text):
+                    raise LedgerError(f"lab request {field} {text!r} has a lone surrogate, which the ledger cannot store")
+        with self._write() as s:
+            pending: dict[tuple[str, str, str, str], str] = {}
+            keys = list({r.candidate_key for r in requests if r.status == Status.pending})
+            for chunk in _chunks(keys):
+                q = select(table.c.id, table.c.candidate_key, table.c.verifier, table.c.version, table.c.params_hash)
+                q = q.where(table.c.status == Status.pending.value, table.c.candidate_key.in_(chunk))
+                q = q.order_by(table.c.created_at, table.c.id)
+                for row in s.execute(q):
+                    pending.setdefault((row.candidate_key, row.verifier, row.version, row.params_hash), row.id)
+            ids, rows = [], []
+            for r in requests:
+                key = (r.candidate_key, r.verifier, r.version, r.params_hash)
+                if r.status == Status.pending and pending.get(key, r.id) != r.id:
+                    ids.append(pending[key])
+                    continue
+                if r.status == Status.pending:
+                    pending[key] = r.id
+                ids.append(r.id)
+                row = {**r.model_dump(mode="python"), "status": r.status.value}
+                rows.append({**row, "payload": _storable_text(r.payload), "notes": _storable_text(r.notes)})
+            if rows:
+                s.execute(self._insert(table).on_conflict_do_nothing(index_elements=["id"]), rows)
+        return ids
 
     def lab_requests(self, status: Status | str | None = None, run_id: str | None = None) -> list[LabRequest]:
         with self._read() as s:
@@ -623,16 +708,25 @@ class Ledger:
             return [_lab(r) for r in s.scalars(q)]
 
     def submit_lab_result(self, request_id: str, value: float, notes: str = "") -> Verdict:
-        """Record an external result: completes the request and turns its pending verdict into ``ok``."""
+        """Record an external result: completes the request and turns its pending verdict into ``ok``.
+
+        ``notes`` are stored as given, except that lone surrogates are escaped
+        (see :func:`_storable_text`); the verdict's feedback quotes them.
+        """
         try:
-            value = float(value)
+            number = float(value)
         except (TypeError, ValueError):
-            raise LedgerError(f"lab result value must be a number, got {value!r}") from None
-        if not math.isfinite(value):
-            raise LedgerError(f"lab result value must be finite, got {value!r}")
+            raise LedgerError(f"lab result value must be a number, got {_short_repr(value)}") from None
+        except OverflowError:  # an int beyond the float range, e.g. 10**400
+            raise LedgerError("lab result value must be a finite number, got an integer beyond the float range") from None
+        if not math.isfinite(number):
+            raise LedgerError(f"lab result value must be a finite number, got {_short_repr(value)}")
+        value = number
+        notes = _storable_text(notes)
         table = VerdictRow.__table__
         with self._write() as s:
-            req = s.get(LabRequestRow, request_id)
+            # An id with a lone surrogate cannot be in the ledger (nor be sent to the database).
+            req = s.get(LabRequestRow, request_id) if _is_utf8(request_id) else None
             if req is None:
                 raise LedgerError(f"no lab request with id {request_id!r} (see `arl lab list`)")
             if req.status != Status.pending.value:
@@ -827,6 +921,17 @@ def _reward(row: RewardEstimateRow) -> RewardEstimate:
         fidelity=Tier(row.fidelity) if row.fidelity else None, verdict_ids=list(row.verdict_ids or []),
         components=dict(row.components or {}),
     )
+
+
+def _storable_verdict(v: Verdict) -> Verdict:
+    """``v`` as the ledger can store it: feedback with lone surrogates escaped; keys and ids must be UTF-8."""
+    for field in ("candidate_key", "verifier", "version", "params_hash", "request_id"):
+        text = getattr(v, field)
+        if text is not None and not _is_utf8(text):
+            raise LedgerError(f"verdict {field} {text!r} has a lone surrogate, which the ledger cannot store")
+    if _is_utf8(v.feedback):
+        return v
+    return v.model_copy(update={"feedback": _storable_text(v.feedback)})
 
 
 def _verdict_row(v: Verdict) -> dict[str, Any]:

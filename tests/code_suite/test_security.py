@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from attacks import ATTACKS  # noqa: E402
 
 from verifiers.code import CodeExecution, CodeFormat, CodeTests, code_reward, make_candidate  # noqa: E402
+import verifiers.code.sandbox as sandbox_module  # noqa: E402
 from verifiers.code.sandbox import _UID_HIGH, _UID_LOW, isolation_support  # noqa: E402
 from verifiers.code.tasks import TASKS_FILE  # noqa: E402
 
@@ -81,8 +82,12 @@ class Listener:
         self.udp.close()
 
 
-def sandbox_processes() -> list[int]:
-    """Pids of live processes with a sandbox uid (there must be none between runs)."""
+def sandbox_processes(uids: set[int] | None = None) -> list[int]:
+    """Pids of live processes with a sandbox uid (there must be none between runs).
+
+    ``uids`` limits the search to the uids our own sandboxes ran under, so that
+    another process's sandbox running at the same moment is not counted.
+    """
     pids = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
@@ -92,7 +97,7 @@ def sandbox_processes() -> list[int]:
                 continue
             uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
             state = next(line for line in status.splitlines() if line.startswith("State:")).split()[1]
-            if _UID_LOW <= uid < _UID_HIGH and state != "Z":
+            if _UID_LOW <= uid < _UID_HIGH and state != "Z" and (uids is None or uid in uids):
                 pids.append(int(entry.name))
     return pids
 
@@ -116,6 +121,16 @@ class World:
         self.tasks_digest = file_digest(TASKS_FILE)
         self.tmp_before = set(os.listdir("/tmp"))
         os.environ["ARL_TEST_SECRET"] = SECRET
+        # Record every uid our sandboxes run under (the check below looks at exactly those).
+        self.uids: set[int] = set()
+        self._fresh_uid = sandbox_module._fresh_uid
+
+        def recording_fresh_uid() -> int:
+            uid = self._fresh_uid()
+            self.uids.add(uid)
+            return uid
+
+        sandbox_module._fresh_uid = recording_fresh_uid
 
     def fill(self, code: str) -> str:
         return (
@@ -140,14 +155,15 @@ class World:
             problems.append(f"listener got {self.listener.connections} connections, data {self.listener.received}")
         if file_digest(TASKS_FILE) != self.tasks_digest:
             problems.append("task file modified")
-        if sandbox_processes():
-            problems.append(f"sandbox processes still alive: {sandbox_processes()}")
+        if sandbox_processes(self.uids):
+            problems.append(f"sandbox processes still alive: {sandbox_processes(self.uids)}")
         new_tmp = {n for n in set(os.listdir("/tmp")) - self.tmp_before if n.startswith(("arl_", "sitecustom", "usercustom"))}
         if new_tmp:
             problems.append(f"files created in /tmp: {sorted(new_tmp)}")
         return problems
 
     def close(self) -> None:
+        sandbox_module._fresh_uid = self._fresh_uid
         self.listener.close()
         os.environ.pop("ARL_TEST_SECRET", None)
         for p in self.dir.iterdir():
