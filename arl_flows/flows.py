@@ -30,7 +30,7 @@ from prefect.exceptions import TerminationSignal
 from pydantic import BaseModel, Field
 
 from arl_flows.config import RunConfig, load_config
-from arl_flows.training import RunSession, StepSummary
+from arl_flows.training import RunSession, StepSummary, TierInterrupted
 from storage.ledger import Ledger
 from storage.records import RunStatus, Verdict
 from verifiers import Candidate, Verifier, registry
@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 _SESSIONS: dict[str, RunSession] = {}
+_DRAIN_S = 60.0  # how long an interrupted run waits for the tier batch in flight
 _LISTENERS: list[Callable[[str, Any], None]] = []
 _VERIFIERS: dict[tuple[str, str], Verifier] = {}
 _VERIFIERS_LOCK = threading.Lock()
@@ -120,7 +121,15 @@ def _tier_runner(session: RunSession, limits: set[str]) -> Callable[[str, list[C
         future = run_tier.submit(
             names[name], params[names[name]], [c.model_dump(mode="json") for c in batch], len(batch), name in limits
         )
-        return [Verdict.model_validate(v) for v in future.result()]
+        try:
+            return [Verdict.model_validate(v) for v in future.result()]
+        except (KeyboardInterrupt, TerminationSignal) as stop:
+            # Let the batch in flight finish (its CPU is spent either way) so its verdicts are kept.
+            try:
+                finished = future.result(timeout=_DRAIN_S)
+            except BaseException:  # noqa: BLE001 - nothing to keep; stop as asked
+                raise stop from None
+            raise TierInterrupted([Verdict.model_validate(v) for v in finished], stop) from None
 
     return run
 

@@ -40,6 +40,7 @@ from storage.records import (
     CheckpointRecord,
     Prompt,
     RewardEstimate,
+    SpendRecord,
     RunRecord,
     RunStatus,
     Status,
@@ -52,10 +53,28 @@ from storage.records import (
 from verifiers import Candidate, Verifier, registry
 from verifiers.scheduler import Scheduler, StepResult
 
-__all__ = ["RunSession", "StepSummary", "TierRunner", "arl_home", "build_ladder", "run_dir"]
+__all__ = ["RunSession", "StepSummary", "TierInterrupted", "TierRunner", "arl_home", "build_ladder", "run_dir"]
 
 TierRunner = Callable[[str, list[Candidate]], list[Verdict]]
 """Runs one verifier (by name) on a batch of candidates; flows pass a Prefect task here."""
+
+
+class TierInterrupted(BaseException):
+    """Raised by a tier runner when the run is interrupted: carries the verdicts the batch finished."""
+
+    def __init__(self, verdicts: list[Verdict], cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.verdicts = verdicts
+        self.cause = cause
+
+
+def _spend(
+    run_id: str, step: int, name: str, tier: Any, verdicts: list[Verdict], verifier: Verifier, batch: list[Candidate]
+) -> list[SpendRecord]:
+    """The bill of one batch, by the scheduler's rule: measured CPU-seconds, else the cost model's estimate."""
+    expected = {c.key: verifier.expected_cost(c) for c in batch}
+    cost = sum(v.cost_s if v.cost_s > 0 else expected.get(v.candidate_key, 0.0) for v in verdicts)
+    return [SpendRecord(run_id=run_id, step=step, tier=tier, verifier=name, cost_s=cost, calls=len(verdicts))] if verdicts else []
 
 
 def arl_home() -> Path:
@@ -268,13 +287,24 @@ class RunSession:
             step=step,
             run_id=self.run.id,
         )
+        tiers = {v.name: v.tier for v in self.ladder}
         while requests := plan.next_round():
             for name, batch in requests.items():
                 size = max_batch or len(batch)
                 for i in range(0, len(batch), size):
-                    verdicts = run_tier(name, batch[i : i + size])
-                    stored = self.ledger.put_verdicts(verdicts)  # durable before anything else happens
-                    plan.observe(stored)
+                    try:
+                        verdicts = run_tier(name, batch[i : i + size])
+                    except TierInterrupted as stop:
+                        # Ctrl-C / SIGTERM while a batch ran: keep what it finished, then stop.
+                        done = {v.candidate_key for v in stop.verdicts}
+                        cands = [c for c in batch if c.key in done]
+                        spend = _spend(self.run.id, step, name, tiers[name], stop.verdicts, self.scheduler.verifier(name), cands)
+                        self.ledger.put_verdicts(stop.verdicts, spend=spend)
+                        raise stop.cause from None
+                    # Verdicts and their bill land in one transaction (and the bill is never deleted):
+                    # a crash leaves no paid call unbilled and no verdict unpaid for.
+                    spend = _spend(self.run.id, step, name, tiers[name], verdicts, self.scheduler.verifier(name), batch[i : i + size])
+                    plan.observe(self.ledger.put_verdicts(verdicts, spend=spend))
         result = plan.result()
         if result.lab_requests:
             self.ledger.create_lab_requests(result.lab_requests)
@@ -283,7 +313,6 @@ class RunSession:
             verdicts.setdefault(v.candidate_key, []).append(v)
         result.estimates = self.suite.rewards(state.trajectories, state.candidates, verdicts, result.estimates)
         self.ledger.add_reward_estimates(result.estimates)
-        self.ledger.add_spend(result.spend_records(self.run.id, step, {v.name: v.tier for v in self.ladder}))
         state.result = result
         state.estimates = result.estimates
         return result

@@ -329,11 +329,12 @@ class Trial:
     final_status: str = ""
     final_steps: int = 0
     problems: list[str] = field(default_factory=list)
+    exit_code_ok: bool = True  # SIGTERM/SIGINT: the process exited with 130 (kept apart from the ledger checks)
     seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.problems and self.exit_code_ok
 
 
 def _stage_of(line: str) -> str:
@@ -414,8 +415,7 @@ def run_trial(index: int, sig: str, rng: random.Random, *, workdir: Path, arl_ho
         shown = subprocess.run(arl_command("runs", "show", run_id, "--url", url, "--json"), env=env, cwd=ROOT,
                                capture_output=True, text=True, timeout=120)
         status = json.loads(shown.stdout)["status"] if shown.returncode == 0 else f"error {shown.stderr[-300:]}"
-        if trial.exit_code != 130 and trial.status_after_kill != "completed":
-            trial.problems.append(f"{sig.upper()} exit code {trial.exit_code}, expected 130")
+        trial.exit_code_ok = trial.exit_code == 130 or trial.status_after_kill == "completed"
         if status not in ("interrupted", "completed"):
             trial.problems.append(f"after {sig.upper()} `arl runs show` says status {status!r}, expected 'interrupted'")
     killed_calls = read_count_log(count_log)
@@ -513,7 +513,8 @@ def run_trials(n: int, signals: list[str], *, seed: int = 0, workdir: Path | Non
                 f"(last stage seen: {trial.stage_at_kill or '-'}): exit {trial.exit_code}, {trial.status_after_kill} at "
                 f"{trial.steps_done_after_kill}/{steps}; top calls {trial.top_calls}, redone in flight {trial.inflight_redone}, "
                 f"duplicates {trial.duplicate_top_calls}, lost {trial.verdicts_lost}; final {trial.final_status} "
-                f"{trial.final_steps}/{steps}; {trial.seconds:.0f} s {'OK' if trial.ok else 'FAIL: ' + '; '.join(trial.problems)}"
+                f"{trial.final_steps}/{steps}; {trial.seconds:.0f} s {'OK' if not trial.problems else 'FAIL: ' + '; '.join(trial.problems)}"
+                + ("" if trial.exit_code_ok else f" (exit code {trial.exit_code}, expected 130)")
             )
     return trials
 
@@ -521,23 +522,26 @@ def run_trials(n: int, signals: list[str], *, seed: int = 0, workdir: Path | Non
 def summarize(trials: list[Trial]) -> dict[str, Any]:
     by_signal: dict[str, dict[str, int]] = {}
     for t in trials:
-        row = by_signal.setdefault(t.signal, {"trials": 0, "killed": 0, "survived": 0})
+        row = by_signal.setdefault(t.signal, {"trials": 0, "killed": 0, "survived": 0, "exit_130": 0})
         row["trials"] += 1
         row["killed"] += t.killed
-        row["survived"] += t.killed and t.ok
+        row["survived"] += t.killed and not t.problems
+        row["exit_130"] += t.killed and t.signal != "kill" and t.exit_code == 130
     return {
         "trials": len(trials),
         "kills": sum(t.killed for t in trials),
-        "kills_survived": sum(t.killed and t.ok for t in trials),
+        "kills_survived": sum(t.killed and not t.problems for t in trials),  # ledger checks and resume passed
         "by_signal": by_signal,
-        "stages_hit": dict(Counter(t.stage_at_kill for t in trials if t.killed)),
+        "kills_after_completion": sum(t.killed and t.status_after_kill == "completed" for t in trials),
+        "stages_hit": dict(Counter(t.stage_at_kill for t in trials if t.killed and t.status_after_kill != "completed")),
         "verdicts_lost": sum(t.verdicts_lost for t in trials),
         "duplicate_top_calls": sum(t.duplicate_top_calls for t in trials),
         "top_calls": sum(t.top_calls for t in trials),
         "inflight_redone": sum(t.inflight_redone for t in trials),
         "unbilled_top_calls": sum(t.unbilled_top_calls for t in trials),
         "leftover_processes": sum(t.leftover_processes for t in trials),
-        "failed_trials": [t.index for t in trials if not t.ok],
+        "failed_trials": [t.index for t in trials if t.problems],
+        "wrong_exit_code_trials": [t.index for t in trials if not t.exit_code_ok],
     }
 
 
@@ -560,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(totals, indent=2))
     if args.json:
         args.json.write_text(json.dumps({"totals": totals, "trials": [asdict(t) for t in trials]}, indent=2))
-    return 0 if not totals["failed_trials"] else 1
+    return 0 if not totals["failed_trials"] and not totals["wrong_exit_code_trials"] else 1
 
 
 if __name__ == "__main__":

@@ -152,14 +152,16 @@ def _length_bucketed_batches(seqs: list[list[int]], batch_size: int, rng: random
 
 def sample_metrics(smiles: list[str], training_set: set[str]) -> dict[str, float]:
     """Validity, uniqueness and novelty of sampled SMILES (canonicalised with RDKit)."""
-    from rdkit import Chem, RDLogger
+    from rdkit import Chem, rdBase
 
-    RDLogger.DisableLog("rdApp.*")
     canon = []
-    for s in smiles:
-        mol = Chem.MolFromSmiles(s) if s else None
-        if mol is not None and mol.GetNumAtoms() > 0:
-            canon.append(Chem.MolToSmiles(mol))
+    # Silenced here only: RDLogger.DisableLog is process-wide, and the chemistry
+    # verifiers read their feedback ("unclosed ring") from RDKit's log.
+    with rdBase.BlockLogs():
+        for s in smiles:
+            mol = Chem.MolFromSmiles(s) if s else None
+            if mol is not None and mol.GetNumAtoms() > 0:
+                canon.append(Chem.MolToSmiles(mol))
     unique = set(canon)
     return {
         "validity": len(canon) / max(len(smiles), 1),

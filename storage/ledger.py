@@ -182,8 +182,8 @@ class Ledger:
             raise LedgerError(f"cannot connect to the ledger at {self._safe_url}: {exc.orig}") from None
         except DatabaseError as exc:  # SQLite: "file is not a database"
             raise LedgerError(
-                f"the ledger at {self._safe_url} is not a database ({exc.orig}); point the URL at an ARL ledger "
-                "or at a path where a new one can be created"
+                f"cannot open the ledger at {self._safe_url}: {exc.orig} (point the URL at an ARL ledger, "
+                "or at a path where a new one can be created)"
             ) from None
         if migrate:
             self.upgrade()
@@ -376,13 +376,17 @@ class Ledger:
             )
 
     def delete_step_trajectories(self, run_id: str, step: int) -> int:
-        """Drop the trajectories (and their reward estimates) of an unfinished step, before redoing it."""
+        """Drop the trajectories (and their reward estimates) of an unfinished step, before redoing it.
+
+        The step's spend stays: the verdicts it paid for are in the cache, so the
+        redone step gets them for free and the run's spend counts each call once.
+        """
         with self._write() as s:
             ids = list(s.scalars(select(TrajectoryRow.id).where(TrajectoryRow.run_id == run_id, TrajectoryRow.step == step)))
             for chunk in _chunks(ids):
                 s.execute(RewardEstimateRow.__table__.delete().where(RewardEstimateRow.trajectory_id.in_(chunk)))
                 s.execute(TrajectoryRow.__table__.delete().where(TrajectoryRow.id.in_(chunk)))
-            s.execute(SpendRow.__table__.delete().where(SpendRow.run_id == run_id, SpendRow.step == step))
+            # Spend is kept: what an interrupted attempt paid for was paid (its verdicts are cached).
             return len(ids)
 
     # ------------------------------------------------------------------ verdicts (the cache)
@@ -419,17 +423,25 @@ class Ledger:
                 out.extend(_verdict_from_mapping(r) for r in conn.execute(q.order_by(table.c.id)).mappings())
         return out
 
-    def put_verdicts(self, verdicts: Iterable[Verdict], *, return_stored: bool = True) -> list[Verdict]:
+    def put_verdicts(
+        self, verdicts: Iterable[Verdict], *, return_stored: bool = True, spend: Iterable[SpendRecord] = ()
+    ) -> list[Verdict]:
         """Store verdicts idempotently and return what the ledger holds for them (with row ids).
 
         The first verdict for a cache key wins, except that a ``pending``
         verdict is replaced in place when a final answer for it arrives.
+        ``spend`` (what computing them cost) is written in the same
+        transaction, so a crash can never leave paid verdicts unbilled.
         Lone surrogates in ``feedback`` are stored escaped (see
         :func:`_storable_text`); in a key or request id they are a
         :class:`LedgerError`.
         """
         verdicts = [_storable_verdict(v) for v in verdicts]
+        spend_rows = [{**r.model_dump(mode="python"), "tier": r.tier.value, "created_at": utcnow()} for r in spend]
         if not verdicts:
+            if spend_rows:
+                with self._write() as s:
+                    s.execute(SpendRow.__table__.insert(), spend_rows)
             return []
         table = VerdictRow.__table__
         final_keys = {v.cache_key for v in verdicts if v.status != Status.pending}
@@ -453,6 +465,8 @@ class Ledger:
                         data = _verdict_row(by_key[key])
                         data.pop("created_at")
                         s.execute(update(table).where(table.c.id == row_id).values(**data))
+            if spend_rows:
+                s.execute(SpendRow.__table__.insert(), spend_rows)
         if not return_stored:
             return []
         return self._stored(verdicts)

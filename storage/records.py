@@ -207,10 +207,14 @@ class Verdict(_Record):
     params_hash: str
     tier: Tier
     status: Status
-    value: float | None = Field(default=None, description="Primary value, e.g. the gap in eV.")
+    # NaN and infinity are refused: a NaN value is "could not verify", which is a
+    # ``failed`` verdict, and SQLite would read it back as NULL.
+    value: float | None = Field(
+        default=None, allow_inf_nan=False, description="Primary value, e.g. the gap in eV (finite)."
+    )
     values: dict[str, Any] = Field(default_factory=dict, description="All values (HOMO, LUMO, energy, ...).")
-    score: float | None = Field(default=None, ge=0.0, le=1.0)
-    uncertainty: float | None = Field(default=None, ge=0.0)
+    score: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
+    uncertainty: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
     feedback: str = Field(default="", description="Why, in words ('valence error on atom 3').")
     cost_s: float = Field(default=0.0, ge=0.0, description="CPU-seconds charged.")
     wall_s: float = Field(default=0.0, ge=0.0)

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from storage.records import Status, Verdict, VerifierSpec
 from verifiers.base import Candidate, Verifier
@@ -393,6 +393,18 @@ class IsolationParams(BaseModel):
     threads: int = Field(default=1, ge=1, description="OpenMP/BLAS threads per worker.")
 
 
+def _describe(exc: ValidationError) -> str:
+    """One line for a verdict that ``interpret`` could not build, e.g. "value is nan: input should be a finite number"."""
+    parts = []
+    for error in exc.errors():
+        message = error["msg"][:1].lower() + error["msg"][1:]
+        if error["loc"]:
+            field = ".".join(str(p) for p in error["loc"])
+            message = f"{field} is {repr(error.get('input'))[:60]}: {message}"
+        parts.append(message)
+    return "; ".join(parts).replace("\n", " ")
+
+
 class IsolatedVerifier(Verifier[Any]):
     """A verifier whose work runs in a :class:`WorkerPool`.
 
@@ -478,9 +490,13 @@ class IsolatedVerifier(Verifier[Any]):
     def _verdict_from(self, candidate: Candidate, outcome: TaskOutcome) -> Verdict:
         costs = {"cost_s": max(outcome.cpu_s, 0.0), "wall_s": max(outcome.wall_s, 0.0)}
         if outcome.kind == "ok":
+            # A malformed result is this candidate's failure, never the batch's. That includes
+            # a NaN or infinite value or score, which Verdict refuses ("could not verify").
             try:
                 return self.interpret(candidate, outcome.result, outcome)
-            except Exception as exc:  # noqa: BLE001 - a malformed result is this candidate's failure
+            except ValidationError as exc:
+                return self.verdict(candidate, Status.failed, feedback=f"bad result: {_describe(exc)}", **costs)
+            except Exception as exc:  # noqa: BLE001
                 return self.verdict(candidate, Status.failed, feedback=f"bad result: {type(exc).__name__}: {exc}", **costs)
         if outcome.kind == "timeout":
             # A killed worker's CPU time is unknown; charge the wall time it held a core.

@@ -36,7 +36,12 @@ __all__ = ["app", "main", "UserError", "console"]
 def main() -> None:
     """Console-script entry point."""
     try:
-        app(standalone_mode=False)
+        # With standalone_mode=False click *returns* the code of a `raise typer.Exit(n)`
+        # instead of exiting with it (an interrupted `arl run` is 130, `arl db check`
+        # with problems is 1).
+        code = app(standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except UserError as exc:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(2)

@@ -378,3 +378,99 @@ def bench_advantages(
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(report, indent=2))
+
+
+@bench_app.command("learning")
+def learning(
+    budget: Annotated[float, typer.Option("--budget", help="CPU-seconds of verification each regime may spend.")] = 240.0,
+    seeds: Annotated[int, typer.Option("--seeds", help="Number of seeds (0, 1, ...); each runs every regime.")] = 3,
+    first_seed: Annotated[
+        int, typer.Option("--first-seed", help="First seed (run seeds in separate processes; merge with --merge).")
+    ] = 0,
+    merge: Annotated[
+        list[Path] | None, typer.Option("--merge", help="Only merge these JSON reports (same settings, other seeds) into one.")
+    ] = None,
+    regimes: Annotated[
+        str, typer.Option("--regimes", help="Comma list of scheduled, top-only, fast-only, cascade, scheduled-no-hindsight.")
+    ] = "scheduled,top-only,fast-only,cascade,scheduled-no-hindsight",
+    step_budget: Annotated[float, typer.Option("--step-budget", help="CPU-seconds per step (all regimes but top-only).")] = 30.0,
+    max_steps: Annotated[int, typer.Option("--max-steps", help="Step cap of every regime.")] = 40,
+    audit_points: Annotated[int, typer.Option("--audit-points", help="Audits at evenly spaced spend marks.")] = 12,
+    history: Annotated[int, typer.Option("--history", help="Held-out QM9 molecules (surrogate history, cascade tuning).")] = 400,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="TOML run config whose training settings every regime shares.")
+    ] = None,
+    workdir: Annotated[Path, typer.Option("--workdir", help="Where the per-regime ledgers go.")] = Path("artifacts/bench/learning"),
+    cache: Annotated[
+        Path | None, typer.Option("--cache", help="JSON-lines verdict memo shared by regimes, seeds and reruns.")
+    ] = Path("artifacts/bench/learning_verdicts.jsonl"),
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
+    png_out: Annotated[Path | None, typer.Option("--png", help="Save the curves (audited top-10 vs spend) here.")] = None,
+) -> None:
+    """Learning under a verification budget (issue 9): GRPO per verification regime, audited top-10 vs spend."""
+    import tomllib
+
+    from arl_flows.bench_learning import REGIMES, LearningBenchConfig, learning_benchmark, merge_reports
+
+    if merge:
+        missing = [str(p) for p in merge if not p.is_file()]
+        if missing:
+            raise UserError(f"--merge: no such report(s): {', '.join(missing)}")
+        try:
+            report = merge_reports([json.loads(p.read_text()) for p in merge])
+        except (ValueError, KeyError) as exc:
+            raise UserError(f"--merge: {exc}") from None
+        _print_learning(report, json_out, png_out)
+        return
+
+    names = [r.strip() for r in regimes.split(",") if r.strip()]
+    unknown = [r for r in names if r not in REGIMES]
+    if unknown or not names:
+        raise UserError(f"--regimes: unknown {', '.join(unknown) or '(none given)'}; use {', '.join(REGIMES)}")
+    if seeds < 1:
+        raise UserError("--seeds must be at least 1")
+    overrides: dict[str, Any] = {}
+    if config is not None:
+        if not config.is_file():
+            raise UserError(f"config file {config} does not exist")
+        try:
+            overrides = tomllib.loads(config.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise UserError(f"{config} is not valid TOML: {exc}") from None
+    try:
+        bench = LearningBenchConfig(
+            budget=budget, seeds=list(range(first_seed, first_seed + seeds)), regimes=names, budget_per_step=step_budget, max_steps=max_steps,
+            audit_points=audit_points, history=history, run_overrides=overrides,
+        )
+    except ValueError as exc:
+        raise UserError(f"bad benchmark setting: {str(exc).splitlines()[-1]}") from None
+    t0 = time.perf_counter()
+    try:
+        report = learning_benchmark(
+            bench, workdir=workdir, cache=cache, progress=lambda msg: err_console.print(f"  {msg} ({time.perf_counter() - t0:.0f}s)")
+        )
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    _print_learning(report, json_out, png_out)
+
+
+def _print_learning(report: dict[str, Any], json_out: Path | None, png_out: Path | None) -> None:
+    from rich.table import Table
+
+    from arl_flows.bench_learning import plot_curves, summary_table, write_json
+
+    rows = summary_table(report)
+    t = Table(
+        title=f"Learning under a {report['budget']:g} CPU-s verification budget, {len(report['seeds'])} seed(s), "
+        f"top tier {report['top_tier']}"
+    )
+    for col in rows[0]:
+        t.add_column(col, justify="right")
+    for row in rows[1:]:
+        t.add_row(*row)
+    console.print(t)
+    console.print("top-10 AUC ratios: " + ", ".join(f"{k} {_fmt(v, 2)}" for k, v in report["ratios"].items()))
+    if json_out:
+        write_json(report, json_out)
+    if png_out:
+        plot_curves(report, png_out)

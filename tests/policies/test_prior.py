@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from policies import PretrainConfig, load_or_pretrain, prior_dir, sample_metrics
@@ -12,6 +13,11 @@ def test_sample_metrics_counts_valid_unique_novel():
     assert m["validity"] == 3 / 5  # C1CC has an open ring, "not smiles" does not parse
     assert m["uniqueness"] == 2 / 3  # CCO and OCC are the same molecule
     assert m["novelty"] == 1 / 2  # benzene is new, ethanol is not
+    # RDKit is silenced for these calls only: the verifiers' parse errors keep their reason.
+    from verifiers.chem import InvalidMolecule, check_molecule
+
+    with pytest.raises(InvalidMolecule, match="unclosed ring"):
+        check_molecule("C1CC")
 
 
 def test_tiny_pretrain_reports_and_is_cached(tmp_path):

@@ -183,22 +183,17 @@ def test_ten_percent_of_each_fault_small_batch() -> None:
 
 
 def test_ten_percent_of_each_fault_on_the_real_xtb_tier() -> None:
-    # xTB's interpret accepts a NaN gap as 'ok' (see the xfail below), so this plan leaves NaN out.
-    plan = FaultPlan(fractions=TEN_PERCENT_EACH, malformed=[m for m in MALFORMED_KINDS if m != "nan"], seed=5)
+    plan = FaultPlan(fractions=TEN_PERCENT_EACH, seed=5)  # every malformed kind, NaN included
     counts = _check_faulted_batch(_xtb, _molecules(30, start=200), plan, workers=2)
     assert set(counts) == {None, *FAULT_KINDS}, counts
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="XTBGapVerifier.interpret turns a NaN gap into an 'ok' verdict with value NaN "
-    "(neither it nor Verdict rejects non-finite values)",
-)
 def test_nan_result_of_xtb_is_a_failed_verdict() -> None:
     cands = _molecules(3, start=400)
     with FaultInjectingVerifier(_xtb(), {"fractions": {"malformed": 1.0}, "malformed": ["nan"]}) as faulty:
         verdicts = faulty.verify_batch(cands)
-    assert all(v.status == Status.failed for v in verdicts), [(v.status, v.value) for v in verdicts]
+    assert all(v.status == Status.failed and v.value is None for v in verdicts), [(v.status, v.value) for v in verdicts]
+    assert all(v.feedback == "bad result: value is nan: input should be a finite number" for v in verdicts), verdicts
 
 
 @pytest.mark.slow

@@ -17,8 +17,13 @@ The default suite runs each property on ``settings.max_examples`` inputs (the
 profile in ``conftest.py``); each ``*_slow`` twin runs the same check on
 ``SLOW_EXAMPLES[name]`` inputs, and ``test_slow_fuzz_total`` asserts that the
 slow suite tried at least 10,000 inputs in all. Inputs that crash code owned
-elsewhere are pinned in ``xfail(strict=True)`` tests at the end: they flip to
-failures (and must be moved into the properties) once fixed.
+elsewhere are pinned in ``xfail(strict=True)`` tests at the end (none at
+present): they flip to failures once fixed, and then move into the properties;
+the inputs that once crashed stay at the end as plain regression tests.
+
+Text with lone surrogates (which Python strings can hold, and UTF-8 cannot) is
+refused where it names something (a SMILES, a request id, a candidate key) and
+stored backslash-escaped where it is free text (lab notes, verdict feedback).
 """
 
 from __future__ import annotations
@@ -78,11 +83,26 @@ def _property(name: str, strategy: st.SearchStrategy, check: Callable[[Any], Non
 # Strategies
 # --------------------------------------------------------------------------
 
-# st.text() leaves out lone surrogates; they are pinned in the xfail tests below.
+# st.text() leaves out lone surrogates, which Python strings can hold (bytes decoded with
+# "surrogateescape", as os.fsdecode and sys.argv do): _decoded_bytes and _text bring them in.
 _decoded_bytes = st.one_of(
     st.binary(max_size=300).map(lambda b: b.decode("utf-8", errors="replace")),
     st.binary(max_size=300).map(lambda b: b.decode("latin-1")),
+    st.binary(max_size=300).map(lambda b: b.decode("utf-8", errors="surrogateescape")),
 )
+_LONE_SURROGATE = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF, exclude_categories=())
+
+
+def _text(max_size: int) -> st.SearchStrategy[str]:
+    """Any text, lone surrogates included (often enough to matter)."""
+    pieces = st.lists(st.one_of(st.text(max_size=8), _LONE_SURROGATE), max_size=max(max_size // 4, 1))
+    return st.one_of(st.text(max_size=max_size), pieces.map("".join).map(lambda t: t[:max_size]))
+
+
+def _stored_text(text: str) -> str:
+    """Free text as the ledger stores it: lone surrogates backslash-escaped (storage/ledger.py _storable_text)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
 _huge = st.builds(lambda s, n: (s * n)[:200_000], st.text(min_size=1, max_size=8), st.integers(1, 50_000))
 _SMILES_ALPHABET = "CNOFHSPclnos()[]=#-+@/\\.%0123456789*:"
 SMILES_LIKE = st.one_of(
@@ -213,7 +233,7 @@ def lab(tmp_path: Path, request: pytest.FixtureRequest):  # noqa: ANN201
 
 _numbers = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
-    st.integers(min_value=-(10**300), max_value=10**300),  # beyond float range: pinned below
+    st.integers(min_value=-(10**400), max_value=10**400),  # beyond the float range too
     st.text(max_size=20),
     st.sampled_from(["nan", "inf", "-inf", "1e999", "3.2", " 4 ", ""]),
     st.none(),
@@ -222,9 +242,9 @@ _numbers = st.one_of(
 )
 LAB_SUBMISSION = st.tuples(
     st.sampled_from(["pending", "answered", "unknown"]),
-    st.text(max_size=40),  # unknown request id
+    _text(max_size=40),  # unknown request id
     _numbers,
-    st.text(max_size=200),  # notes: NULs, unicode
+    _text(max_size=200),  # notes: NULs, unicode, lone surrogates
 )
 
 
@@ -251,12 +271,13 @@ def _check_lab(fixture: _LabFixture, submission: tuple[str, str, Any, str]) -> N
         return
     assert good and known and request_id not in fixture.answered, (request_id, value)
     assert verdict.status == Status.ok and verdict.value == float(value) and verdict.request_id == request_id
-    assert verdict.feedback == (f"lab result: {notes}" if notes else "lab result")
+    # Notes are kept as written, lone surrogates escaped (the databases store UTF-8 only).
+    assert verdict.feedback == (f"lab result: {_stored_text(notes)}" if notes else "lab result")
     fixture.answered[request_id] = verdict.value
     fixture.pending.remove(request_id)
     # The answer is in the ledger exactly once, and the request is closed.
     (request,) = [r for r in fixture.ledger.lab_requests() if r.id == request_id]
-    assert request.status == Status.ok and request.value == verdict.value and request.notes == notes
+    assert request.status == Status.ok and request.value == verdict.value and request.notes == _stored_text(notes)
 
 
 def _lab_property(name: str) -> tuple[Any, Any]:
@@ -276,13 +297,17 @@ _json_values = st.recursive(
     max_leaves=8,
 )
 VERDICT_FIELDS = st.fixed_dictionaries({
-    "candidate_key": st.text(min_size=1, max_size=2000),  # long keys, NULs, unicode
-    "feedback": st.text(max_size=2000),
+    "candidate_key": st.one_of(st.text(min_size=1, max_size=2000), _text(max_size=40)),  # long keys, NULs, unicode
+    "feedback": _text(max_size=2000),  # stored with lone surrogates escaped
     "values": st.dictionaries(st.text(max_size=20), _json_values, max_size=5),
     "status": st.sampled_from([Status.failed, Status.invalid, Status.ok, Status.timeout]),
     "value": st.floats(allow_nan=False, allow_infinity=False, width=64),
-    "request_id": st.none() | st.text(max_size=40),
+    "request_id": st.none() | _text(max_size=40),
 })  # fmt: skip
+
+
+def _has_lone_surrogate(text: str | None) -> bool:
+    return text is not None and any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
 
 
 def _check_roundtrip(fields: dict[str, Any]) -> None:
@@ -291,13 +316,19 @@ def _check_roundtrip(fields: dict[str, Any]) -> None:
     if fields["status"] != Status.ok:
         value = None  # only an ok verdict carries a value
     verdict = Verdict(verifier="fuzz", version="1", params_hash="p", tier=Tier.fast, value=value, **fields)
+    if _has_lone_surrogate(verdict.candidate_key) or _has_lone_surrogate(verdict.request_id):
+        # Keys and ids are stored as they are or not at all: escaping could merge two of them.
+        with pytest.raises(LedgerError, match="lone surrogate"):
+            fixture.ledger.put_verdicts([verdict])
+        return
     (stored,) = fixture.ledger.put_verdicts([verdict])
     first = fixture.stored.setdefault(verdict.cache_key, stored)  # the first verdict for a key wins
     again = fixture.ledger.lookup_verdicts([verdict.candidate_key], "fuzz", "1", "p")[verdict.candidate_key]
     for got in (stored, again):
         assert got.model_dump(exclude={"id", "created_at"}) == first.model_dump(exclude={"id", "created_at"})
     if first is stored:
-        assert stored.model_dump(exclude={"id", "created_at"}) == verdict.model_dump(exclude={"id", "created_at"})
+        expected = verdict.model_copy(update={"feedback": _stored_text(verdict.feedback)})
+        assert stored.model_dump(exclude={"id", "created_at"}) == expected.model_dump(exclude={"id", "created_at"})
 
 
 test_ledger_roundtrip, test_ledger_roundtrip_slow = (
@@ -338,17 +369,21 @@ def _assert_user_error(code: int, err: str, allowed: tuple[int, ...] = (2,)) -> 
     assert len(lines) == 1 and lines[0].startswith("error: ") or lines and lines[-1].startswith("Error: "), err
 
 
-# Arguments that look like options give click usage errors, which end in a traceback
-# today (pinned in test_usage_errors_are_one_line below); NUL cannot be in argv.
-_cli_text = st.text(max_size=60).filter(lambda s: "\x00" not in s and not s.startswith("-"))
+# Arguments that look like options give click usage errors (exit 2). NUL cannot be in
+# argv, and --help is no mistake (it prints help and exits 0).
+_OPTION_LIKE = st.one_of(
+    st.sampled_from(["--json", "--url", "--suite", "--smiles", "--tiers", "--", "-", "--0", "-x"]),
+    st.text(max_size=20).map(lambda s: "-" + s),
+)
+_cli_text = st.one_of(st.text(max_size=60), _OPTION_LIKE).filter(lambda s: "\x00" not in s and s != "--help")
 CLI_CASE = st.one_of(
     st.tuples(st.just("runs show"), _cli_text),
-    st.tuples(st.just("verify"), st.one_of(SMILES_LIKE.filter(lambda s: not s.startswith("-")), _cli_text)),
+    st.tuples(st.just("verify"), st.one_of(SMILES_LIKE, _cli_text)),
     st.tuples(st.just("verify --tiers"), _cli_text),
     st.tuples(st.just("tasks list"), _cli_text),
     st.tuples(st.just("db check"), _cli_text.filter(lambda s: "://" not in s)),
-    # A ':' after the scheme can make an invalid port, pinned in an xfail test below.
-    st.tuples(st.just("db check url"), st.tuples(st.sampled_from(["mysql", "oracle", "nosuchdb", "http"]), _cli_text.filter(lambda s: ":" not in s))),
+    # A ':' after the scheme may start a port that is not a number ("mysql://:").
+    st.tuples(st.just("db check url"), st.tuples(st.sampled_from(["mysql", "oracle", "nosuchdb", "http"]), _cli_text)),
 )
 
 
@@ -418,8 +453,6 @@ test_cli_arguments, test_cli_arguments_slow = (
 )
 
 
-@pytest.mark.xfail(strict=True, reason="Ledger.__init__ catches OperationalError only; SQLite's 'file is not a "
-                   "database' is a DatabaseError, so `arl db check --url sqlite:///not-a-db` ends in a traceback")
 def test_db_check_on_a_file_that_is_not_a_database(cli: _CliFixture) -> None:
     code, _, err = arl(["db", "check", "--url", f"sqlite:///{cli.garbage}"])
     _assert_user_error(code, err, allowed=(1, 2))
@@ -442,12 +475,10 @@ def test_slow_fuzz_total() -> None:
 
 
 # --------------------------------------------------------------------------
-# Inputs that crash code owned elsewhere (strict xfail: fixing the bug flips them)
+# Inputs that once crashed (regressions; the properties above draw them too)
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=UnicodeEncodeError, reason="check_molecule passes lone surrogates to RDKit, "
-                   "which raises UnicodeEncodeError instead of InvalidMolecule (verifiers/chem/molecules.py parse_smiles)")
 @given(st.binary(min_size=1, max_size=40).map(lambda b: b.decode("utf-8", errors="surrogateescape")))
 @example(b"C\xff".decode("utf-8", errors="surrogateescape"))
 @settings(max_examples=20)
@@ -455,60 +486,51 @@ def test_smiles_with_lone_surrogates(text: str) -> None:
     _check_smiles(text)
 
 
-@pytest.mark.xfail(strict=True, reason="parse_smiles accepts control and non-ASCII characters that RDKit skips, "
-                   "so '\\x00C' and 'C\\u0301' are keyed (and rewarded) as methane")
 @pytest.mark.parametrize("text", ["\x00C", "C\u0301"])
 def test_smiles_with_invisible_junk_is_invalid(text: str) -> None:
-    with pytest.raises(InvalidMolecule):
+    """RDKit skips these characters: they were keyed (and rewarded) as methane."""
+    with pytest.raises(InvalidMolecule, match="at position"):
         check_molecule(text)
 
 
-@pytest.mark.xfail(strict=True, raises=RecursionError, reason="check_code: ast.parse raises RecursionError on deeply "
-                   "nested code under the 4,000-character limit; CodeFormat.verify_batch crashes the whole batch")
 def test_deeply_nested_code_is_invalid() -> None:
-    _check_code("<think>t</think><code>" + "-" * 3900 + "1</code>")
+    """ast.parse raises RecursionError on this (under the 4,000-character limit)."""
+    text = "<think>t</think><code>" + "-" * 3900 + "1</code>"
+    _check_code(text)
+    assert check_trajectory(text) == "code nests too deeply to parse"
 
 
-@pytest.mark.xfail(strict=True, raises=UnicodeEncodeError, reason="verifiers.code.format.make_candidate hashes with "
-                   "encode('utf-8'), which refuses lone surrogates")
 def test_code_with_lone_surrogates() -> None:
     _check_code("<think>t</think><code>x\udcff = 1</code>")
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError, reason="Ledger.submit_lab_result: float(10**400) raises "
-                   "OverflowError, which is not turned into a LedgerError")
 def test_lab_value_beyond_float_range(lab: _LabFixture) -> None:
     _check_lab(lab, ("pending", "", 10**400, ""))
 
 
-@pytest.mark.xfail(strict=True, raises=UnicodeEncodeError, reason="Ledger.submit_lab_result and put_verdicts pass "
-                   "lone surrogates to SQLite, which raises UnicodeEncodeError instead of a LedgerError")
-@pytest.mark.parametrize("where", ["request id", "notes", "feedback"])
+@pytest.mark.parametrize("where", ["request id", "notes", "feedback", "candidate key"])
 def test_ledger_text_with_lone_surrogates(lab: _LabFixture, where: str) -> None:
-    if where == "feedback":
-        _check_roundtrip({"candidate_key": "k", "feedback": "\udcff", "values": {}, "status": Status.failed, "value": 0.0, "request_id": None})
+    """Free text is stored escaped ("\\udcff"); an id or key is refused with a LedgerError."""
+    if where in ("feedback", "candidate key"):
+        key, feedback = ("k", "\udcff") if where == "feedback" else ("k\udcff", "")
+        _check_roundtrip({"candidate_key": key, "feedback": feedback, "values": {}, "status": Status.failed, "value": 0.0, "request_id": None})
+        if where == "feedback":
+            assert lab.ledger.lookup_verdicts(["k"], "fuzz", "1", "p")["k"].feedback == "\\udcff"
     else:
         _check_lab(lab, ("unknown", "\udcff", 1.0, "") if where == "request id" else ("pending", "", 1.0, "\udcff"))
 
 
-@pytest.mark.xfail(strict=True, reason="Ledger.get_run matches a prefix with SQL LIKE without escaping, so "
-                   "`arl runs show %` (or `_`) shows a run whose id does not start with '%'")
 @pytest.mark.parametrize("run_id", ["%", "_"])
 def test_runs_show_wildcards_are_literal(cli: _CliFixture, run_id: str) -> None:
     _check_cli(("runs show", run_id))
 
 
-@pytest.mark.xfail(strict=True, reason="storage.ledger._make_engine catches ArgumentError only; make_url raises "
-                   "ValueError on a bad port, so `arl db check --url mysql://:` ends in a traceback")
 @pytest.mark.parametrize("url", ["mysql://:", "postgresql://host:notaport/db"])
 def test_db_check_with_a_bad_port(cli: _CliFixture, url: str) -> None:
     code, _, err = arl(["db", "check", "--url", url])
     _assert_user_error(code, err)
 
 
-@pytest.mark.xfail(strict=True, reason="arl_flows.cli.main catches click.ClickException, but typer 0.29 raises its "
-                   "vendored typer._click exceptions, so every usage error (unknown option, missing option) ends in a "
-                   "traceback with exit code 1")
 @pytest.mark.parametrize("args", [["runs", "show", "--0", "--url", "sqlite:///cli.db"], ["tasks", "list"], ["verify", "--no-such-option"]])
 def test_usage_errors_are_one_line(cli: _CliFixture, args: list[str]) -> None:
     code, _, err = arl(args)

@@ -180,7 +180,16 @@ def test_delete_unfinished_step(ledger: Ledger) -> None:
     run, _p, _t = _run_with_step(ledger, step=0)
     ledger.add_spend([SpendRecord(run_id=run.id, step=0, tier=Tier.fast, verifier="f", cost_s=1.0, calls=1)])
     assert ledger.delete_step_trajectories(run.id, 0) == 6
-    assert ledger.step_trajectories(run.id, 0) == [] and ledger.spend_by_tier(run.id) == {}
+    assert ledger.step_trajectories(run.id, 0) == []
+    assert ledger.spend_by_tier(run.id) == {"fast": 1.0}  # what was paid stays paid (the verdicts are cached)
+
+
+def test_verdicts_and_their_spend_land_together(ledger: Ledger) -> None:
+    run = ledger.create_run("spend")
+    spend = [SpendRecord(run_id=run.id, step=0, tier=Tier.simulation, verifier="rdkit-eht", cost_s=0.25, calls=2)]
+    ledger.put_verdicts([_verdict("molecules:A"), _verdict("molecules:B")], spend=spend)
+    assert ledger.spend_by_tier(run.id) == {"simulation": 0.25}
+    assert len(ledger.lookup_verdicts(["molecules:A", "molecules:B"], "rdkit-eht", "1", "p0")) == 2
 
 
 def test_bulk_write_and_lookup_many(ledger: Ledger) -> None:
@@ -198,3 +207,38 @@ def test_integrity_check_finds_orphans(ledger: Ledger) -> None:
     problems = ledger.integrity_problems()
     assert any("cite verdicts that are not stored" in p for p in problems)
     assert any("cite no verdicts" in p for p in problems)
+
+
+def test_one_lab_request_per_pending_verdict(ledger: Ledger) -> None:
+    """A second request for the same verdict identity is not stored: answering it would answer the first's verdict."""
+
+    def request(request_id: str, key: str = "molecules:CCO", params_hash: str = "p0") -> LabRequest:
+        return LabRequest(id=request_id, candidate_key=key, payload=key.split(":")[1], verifier="lab", version="1",
+                          params_hash=params_hash)
+
+    def ask(request_id: str) -> list[str]:  # what `arl verify --tiers lab --ledger URL` does, once per call
+        ids = ledger.create_lab_requests([request(request_id)])
+        ledger.put_verdicts([_verdict("molecules:CCO", status="pending", verifier="lab", tier=Tier.lab, request_id=request_id)])
+        return ids
+
+    assert ask("r1") == ["r1"]
+    assert ask("r2") == ["r1"]
+    assert [r.id for r in ledger.lab_requests()] == ["r1"]
+    # Within one call, and next to requests that differ in identity.
+    ids = ledger.create_lab_requests([request("a", "molecules:N"), request("b", "molecules:N"), request("c", "molecules:N", "p1")])
+    assert ids == ["a", "a", "c"]
+    assert ledger.create_lab_requests([request("r1")]) == ["r1"]  # storing a request again changes nothing
+    assert sorted(r.id for r in ledger.lab_requests(Status.pending)) == ["a", "c", "r1"]
+    done = ledger.submit_lab_result("r1", 5.0)
+    assert done.status == Status.ok and done.value == 5.0 and done.request_id == "r1"
+    with pytest.raises(LedgerError, match="no lab request"):
+        ledger.submit_lab_result("r2", 5.0)
+    assert ledger.integrity_problems() == []
+
+
+@pytest.mark.parametrize("field", ["value", "score", "uncertainty"])
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
+def test_verdict_numbers_must_be_finite(field: str, number: float) -> None:
+    """NaN is "could not verify" (a failed verdict), and SQLite would read it back as NULL."""
+    with pytest.raises(ValidationError, match="finite number"):
+        Verdict(candidate_key="k", verifier="v", version="1", params_hash="p", tier="fast", status="ok", **{field: number})

@@ -195,3 +195,13 @@ def test_cost_models_grow_with_size() -> None:
         assert verifier.expected_cost(large) > verifier.expected_cost(small) > 0
     assert DFTGapVerifier.cost_model.exponent == 3.0
     assert [c.tier for c in ALL_TIERS] == [Tier.fast, Tier.simulation, Tier.high_fidelity, Tier.lab, Tier.lab]
+
+
+def test_parse_errors_keep_their_reason_after_scheduler_features() -> None:
+    """Scheduler features silence RDKit for their own calls only, never process-wide."""
+    from verifiers.chem import InvalidMolecule, check_molecule
+    from verifiers.scheduler import molecule_features
+
+    molecule_features(make_candidate("C1CC"))
+    with pytest.raises(InvalidMolecule, match="unclosed ring"):
+        check_molecule("C1CC")

@@ -29,6 +29,7 @@ from verifiers.chem.molecules import (
     parse_smiles,
     window_score,
 )
+from verifiers.chem.reference_or_dft import ReferenceOrDFTParams, ReferenceOrDFTVerifier  # noqa: F401 - registers it
 from verifiers.chem.xtb import XTBGapVerifier, XTBParams, xtb_gap
 
 __all__ = [

@@ -144,9 +144,17 @@ def _parse_error(smiles: str, messages: list[str]) -> str:
         if not message.startswith(("syntax error while parsing", "Failed parsing SMILES")):
             reason = message
             break
-    if not smiles.isascii():
-        reason += " (SMILES must be ASCII)"
     return f"SMILES parse error: {reason}"
+
+
+def _bad_character(smiles: str) -> str:
+    """Where the first non-ASCII or control character of ``smiles`` is, as one line."""
+    for position, ch in enumerate(smiles):
+        if not ch.isascii():
+            return f"SMILES parse error: non-ASCII character U+{ord(ch):04X} at position {position} (SMILES must be ASCII)"
+        if not ch.isprintable():
+            return f"SMILES parse error: control character U+{ord(ch):04X} at position {position}"
+    return "SMILES parse error: SMILES must be printable ASCII"
 
 
 def parse_smiles(text: str, max_length: int = 500) -> Chem.Mol:
@@ -160,6 +168,10 @@ def parse_smiles(text: str, max_length: int = 500) -> Chem.Mol:
         raise InvalidMolecule(f"SMILES is {len(smiles)} characters long; at most {max_length} are accepted")
     if any(ch.isspace() for ch in smiles):
         raise InvalidMolecule("SMILES must not contain whitespace")
+    # RDKit skips some characters it cannot read ("\x00C" and "C\u0301" parse as methane) and
+    # cannot encode others (lone surrogates raise UnicodeEncodeError): SMILES is printable ASCII.
+    if not (smiles.isascii() and smiles.isprintable()):
+        raise InvalidMolecule(_bad_character(smiles))
     log = io.StringIO()
     with contextlib.redirect_stderr(log):
         mol = Chem.MolFromSmiles(smiles, sanitize=False)

@@ -58,8 +58,10 @@ def check_code(code: str, allowed_imports: Sequence[str] = DEFAULT_ALLOWED_IMPOR
         tree = ast.parse(code, filename="main.py")
     except SyntaxError as exc:
         return f"syntax error at line {exc.lineno}: {exc.msg}"
-    except ValueError as exc:  # e.g. null bytes
+    except ValueError as exc:  # null bytes; lone surrogates (UnicodeEncodeError)
         return f"cannot parse: {exc}"
+    except (RecursionError, MemoryError):  # e.g. "-" * 3900 + "1": within the length limit, too deep for ast
+        return "code nests too deeply to parse"
     allowed = set(allowed_imports)
     for node in ast.walk(tree):
         line = getattr(node, "lineno", "?")

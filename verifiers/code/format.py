@@ -196,7 +196,7 @@ def make_candidate(task_id: str, answer_text: str) -> Candidate:
 
     get_task(task_id)  # an unknown task is the caller's mistake; UnknownTask says which ids exist
     canonical = canonical_code(answer_text)
-    digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()  # lone surrogates too
     parsed = parse_answer(answer_text)
     return Candidate(
         key=candidate_key(SUITE, digest, task_id=task_id),

@@ -30,12 +30,14 @@ def molecule_features(candidate: Candidate, bits: int = 64, radius: int = 2) -> 
     An unparsable SMILES gives all zeros (the fast tier will call it invalid;
     a feature function must not crash the scheduler).
     """
-    from rdkit import Chem, RDLogger
+    from rdkit import Chem, rdBase
     from rdkit.Chem import rdFingerprintGenerator
 
-    RDLogger.DisableLog("rdApp.*")
     out = np.zeros(2 + bits)
-    mol = Chem.MolFromSmiles(candidate.payload) if candidate.payload else None
+    # Silence parse errors here only: RDLogger.DisableLog would silence them process-wide,
+    # and the verifiers' feedback ("unclosed ring") is read from that log.
+    with rdBase.BlockLogs():
+        mol = Chem.MolFromSmiles(candidate.payload) if candidate.payload else None
     if mol is None or mol.GetNumHeavyAtoms() == 0:
         return out
     heavy = mol.GetNumHeavyAtoms()

@@ -1,0 +1,630 @@
+"""Learning under a verification budget (issue 9): does scheduling beat verifying everything?
+
+Every regime trains the same pretrained SMILES prior from the same seed with
+the same trainer settings (GRPO, plus hindsight relabelling where enabled) on
+the gap-window design task, through :class:`arl_flows.training.RunSession`,
+and stops once it has spent the same CPU-second verification budget (or
+reaches ``max_steps``, which only the nearly free ``fast-only`` regime does).
+The regimes differ only in how candidates are verified:
+
+- ``scheduled``: the scheduler's ``voi`` policy with the ``advantage``
+  objective, a per-step budget, hindsight on;
+- ``scheduled-no-hindsight``: the same without hindsight distillation;
+- ``top-only``: every valid candidate goes up the ladder to the top tier
+  (the ``all`` policy with no per-step cap: the fast and simulation tiers on
+  the way cost milliseconds, and an invalid SMILES stops at the fast tier, so
+  it is never charged DFT);
+- ``fast-only``: rewards from the fast tier alone (the ``fast-only`` policy);
+- ``cascade``: fixed per-tier thresholds tuned on a held-out QM9 split
+  (:meth:`verifiers.scheduler.CascadePolicy.tune`, as the retrieval benchmark
+  does), with the same per-step budget as ``scheduled``.
+
+All regimes start with the same surrogate history: the held-out split, every
+tier's value on a few hundred QM9 molecules (the cascade's tuning data). It
+is setup, like the prior, and is charged to no regime.
+
+Metric, in the spirit of the PMO benchmark (Gao et al., NeurIPS 2022
+Datasets and Benchmarks) but in cost units: whenever a regime's cumulative
+spend crosses the next of ``audit_points`` evenly spaced marks (and at the
+end), the ``top_k`` molecules that the regime itself ranks best so far, by
+its own reward estimates, are scored with the top tier. That audit is cached
+and charged to no regime. ``top10_auc`` is the area under the step curve of
+the mean audited window score versus cumulative spend, over ``[0, budget]``,
+divided by the budget (so it lies in [0, 1]; the last audit holds to the end
+of the axis).
+
+Every verdict is computed live once by the real verifiers and memoised (in
+memory and, with a cache file, on disk); a regime that asks for a verdict
+another regime or an audit already computed gets it back with its measured
+cost and is charged that cost, exactly as if it had computed it. That is what
+makes five regimes times three seeds fit on two cores.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from arl_flows.config import RunConfig, load_config
+from arl_flows.training import RunSession, run_dir
+from storage.records import Status, Verdict
+from verifiers import Candidate, Verifier
+from verifiers.scheduler import CascadePolicy, Objective, Observation, window_score
+
+__all__ = [
+    "REGIMES",
+    "LearningBenchConfig",
+    "RegimeRun",
+    "VerdictMemo",
+    "learning_benchmark",
+    "merge_reports",
+    "plot_curves",
+    "regime_config",
+    "summary_table",
+]
+
+REGIMES = ("scheduled", "top-only", "fast-only", "cascade", "scheduled-no-hindsight")
+
+
+class LearningBenchConfig(BaseModel):
+    """Settings of ``arl bench learning``; the training settings come from ``run_overrides``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    budget: float = Field(default=240.0, gt=0, description="CPU-seconds of verification each regime may spend.")
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1, description="Seeds; each runs every regime.")
+    regimes: list[str] = Field(default_factory=lambda: list(REGIMES), min_length=1, description="Regimes to run.")
+    budget_per_step: float = Field(
+        default=30.0, gt=0, description="CPU-seconds one step may spend (scheduled, cascade, fast-only; top-only has no cap)."
+    )
+    max_steps: int = Field(
+        default=40, ge=1, description="Step cap of every regime (only a regime whose steps cost almost nothing reaches it)."
+    )
+    top_k: int = Field(default=10, ge=1, description="Molecules audited at each audit point.")
+    audit_points: int = Field(default=12, ge=1, description="Audits at evenly spaced spend marks over the budget (+ the end).")
+    history: int = Field(
+        default=400, ge=10, description="Held-out QM9 molecules with every tier's value: surrogate history and cascade tuning."
+    )
+    history_seed: int = Field(default=12345, description="Seed of the held-out draw (the same for every seed and regime).")
+    cascade_keep: float = Field(default=0.9, gt=0, le=1, description="Share of held-out hits each cascade interval keeps.")
+    cascade_margin: float = Field(default=0.25, ge=0, description="Widening (eV) of each cascade interval.")
+    fooled_estimate: float = Field(
+        default=0.5, ge=0, le=1, description="A molecule counts as fooling a regime if its estimated reward is at least this"
+    )
+    fooled_truth: float = Field(default=0.5, ge=0, le=1, description="... and its audited (top-tier) reward is below this.")
+    run_overrides: dict[str, Any] = Field(
+        default_factory=dict, description="RunConfig overrides shared by every regime (prior, trainer, rollout, tiers, ...)."
+    )
+
+
+def base_run_overrides() -> dict[str, Any]:
+    """The training setup of the benchmark: default GRPO settings, the cached CPU-clock prior, the live ladder."""
+    return {
+        "name": "bench-learning",
+        "prior": {"budget_clock": "cpu", "num_threads": 1},
+        "tiers": [
+            {"verifier": "rdkit-eht"},
+            {"verifier": "gfn2-xtb", "params": {"threads": 1}},
+            {"verifier": "reference-or-dft", "params": {"threads": 1}},
+        ],
+    }
+
+
+def regime_config(base: RunConfig, regime: str, bench: LearningBenchConfig, seed: int) -> RunConfig:
+    """The run config of one regime: only the verification policy (and hindsight for the ablation) differ."""
+    if regime not in REGIMES:
+        raise ValueError(f"unknown regime {regime!r}; use one of {', '.join(REGIMES)}")
+    sched = base.scheduler.model_copy(
+        update={"budget_per_run": bench.budget, "budget_per_step": bench.budget_per_step, "seed": seed}
+    )
+    hindsight = base.hindsight
+    if regime in ("scheduled", "scheduled-no-hindsight"):
+        sched = sched.model_copy(update={"policy": "voi", "objective": Objective.advantage})
+        if regime == "scheduled-no-hindsight":
+            hindsight = hindsight.model_copy(update={"enabled": False})
+    elif regime == "top-only":
+        sched = sched.model_copy(update={"policy": "all", "budget_per_step": math.inf})
+    elif regime == "fast-only":
+        sched = sched.model_copy(update={"policy": "fast-only"})
+    else:  # cascade: the session is opened with 'all' and its policy swapped for the tuned cascade
+        sched = sched.model_copy(update={"policy": "all"})
+    return base.model_copy(
+        update={
+            "name": f"{base.name}-{regime}-s{seed}",
+            "seed": seed,
+            "steps": bench.max_steps,
+            "scheduler": sched,
+            "hindsight": hindsight,
+        }
+    )
+
+
+# ---------------------------------------------------------------------------------------------- verdicts
+
+
+class VerdictMemo:
+    """Verdicts computed once per (verifier identity, candidate key), optionally kept in a JSON-lines file."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self.verdicts: dict[tuple[str, str, str, str], Verdict] = {}
+        self.computed_s = 0.0  # cost of the verdicts computed by this process (not replayed)
+        if path is not None and path.is_file():
+            with open(path) as fh:
+                for line in fh:
+                    if line.strip():
+                        v = Verdict.model_validate_json(line)
+                        self.verdicts[v.cache_key] = v
+
+    def get(self, verifier: Verifier, candidates: Sequence[Candidate]) -> list[Verdict]:
+        """One verdict per candidate: memoised ones replayed (same cost), the rest computed live."""
+        ident = (verifier.name, verifier.version, verifier.params_hash)
+        missing = {c.key: c for c in candidates if (c.key, *ident) not in self.verdicts}
+        if missing:
+            fresh = verifier.verify_batch(list(missing.values()))
+            # Timeouts depend on machine load: do not keep them, so a rerun tries again.
+            keep = [v for v in fresh if v.status != Status.timeout]
+            for v in fresh:
+                self.computed_s += v.cost_s
+            for v in keep:
+                self.verdicts[v.cache_key] = v.model_copy(update={"id": None})
+            if self.path is not None and keep:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with open(self.path, "a") as fh:
+                    fh.writelines(v.model_dump_json() + "\n" for v in keep)
+            fresh_by_key = {v.candidate_key: v for v in fresh}
+        else:
+            fresh_by_key = {}
+        out = []
+        for c in candidates:
+            v = self.verdicts.get((c.key, *ident)) or fresh_by_key[c.key]
+            out.append(v.model_copy(update={"id": None}))
+        return out
+
+
+# ---------------------------------------------------------------------------------------------- one regime
+
+
+@dataclass
+class RegimeRun:
+    """What one regime did with one seed."""
+
+    regime: str
+    seed: int
+    steps: int = 0
+    spend: dict[str, float] = field(default_factory=dict)
+    curve: list[tuple[float, float]] = field(default_factory=lambda: [(0.0, 0.0)])  # (cum. spend, audited top-k score)
+    estimates: dict[str, tuple[float, float]] = field(default_factory=dict)  # key -> (reward mean, std), latest
+    truth: dict[str, float | None] = field(default_factory=dict)  # key -> top-tier value (audited or paid for)
+    samples: int = 0
+    valid: int = 0
+    valid_keys: set[str] = field(default_factory=set)
+    seconds: float = 0.0
+
+    @property
+    def total_spend(self) -> float:
+        return float(sum(self.spend.values()))
+
+    def ranked(self, k: int) -> list[str]:
+        """The regime's own top-k valid molecules: highest estimated reward, then lowest std, then first seen."""
+        order = sorted(
+            ((mean, -std, -i, key) for i, (key, (mean, std)) in enumerate(self.estimates.items()) if key in self.valid_keys),
+            reverse=True,
+        )
+        return [key for *_, key in order[:k]]
+
+
+def _top_value(v: Verdict) -> float | None:
+    return float(v.value) if v.status == Status.ok and v.value is not None else None
+
+
+class _RegimeDriver:
+    """Runs one regime through RunSession, auditing along the way."""
+
+    def __init__(
+        self,
+        regime: str,
+        seed: int,
+        session: RunSession,
+        bench: LearningBenchConfig,
+        memo: VerdictMemo,
+        audit: Callable[[list[str], dict[str, Candidate]], dict[str, float | None]],
+    ) -> None:
+        self.regime = regime
+        self.session = session
+        self.bench = bench
+        self.memo = memo
+        self.audit = audit
+        self.top = session.ladder[-1]
+        cfg = session.config.scheduler
+        self.low, self.high, self.softness = cfg.target_low, cfg.target_high, cfg.window_softness
+        self.out = RegimeRun(regime, seed)
+        self.marks = [bench.budget * (i + 1) / bench.audit_points for i in range(bench.audit_points)]
+        self.step_spend = 0.0
+        self.candidates: dict[str, Candidate] = {}
+
+    def spent(self) -> float:
+        return self.session.scheduler.run_spent + self.step_spend
+
+    def run_tier(self, name: str, batch: list[Candidate]) -> list[Verdict]:
+        verdicts = self.memo.get(self.session.scheduler.verifier(name), batch)
+        self.step_spend += sum(v.cost_s for v in verdicts)
+        if name == self.top.name:
+            # A top-tier answer is exact knowledge of the regime: its reward is known at once.
+            for v in verdicts:
+                value = _top_value(v)
+                self.out.truth[v.candidate_key] = value
+                score = float(window_score(value, self.low, self.high, self.softness)) if value is not None else 0.0
+                self.out.estimates[v.candidate_key] = (score, 0.0)
+        self._maybe_audit()
+        return verdicts
+
+    def _maybe_audit(self, final: bool = False) -> None:
+        while self.marks and self.spent() >= self.marks[0] - 1e-9:
+            self.marks.pop(0)
+            self._audit_now()
+        if final:
+            self._audit_now()
+
+    def _audit_now(self) -> None:
+        keys = self.out.ranked(self.bench.top_k)
+        values = self.audit(keys, self.candidates)
+        scores = [
+            float(window_score(values[k], self.low, self.high, self.softness)) if values.get(k) is not None else 0.0
+            for k in keys
+        ]
+        for k in keys:
+            self.out.truth.setdefault(k, values.get(k))
+        # Empty slots (fewer than k valid molecules so far) score 0.
+        self.out.curve.append((self.spent(), float(sum(scores)) / self.bench.top_k))
+
+    def _cannot_buy_top(self, candidates: Sequence[Candidate]) -> bool:
+        """True once the budget left cannot pay for one more top-tier call on any of this step's molecules.
+
+        Without this stop a regime would go on training for free on proxy rewards
+        with a few unusable seconds left. ``fast-only`` never asks the top tier, so
+        only the budget or ``max_steps`` ends it.
+        """
+        if self.regime == "fast-only":
+            return False
+        valid = [c for c in candidates if c.meta.get("valid")]
+        cheapest = min((self.top.expected_cost(c) for c in valid), default=0.0)
+        return self.bench.budget - self.session.scheduler.run_spent < cheapest
+
+    def run(self) -> RegimeRun:
+        s, out = self.session, self.out
+        t0 = time.perf_counter()
+        budget = self.bench.budget
+        for step in range(self.bench.max_steps):
+            if s.scheduler.run_spent >= budget - 1e-6:
+                break
+            self.step_spend = 0.0
+            s.prepare_step(step)
+            s.rollout(step)
+            state = s.steps[step]
+            for c in state.candidates:
+                self.candidates.setdefault(c.key, c)
+                out.samples += 1
+                if c.meta.get("valid"):
+                    out.valid += 1
+                    out.valid_keys.add(c.key)
+            s.verify(step, self.run_tier)
+            self.step_spend = 0.0  # now counted in run_spent
+            by_traj = {e.trajectory_id: e for e in state.estimates}
+            for traj in state.trajectories:
+                e = by_traj[traj.id]
+                if traj.candidate_key in out.valid_keys:
+                    out.estimates[traj.candidate_key] = (float(e.mean), float(e.std))
+            metrics = s.grpo(step)
+            metrics |= s.hindsight(step)
+            s.checkpoint(step, metrics)
+            _prune_checkpoints(s, step)
+            out.steps = step + 1
+            if step == 0:
+                self._audit_now()  # the first point at which the regime ranks anything
+            self._maybe_audit()
+            if self._cannot_buy_top(state.candidates):
+                break
+        self._maybe_audit(final=True)
+        out.spend = s.ledger.spend_by_tier(s.run.id)
+        out.seconds = time.perf_counter() - t0
+        return out
+
+
+def _prune_checkpoints(session: RunSession, step: int) -> None:
+    """Keep only the latest checkpoint on disk (a benchmark never resumes an old step)."""
+    if step > 0:
+        shutil.rmtree(run_dir(session.run.id) / f"step-{step - 1:05d}", ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------- metrics
+
+
+def top_k_auc(curve: Sequence[tuple[float, float]], budget: float) -> float:
+    """Area under the step curve (each audit holds until the next) over [0, budget], divided by budget."""
+    points = sorted((min(max(c, 0.0), budget), s) for c, s in curve)
+    area = 0.0
+    for (c0, s0), (c1, _) in zip(points, points[1:]):
+        area += s0 * (c1 - c0)
+    area += points[-1][1] * (budget - points[-1][0])
+    return float(area / budget)
+
+
+def _regime_metrics(run: RegimeRun, bench: LearningBenchConfig, low: float, high: float, softness: float) -> dict[str, Any]:
+    confident = [k for k, (m, _) in run.estimates.items() if m >= bench.fooled_estimate and k in run.truth]
+    fooled = [
+        k
+        for k in confident
+        if run.truth[k] is None or float(window_score(run.truth[k], low, high, softness)) < bench.fooled_truth
+    ]
+    hits = sorted(k for k, y in run.truth.items() if y is not None and low <= y <= high)
+    return {
+        "top10_auc": top_k_auc(run.curve, bench.budget),
+        "final_top10": run.curve[-1][1],
+        "hits": len(hits),
+        "hit_keys": hits,
+        "validity": run.valid / max(run.samples, 1),
+        "uniqueness": len(run.valid_keys) / max(run.valid, 1),
+        "spend": run.spend,
+        "total_spend": run.total_spend,
+        "steps": run.steps,
+        "samples": run.samples,
+        "fooled_rate": len(fooled) / len(confident) if confident else None,
+        "fooled": len(fooled),
+        "confident_checked": len(confident),
+        "curve": [[round(c, 3), round(s, 4)] for c, s in run.curve],
+        "seconds": round(run.seconds, 1),
+    }
+
+
+def _aggregate(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ("top10_auc", "final_top10", "hits", "validity", "uniqueness", "total_spend", "steps", "fooled_rate"):
+        vals = [r[key] for r in per_seed if r[key] is not None]
+        out[key] = float(np.mean(vals)) if vals else None
+        out[f"{key}_std"] = float(np.std(vals)) if len(vals) > 1 else 0.0
+    tiers = sorted({t for r in per_seed for t in r["spend"]})
+    out["spend"] = {t: float(np.mean([r["spend"].get(t, 0.0) for r in per_seed])) for t in tiers}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- the benchmark
+
+
+def _held_out(top: Verifier, ladder: Sequence[Verifier], memo: VerdictMemo, n: int, seed: int) -> list[tuple[Candidate, dict[str, float]]]:
+    """``n`` QM9 molecules drawn at random with every tier's ok value (the top tier answers from the table)."""
+    from storage.datasets import load_qm9_gaps
+    from verifiers.chem.molecules import make_candidate
+
+    data = load_qm9_gaps()
+    rng = random.Random(seed)
+    picks = [make_candidate(s) for s, _ in rng.sample(data, min(n, len(data)))]
+    picks = [c for c in picks if c.meta.get("valid")]
+    values: dict[str, dict[str, float]] = {c.key: {} for c in picks}
+    for v in ladder:
+        for verdict in memo.get(v, picks):
+            if verdict.status == Status.ok and verdict.value is not None:
+                values[verdict.candidate_key][v.name] = float(verdict.value)
+    return [(c, values[c.key]) for c in picks if top.name in values[c.key] and len(values[c.key]) == len(ladder)]
+
+
+def learning_benchmark(
+    bench: LearningBenchConfig,
+    *,
+    workdir: Path,
+    cache: Path | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Run every regime for every seed; return the JSON report (per regime: mean over seeds and per seed)."""
+    from storage.ledger import Ledger
+
+    _thread_setup()
+    for r in bench.regimes:
+        if r not in REGIMES:
+            raise ValueError(f"unknown regime {r!r}; use one of {', '.join(REGIMES)}")
+    overrides = base_run_overrides() | bench.run_overrides
+    base = load_config(overrides=overrides)
+    workdir.mkdir(parents=True, exist_ok=True)
+    memo = VerdictMemo(cache)
+    # A ladder of our own for setup and audits (the regimes' sessions build theirs from the same config).
+    from arl_flows.training import build_ladder
+
+    ladder = build_ladder(base)
+    top = ladder[-1]
+    sched = base.scheduler
+    low, high, softness = sched.target_low, sched.target_high, sched.window_softness
+    t0 = time.perf_counter()
+    progress(f"held-out split: {bench.history} QM9 molecules through {', '.join(v.name for v in ladder)}")
+    held_out = _held_out(top, ladder, memo, bench.history, bench.history_seed)
+    cascade: CascadePolicy | None = None
+    if "cascade" in bench.regimes:
+        cascade = CascadePolicy.tune(
+            [Observation(c.key, np.zeros(0), vals) for c, vals in held_out],
+            [v.name for v in ladder[:-1]],
+            top.name,
+            low,
+            high,
+            keep=bench.cascade_keep,
+            margin=bench.cascade_margin,
+        )
+
+    audit_charged = {"calls": 0}
+
+    def audit(keys: list[str], candidates: dict[str, Candidate]) -> dict[str, float | None]:
+        verdicts = memo.get(top, [candidates[k] for k in keys])
+        audit_charged["calls"] += len(verdicts)
+        return {v.candidate_key: _top_value(v) for v in verdicts}
+
+    runs: dict[str, list[dict[str, Any]]] = {r: [] for r in bench.regimes}
+    for seed in bench.seeds:
+        for regime in bench.regimes:
+            config = regime_config(base, regime, bench, seed)
+            db = workdir / f"{regime}-s{seed}.db"
+            db.unlink(missing_ok=True)  # each regime pays for its own verdicts: a fresh ledger per run
+            ledger = Ledger(f"sqlite:///{db}")
+            session = RunSession.open(config, ledger)
+            try:
+                session.scheduler.add_history(session.scheduler.observation(c, vals) for c, vals in held_out)
+                if regime == "cascade":
+                    session.scheduler.policy = cascade
+                progress(f"seed {seed}: {regime}")
+                driver = _RegimeDriver(regime, seed, session, bench, memo, audit)
+                result = driver.run()
+            finally:
+                session.finish()
+                ledger.close()
+            shutil.rmtree(run_dir(session.run.id), ignore_errors=True)
+            row = _regime_metrics(result, bench, low, high, softness) | {"seed": seed}
+            runs[regime].append(row)
+            progress(
+                f"seed {seed}: {regime}: auc {row['top10_auc']:.3f}, hits {row['hits']}, spend {row['total_spend']:.1f}s "
+                f"in {row['steps']} steps ({row['seconds']:.0f}s wall)"
+            )
+    for v in ladder:
+        close = getattr(v, "close", None)
+        if close is not None:
+            close()
+    regimes = {r: _aggregate(rows) | {"per_seed": rows} for r, rows in runs.items()}
+    report: dict[str, Any] = {
+        "budget": bench.budget,
+        "seeds": bench.seeds,
+        "window": [low, high],
+        "softness": softness,
+        "top_tier": top.name,
+        "top_tier_params": top.params.model_dump(mode="json"),
+        "ladder": [v.name for v in ladder],
+        "settings": bench.model_dump(mode="json") | {"run_overrides": overrides},
+        "held_out": len(held_out),
+        "held_out_hits": sum(1 for _, vals in held_out if low <= vals[top.name] <= high),
+        "cascade_thresholds": cascade.thresholds if cascade else None,
+        "audit_calls": audit_charged["calls"],
+        "fresh_verdict_cost_s": round(memo.computed_s, 1),
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "regimes": regimes,
+    }
+    report["ratios"] = _ratios(regimes)
+    return report
+
+
+def merge_reports(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One report from several run with the same settings on other seeds (e.g. one process per seed)."""
+    if not reports:
+        raise ValueError("nothing to merge")
+    first = reports[0]
+    strip = lambda r: {k: v for k, v in r["settings"].items() if k != "seeds"}  # noqa: E731
+    for r in reports[1:]:
+        if strip(r) != strip(first):
+            raise ValueError("reports differ in settings other than the seeds; merge only runs of the same benchmark")
+    seeds = [s for r in reports for s in r["seeds"]]
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds repeat across the reports ({seeds})")
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for r in reports:
+        for name, reg in r["regimes"].items():
+            rows.setdefault(name, []).extend(reg["per_seed"])
+    regimes = {name: _aggregate(rs) | {"per_seed": rs} for name, rs in rows.items()}
+    merged = dict(first) | {
+        "seeds": seeds,
+        "regimes": regimes,
+        "audit_calls": sum(r["audit_calls"] for r in reports),
+        "fresh_verdict_cost_s": sum(r["fresh_verdict_cost_s"] for r in reports),
+        "wall_s": max(r["wall_s"] for r in reports),
+    }
+    merged["settings"] = first["settings"] | {"seeds": seeds}
+    merged["ratios"] = _ratios(regimes)
+    return merged
+
+
+def _ratios(regimes: dict[str, Any]) -> dict[str, float | None]:
+    def ratio(a: str, b: str) -> float | None:
+        if a not in regimes or b not in regimes:
+            return None
+        x, y = regimes[a]["top10_auc"], regimes[b]["top10_auc"]
+        return float(x / y) if y else (math.inf if x else None)
+
+    out = {
+        "scheduled/top-only": ratio("scheduled", "top-only"),
+        "scheduled/fast-only": ratio("scheduled", "fast-only"),
+        "scheduled/cascade": ratio("scheduled", "cascade"),
+        "scheduled/scheduled-no-hindsight": ratio("scheduled", "scheduled-no-hindsight"),
+    }
+    if "scheduled" in regimes and "scheduled-no-hindsight" in regimes:
+        out["hindsight_auc_gain"] = regimes["scheduled"]["top10_auc"] - regimes["scheduled-no-hindsight"]["top10_auc"]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- output
+
+
+def summary_table(report: dict[str, Any]) -> list[list[str]]:
+    """Rows of the printed table: header first."""
+    rows = [["regime", "top10 AUC", "final top10", "hits", "validity", "uniqueness", "fooled", "steps", "spend (s) by tier"]]
+
+    def pm(r: dict[str, Any], key: str, fmt: str) -> str:
+        if r[key] is None:
+            return "-"
+        return f"{r[key]:{fmt}} ± {r[f'{key}_std']:{fmt}}" if r[f"{key}_std"] else f"{r[key]:{fmt}}"
+
+    for name, r in report["regimes"].items():
+        spend = ", ".join(f"{t} {s:.1f}" for t, s in r["spend"].items() if s > 0)
+        rows.append(
+            [name, pm(r, "top10_auc", ".3f"), pm(r, "final_top10", ".3f"), pm(r, "hits", ".1f"), pm(r, "validity", ".2f"),
+             pm(r, "uniqueness", ".2f"), pm(r, "fooled_rate", ".2f"), pm(r, "steps", ".1f"), spend]
+        )
+    return rows
+
+
+def plot_curves(report: dict[str, Any], path: Path) -> None:
+    """Audited top-10 score versus cumulative spend, one line per regime and seed (mean shown bold)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    budget = report["budget"]
+    grid = np.linspace(0.0, budget, 200)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, (name, r) in enumerate(report["regimes"].items()):
+        color = f"C{i}"
+        stacks = []
+        for row in r["per_seed"]:
+            curve = sorted(row["curve"])
+            xs = [c for c, _ in curve] + [budget]
+            ys = [s for _, s in curve] + [curve[-1][1]]
+            ax.step(xs, ys, where="post", color=color, alpha=0.25, lw=1)
+            idx = np.searchsorted(np.array([c for c, _ in curve]), grid, side="right") - 1
+            stacks.append(np.array([s for _, s in curve])[np.maximum(idx, 0)])
+        ax.plot(grid, np.mean(stacks, axis=0), color=color, lw=2, label=f"{name} (AUC {r['top10_auc']:.3f})")
+    ax.set_xlabel("cumulative verification spend (CPU-s)")
+    ax.set_ylabel(f"mean audited window score of own top-{report['settings']['top_k']}")
+    ax.set_xlim(0, budget)
+    ax.set_ylim(0, 1)
+    ax.set_title(f"Learning under a {budget:g} CPU-s verification budget ({len(report['seeds'])} seeds)")
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_json(report: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, default=lambda o: None if isinstance(o, float) and not math.isfinite(o) else str(o)))
+
+
+def _thread_setup() -> None:
+    """One torch thread: the verifiers' workers use the other core."""
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("ARL_BENCH_TORCH_THREADS", "1")))

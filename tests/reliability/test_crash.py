@@ -1,0 +1,151 @@
+"""Crash safety: a run killed at any moment resumes without losing or re-buying a verdict.
+
+The slow tests drive ``benchmarks/crash.py`` (real ``arl run`` subprocesses,
+SIGKILL / SIGTERM / SIGINT at random stages, then ``arl run --resume``). The
+default-suite tests check the harness's own bookkeeping on hand-made inputs
+and, in process, the narrowest window of a step: a crash after the
+checkpoint is on disk but before the step is recorded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("arl_crash_harness", ROOT / "benchmarks" / "crash.py")
+crash = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("arl_crash_harness", crash)
+_spec.loader.exec_module(crash)
+
+TOP = crash.TOP_TIER
+
+
+# ---------------------------------------------------------------------- the harness's bookkeeping
+def test_lost_verdicts_sees_missing_and_changed_rows_but_lets_pending_become_final() -> None:
+    k = ("molecules:C", TOP, "1", "h")
+    before = {
+        k: ("ok", 5.0),
+        ("molecules:CC", TOP, "1", "h"): ("failed", None),
+        ("molecules:CO", "lab", "1", "h"): ("pending", None),
+        ("molecules:N", TOP, "1", "h"): ("ok", 7.0),
+    }
+    after = {
+        k: ("ok", 5.0),
+        ("molecules:CO", "lab", "1", "h"): ("ok", 3.2),  # a lab answer arrived: fine
+        ("molecules:N", TOP, "1", "h"): ("ok", 7.5),  # overwritten: lost
+    }
+    lost = crash.lost_verdicts(before, after)
+    assert len(lost) == 2
+    assert any("molecules:CC: missing" in x for x in lost) and any("molecules:N: was ok 7.0" in x for x in lost)
+    assert crash.lost_verdicts(before, before) == []
+
+
+def test_top_tier_calls_are_classified_as_first_inflight_or_duplicate() -> None:
+    trial = crash.Trial(index=0, signal="kill", target="verify", target_step=0, delay_s=0.0)
+    killed = [("start", 1, "", "molecules:A"), ("done", 1, "ok", "molecules:A"), ("start", 1, "", "molecules:B")]
+    # A was written before the kill; B was in flight.
+    after_kill = {("molecules:A", TOP, "1", "h"): ("ok", 4.0)}
+    resumed = [("start", 2, "", "molecules:B"), ("start", 2, "", "molecules:C")]
+    crash._count_top_calls(trial, killed, resumed, after_kill)
+    assert (trial.top_calls, trial.inflight_redone, trial.duplicate_top_calls) == (4, 1, 0)
+
+    trial = crash.Trial(index=1, signal="kill", target="verify", target_step=0, delay_s=0.0)
+    resumed_again = resumed + [("start", 2, "", "molecules:A"), ("start", 2, "", "molecules:C")]
+    crash._count_top_calls(trial, killed, resumed_again, after_kill)
+    assert trial.duplicate_top_calls == 2  # A was already stored; C twice in one process
+
+
+def test_count_log_lines_survive_as_whole_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from counting_tier import COUNT_LOG_ENV, CountingReferenceTable, read_count_log
+
+    from verifiers.chem.molecules import make_candidate
+
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv(COUNT_LOG_ENV, str(log))
+    verifier = CountingReferenceTable({"cost_per_call": 5.0})
+    verdicts = verifier.verify_batch([make_candidate("CCO"), make_candidate("not a smiles")])
+    assert [v.status.value for v in verdicts] == ["ok", "invalid"]
+    events = [(e, s) for e, _, s, _ in read_count_log(log)]
+    assert events == [("start", ""), ("done", "ok"), ("start", ""), ("done", "invalid")]
+
+
+# ---------------------------------------------------------------------- the checkpoint window, in process
+QUICK_PRIOR = crash.TINY_PRIOR | {"max_steps": 40, "eval_samples": 10}
+
+
+def test_crash_between_checkpoint_and_step_record_resumes_from_the_last_done_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpoint of step 1 is on disk but the step is not recorded: resume must redo step 1 from step 0's weights."""
+    import torch
+
+    from arl_flows.config import load_config
+    from arl_flows.training import RunSession
+    from policies import Policy, PolicyConfig
+    from storage.ledger import Ledger
+
+    monkeypatch.setenv("ARL_HOME", str(tmp_path / "home"))
+    config_path = crash.write_config(tmp_path / "run.toml", name="window", steps=3, seed=0, seconds_per_call=0.0)
+    config = load_config(config_path, overrides={"prior": QUICK_PRIOR})
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    session = RunSession.open(config, Ledger(url))
+    session.run_step(0)
+
+    class Killed(BaseException):
+        pass
+
+    def killed(*_args: object, **_kwargs: object) -> None:
+        raise Killed  # the process dies before the step's transaction commits
+
+    monkeypatch.setattr(session.ledger, "record_step", killed)
+    with pytest.raises(Killed):
+        session.run_step(1)
+    assert (run_dir := Path(tmp_path / "home" / "runs" / session.run.id / "step-00001")).exists()
+
+    ledger = Ledger(url)
+    assert ledger.integrity_problems() == []
+    assert ledger.get_run(session.run.id).steps_done == 1
+    resumed = RunSession.open(config, ledger, resume=session.run.id)
+    (step0,) = [c for c in ledger.checkpoints(session.run.id) if c.step == 0]
+    expected = Policy.load(step0.path, PolicyConfig()).model.state_dict()
+    got = resumed.policy.model.state_dict()
+    assert all(torch.equal(got[k], expected[k]) for k in expected), "resume did not start from step 0's checkpoint"
+    for step in range(resumed.start_step, 3):
+        resumed.run_step(step)
+    resumed.finish()
+    assert ledger.integrity_problems() == []
+    assert [c.step for c in ledger.checkpoints(session.run.id)] == [0, 1, 2]
+    assert run_dir.exists()
+
+
+# ---------------------------------------------------------------------- real processes, real signals
+def _check(trials: list, n: int) -> dict:
+    totals = crash.summarize(trials)
+    failures = {t.index: t.problems for t in trials if t.problems}
+    assert not failures, f"failed trials: {failures}"
+    assert totals["trials"] == n
+    assert totals["verdicts_lost"] == 0
+    assert totals["duplicate_top_calls"] == 0
+    return totals
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
+    trials = crash.run_trials(20, ["kill"], seed=1, workdir=tmp_path)
+    totals = _check(trials, 20)
+    # A kill aimed late in the last step may find the run already completed (publishing its report).
+    assert totals["kills"] - totals["kills_after_completion"] >= 15
+    assert len(totals["stages_hit"]) >= 3, totals["stages_hit"]
+
+
+@pytest.mark.slow
+def test_sigterm_and_ctrl_c_stop_cleanly_then_resume(tmp_path: Path) -> None:
+    trials = crash.run_trials(6, ["term", "int"], seed=2, workdir=tmp_path)
+    _check(trials, 6)
+    for t in trials:
+        if t.killed and t.status_after_kill != "completed":
+            assert (t.exit_code, t.status_after_kill) == (130, "interrupted")
