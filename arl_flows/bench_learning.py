@@ -91,6 +91,12 @@ class LearningBenchConfig(BaseModel):
     max_steps: int = Field(
         default=40, ge=1, description="Step cap of every regime (only a regime whose steps cost almost nothing reaches it)."
     )
+    verify_batch: int = Field(
+        default=4,
+        ge=1,
+        description="Verdicts per batch handed back to the planner: audits fall at spend marks inside a step too, "
+        "so a regime that spends its budget in one step (top-only) is not audited only at its end.",
+    )
     top_k: int = Field(default=10, ge=1, description="Molecules audited at each audit point.")
     audit_points: int = Field(default=12, ge=1, description="Audits at evenly spaced spend marks over the budget (+ the end).")
     history: int = Field(
@@ -319,7 +325,7 @@ class _RegimeDriver:
                 if c.meta.get("valid"):
                     out.valid += 1
                     out.valid_keys.add(c.key)
-            s.verify(step, self.run_tier)
+            s.verify(step, self.run_tier, max_batch=self.bench.verify_batch)
             self.step_spend = 0.0  # now counted in run_spent
             by_traj = {e.trajectory_id: e for e in state.estimates}
             for traj in state.trajectories:

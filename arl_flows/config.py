@@ -166,16 +166,20 @@ def _quick(config: RunConfig) -> RunConfig:
 PROFILES = {"default": lambda c: c, "quick": _quick}
 
 
+def _loc_part(part: object) -> object:
+    return str(part) if isinstance(part, int) else part
+
+
 def _describe(exc: ValidationError, source: str) -> str:
     parts = []
     for err in exc.errors()[:3]:
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        loc = ".".join(p if isinstance(p, str) and p.isprintable() and " " not in p else repr(p) for p in map(_loc_part, err["loc"])) or "(top level)"
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown field; check the spelling (see examples/*.toml for every field)"
         elif err["type"] == "literal_error":
             msg = msg.replace("Input should be", "allowed values are")
-        parts.append(f"{loc}: {msg}")
+        parts.append(f"{loc}: {' '.join(str(msg).split())}")
     more = f" (and {len(exc.errors()) - 3} more)" if len(exc.errors()) > 3 else ""
     return f"{source}: " + "; ".join(parts) + more
 

@@ -178,16 +178,16 @@ def _training_loop(
     ledger = Ledger(database_url)
     session = RunSession.open(config, ledger, resume=resume, run_id=run_id, on_pretrain=lambda d: _emit("pretrain", d))
     run = session.run
-    _SESSIONS[run.id] = session
-    _emit("run", {"run_id": run.id, "name": run.name, "steps": config.steps, "start": session.start_step})
-    logger.info("run %s (%s): steps %d..%d", run.id, run.name, session.start_step, config.steps - 1)
-    progress = create_progress_artifact(
-        100.0 * session.start_step / config.steps, key=f"progress-{run.id[:12]}", description=f"ARL run {run.name} ({run.id})"
-    )
-    runner = _tier_runner(session, _setup_limits(config))
-    summaries: list[StepSummary] = []
     status = RunStatus.failed
-    try:
+    summaries: list[StepSummary] = []
+    try:  # from here on, any stop marks the run (interrupted or failed)
+        _SESSIONS[run.id] = session
+        _emit("run", {"run_id": run.id, "name": run.name, "steps": config.steps, "start": session.start_step})
+        logger.info("run %s (%s): steps %d..%d", run.id, run.name, session.start_step, config.steps - 1)
+        progress = create_progress_artifact(
+            100.0 * session.start_step / config.steps, key=f"progress-{run.id[:12]}", description=f"ARL run {run.name} ({run.id})"
+        )
+        runner = _tier_runner(session, _setup_limits(config))
         for step in range(session.start_step, config.steps):
             t0 = time.perf_counter()
             session.prepare_step(step)
@@ -202,6 +202,14 @@ def _training_loop(
             metrics["step/seconds"] = time.perf_counter() - t0
             _emit("stage", {"step": step, "stage": "checkpoint"})
             checkpoint_task(run.id, step, metrics)
+            if metrics.get("tiers/unavailable"):
+                down = ", ".join(metrics["tiers/unavailable"])
+                logger.warning("step %d: verifier(s) %s failed every recent call; rewards fell back to the other tiers", step, down)
+                create_markdown_artifact(
+                    f"**Step {step}**: `{down}` failed every recent call; the scheduler stepped over it and "
+                    "estimated rewards from the tiers that work. See the verdicts' feedback for the reason.",
+                    key=f"tier-health-{run.id[:12]}", description="Verifier tiers that were down",
+                )
             summary = session.summary(step, metrics, metrics["step/seconds"])
             summaries.append(summary)
             update_progress_artifact(progress, 100.0 * (step + 1) / config.steps)

@@ -168,6 +168,12 @@ def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> 
         ]
     else:
         lines.append("Not enough top-tier observations yet to measure calibration (need 10).")
+    down = [(s.step, s.metrics["tiers/unavailable"]) for s in steps if s.metrics.get("tiers/unavailable")]
+    lines += ["", "## Tier health", ""]
+    if down:
+        lines += [f"- step {step}: `{', '.join(names)}` failed every recent call; rewards fell back to the other tiers" for step, names in down]
+    else:
+        lines.append("Every verifier answered in every step.")
     top = ledger.top_candidates(run.id, n=10)
     if top:
         verifiers = sorted({k for c in top for k in c["values"]})

@@ -330,6 +330,8 @@ class RunSession:
         stds = [by_traj[t.id].std for t in state.trajectories]
         metrics = self.trainer.step(state.rollout, rewards, stds)
         metrics["reward/validity"] = sum(1 for c in state.candidates if c.meta.get("valid")) / max(len(state.candidates), 1)
+        if state.result is not None and state.result.unavailable:
+            metrics["tiers/unavailable"] = list(state.result.unavailable)  # reported in the run's artifacts
         metrics["reward/unique"] = len({c.key for c in state.candidates}) / max(len(state.candidates), 1)
         return metrics
 

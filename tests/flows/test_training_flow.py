@@ -111,3 +111,15 @@ def test_single_stage_flows_and_lab_results(prefect_harness, flow_home, override
     assert ledger.lab_requests(Status.pending) == []
     with pytest.raises(Exception, match="already has a result"):
         lab_results(LabSubmission(request_id="req-1", value=1.0), database_url=sqlite_url)
+
+
+def test_report_names_tiers_that_were_down(sqlite_url) -> None:
+    from arl_flows.report import build_report
+    from storage.records import TrainingStepRecord
+
+    ledger = Ledger(sqlite_url)
+    run = ledger.create_run("down", {"steps": 2, "tiers": [{"verifier": "rdkit-eht"}, {"verifier": "gfn2-xtb"}]})
+    ledger.record_step(TrainingStepRecord(run_id=run.id, step=0, metrics={"reward/mean": 0.1}))
+    ledger.record_step(TrainingStepRecord(run_id=run.id, step=1, metrics={"reward/mean": 0.2, "tiers/unavailable": ["gfn2-xtb"]}))
+    md = build_report(ledger, run.id).markdown
+    assert "## Tier health" in md and "step 1: `gfn2-xtb` failed every recent call" in md

@@ -243,5 +243,15 @@ def test_scheduler_step_survives_a_simulation_tier_that_always_fails() -> None:
             else:
                 assert result.total_spend <= budget + 1e-9
                 assert Tier.fast in {e.fidelity for e in result.estimates}
+        # The next step with the same scheduler probes the dead tier a few times only, then steps over it.
+        step2 = s.run_step(cands, group_ids=groups, budget=math.inf)
+        assert dead.name in step2.unavailable
+        assert sum(1 for v in step2.verdicts if v.verifier == dead.name) <= s.config.dead_after  # probes only
+        fresh = [make_candidate(c.payload, goal=goal) for c in _molecules(16, start=300)]
+        step3 = s.run_step(fresh, group_ids=[f"h{i // 8}" for i in range(len(fresh))], budget=math.inf)
+        assert sum(1 for v in step3.verdicts if v.verifier == dead.name) <= s.config.dead_after
+        assert any("recent calls all failed" in d.reason for d in step3.decisions)
+        valid = [c for c in fresh if c.meta["valid"]]
+        assert sum(1 for v in step3.verdicts if v.verifier == top.name) == len(valid)  # fell back to the top tier
     finally:
         dead.close()

@@ -87,6 +87,12 @@ class SchedulerConfig(BaseModel):
         description="Floor on a group's reward scale when weighing advantage errors, so that a group whose "
         "members are all clearly bad does not look worth resolving.",
     )
+    dead_after: int = Field(
+        default=3,
+        ge=1,
+        description="A verifier whose last this-many calls all failed or timed out is treated as down: each step "
+        "probes it with at most this many calls, and candidates step over it to the next tier.",
+    )
     seed: int = Field(default=0, description="Seed of the 'random' baseline and any tie-breaking.")
 
     @model_validator(mode="after")

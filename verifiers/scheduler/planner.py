@@ -61,6 +61,7 @@ class StepResult:
     calls: dict[str, int]  # verifier -> calls made this step
     spend_by_verifier: dict[str, float]
     lab_requests: list[LabRequest]
+    unavailable: list[str]  # verifiers whose recent calls all failed (stepped over; probed again each step)
     decisions: list[Decision]
     rounds: int
     budget: float
@@ -117,6 +118,7 @@ class Scheduler:
             policy = make_policy(self.config.policy, self.config)
         self.policy = policy
         self.run_spent = run_spent
+        self.consecutive_failures: dict[str, int] = {}
 
     # -- helpers for callers --------------------------------------------------
     def verifier(self, name: str) -> Verifier:
@@ -274,6 +276,9 @@ class StepPlan:
             charge = verdict.cost_s if verdict.cost_s > 0 else expected
             self.spend_by_verifier[name] += charge
             self.calls[name] += 1
+            # Circuit breaker across steps: consecutive failures of a verifier, reset by any answer.
+            failed = verdict.status in (Status.failed, Status.timeout)
+            self.s.consecutive_failures[name] = self.s.consecutive_failures.get(name, 0) + 1 if failed else 0
             self.expected_sum[name] += expected
             self.new_verdicts.append(verdict)
             self._record(i, j, verdict)
@@ -340,6 +345,7 @@ class StepPlan:
             spend_by_verifier=dict(self.spend_by_verifier),
             lab_requests=labs,
             decisions=list(self.decisions),
+            unavailable=[n for n in self.calls if self.s.consecutive_failures.get(n, 0) >= self.config.dead_after],
             rounds=self.round,
             budget=self.budget,
             trace=list(self.trace),
@@ -426,6 +432,11 @@ class StepPlan:
             config=self.config,
         )
 
+    def _unavailable(self, name: str, taken: int) -> bool:
+        """Down: its last ``dead_after`` calls all failed, and this step's probes of it are used up."""
+        down = self.s.consecutive_failures.get(name, 0) >= self.config.dead_after
+        return down and self.calls[name] + taken >= self.config.dead_after
+
     def _admit(self, actions: Sequence[Action]) -> dict[str, list[int]]:
         """Admit actions in order under the budget, the caps and the never-pay-twice rule."""
         cost = self._cost_matrix()
@@ -438,6 +449,12 @@ class StepPlan:
             v = self.ladder[j]
             if i in asked or self.verdicts[i][j] is not None or (i, j) in self.outstanding:
                 continue  # one tier per candidate per round; never pay twice for a verdict
+            if self._unavailable(v.name, taken_round.get(v.name, 0)) and j < len(self.ladder) - 1:
+                # Fall back to the tiers that work: step over the dead one (the next round goes higher).
+                self.level[i] = max(self.level[i], j)
+                self.decisions.append(Decision(self.round, self.keys[i], v.name, v.tier.value, 0.0, None,
+                                               "skipped: this verifier's recent calls all failed"))
+                continue
             caps = self.config.caps_for(v.name, v.tier.value)
             if caps.max_calls_per_step is not None and self.calls[v.name] + taken_round.get(v.name, 0) >= caps.max_calls_per_step:
                 continue
