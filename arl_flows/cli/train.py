@@ -162,6 +162,12 @@ def run(
                 database_url=ledger.url,
             )
     except KeyboardInterrupt:
+        if view.run_id:
+            # The flow marks it on its way out; this covers a signal that landed inside Prefect's own code.
+            from storage.records import RunStatus
+
+            if ledger.get_run(view.run_id).status == RunStatus.running:
+                ledger.set_run_status(view.run_id, RunStatus.interrupted)
         console.print(f"[yellow]interrupted[/]: run {view.run_id} is marked interrupted; continue with `arl run --resume {view.run_id}`")
         raise typer.Exit(130) from None
     finally:
