@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import orjson
 from sqlalchemy import Engine, create_engine, event, func, select, text, update
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError, SQLAlchemyError
@@ -64,6 +65,7 @@ __all__ = ["DATABASE_URL_ENV", "Ledger", "LedgerError", "default_database_url"]
 
 DATABASE_URL_ENV = "ARL_DATABASE_URL"
 _CHUNK = 2000  # keys per IN (...) query; well under SQLite's 32,766 variable limit
+_LOOKUP_CHUNK = 10_000  # the cache lookup is hot: fewer, larger statements (still under both limits)
 _MIGRATION_LOCK_ID = 740_221_773  # PostgreSQL advisory lock key for migrations
 
 
@@ -398,7 +400,7 @@ class Ledger:
         out: dict[str, Verdict] = {}
         mark = "?" if self.dialect == "sqlite" else "%s"
         with self._engine.connect() as conn:
-            for chunk in _chunks(keys):
+            for chunk in _chunks(keys, _LOOKUP_CHUNK):
                 # Raw DB-API path: SQLAlchemy's per-row type processing dominated
                 # the 10k-key lookup; we decode JSON and timestamps ourselves.
                 sql = (
@@ -990,14 +992,14 @@ def _verdict_tuple(v: Verdict, dialect: str) -> tuple[Any, ...]:
     )
 
 
-_VERDICT_FIELDSET = frozenset(Verdict.model_fields)
+_VERDICT_FIELDSET = set(Verdict.model_fields)
 
 
 def _verdict_from_tuple(r: Any) -> Verdict:
     """Build a Verdict from a trusted row without validation (hot path of cache lookups)."""
     values = r[8]
     if isinstance(values, str):
-        values = json.loads(values) if values != "{}" else {}
+        values = orjson.loads(values) if values != "{}" else {}
     created = r[15]
     if isinstance(created, str):
         created = datetime.fromisoformat(created)
@@ -1009,7 +1011,8 @@ def _verdict_from_tuple(r: Any) -> Verdict:
         "uncertainty": r[10], "feedback": r[11] or "", "cost_s": r[12], "wall_s": r[13], "request_id": r[14],
         "created_at": _utc(created),
     })
-    object.__setattr__(obj, "__pydantic_fields_set__", set(_VERDICT_FIELDSET))
+    # Every field is set, so one shared set serves all rows (assignment only re-adds a member).
+    object.__setattr__(obj, "__pydantic_fields_set__", _VERDICT_FIELDSET)
     object.__setattr__(obj, "__pydantic_extra__", None)
     object.__setattr__(obj, "__pydantic_private__", None)
     return obj
