@@ -137,6 +137,11 @@ class RunConfig(_Section):
         names = [t.verifier for t in self.tiers]
         if len(set(names)) != len(names):
             raise ValueError(f"tiers: verifier names repeat ({', '.join(names)}); list each verifier once")
+        if self.scheduler.policy in ("cascade", "oracle"):
+            raise ValueError(
+                f"scheduler.policy: {self.scheduler.policy!r} needs tuned thresholds or the true values, which a training "
+                "run does not have; use 'voi', 'all', 'fast-only' or 'random' (the benchmarks compare the others)"
+            )
         if self.suite == "code" and not self.policy_path:
             raise ValueError("policy_path: the code suite needs a local transformers model directory to train")
         return self
