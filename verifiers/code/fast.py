@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,7 +22,14 @@ from verifiers.base import Candidate, CostModel, Verifier
 from verifiers.code.format import FormatError, ParsedTrajectory, parse_answer
 from verifiers.registry import register_verifier
 
-__all__ = ["DEFAULT_ALLOWED_IMPORTS", "CodeFormat", "CodeFormatParams", "check_code", "check_trajectory"]
+__all__ = [
+    "DEFAULT_ALLOWED_IMPORTS",
+    "CodeFormat",
+    "CodeFormatParams",
+    "check_code",
+    "check_trajectory",
+    "gate_for_execution",
+]
 
 DEFAULT_ALLOWED_IMPORTS = (
     "math", "cmath", "itertools", "functools", "operator", "collections", "string", "re", "heapq",
@@ -151,3 +159,14 @@ class CodeFormat(Verifier[CodeFormatParams]):
                     )
                 )
         return out
+
+
+def gate_for_execution(payload: str, enforce_policy: bool, policy: Any) -> ParsedTrajectory | str:
+    """What every executing tier checks first: the strict format, and the static policy unless it is off.
+
+    Returns the parsed trajectory, or the reason (feedback) it must not run.
+    """
+    if enforce_policy:
+        return check_trajectory(payload, policy)
+    parsed = parse_answer(payload)
+    return f"format: {parsed}" if isinstance(parsed, FormatError) else parsed

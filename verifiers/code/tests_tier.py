@@ -36,8 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel, Verifier
 from verifiers.code.execution import run_feedback
-from verifiers.code.fast import CodeFormatParams, check_trajectory
-from verifiers.code.format import FormatError, parse_answer
+from verifiers.code.fast import CodeFormatParams, gate_for_execution
 from verifiers.code.sandbox import SandboxError, SandboxLimits, channel_fd_placeholder, run_python
 from verifiers.code.tasks import CodeTask, UnknownTask, get_task
 from verifiers.registry import register_verifier
@@ -200,15 +199,9 @@ class CodeTests(Verifier[CodeTestsParams]):
                 task = get_task(cand.task_id or "")
             except UnknownTask as exc:
                 return self.verdict(cand, Status.invalid, feedback=str(exc))
-            if self.params.enforce_policy:
-                parsed = check_trajectory(cand.payload, self.params.policy)
-                if isinstance(parsed, str):
-                    return self.verdict(cand, Status.invalid, feedback=parsed)
-            else:
-                parsed_or_error = parse_answer(cand.payload)
-                if isinstance(parsed_or_error, FormatError):
-                    return self.verdict(cand, Status.invalid, feedback=f"format: {parsed_or_error}")
-                parsed = parsed_or_error
+            parsed = gate_for_execution(cand.payload, self.params.enforce_policy, self.params.policy)
+            if isinstance(parsed, str):
+                return self.verdict(cand, Status.invalid, feedback=parsed)
             code = parsed.final_code
             sandbox_cpu = 0.0
             own_outcome = "skipped"
