@@ -26,6 +26,16 @@ def test_dask_task_runner_on_a_local_cluster(prefect_harness, flow_home, overrid
     assert ledger.integrity_problems() == []
 
 
+@pytest.mark.slow
+def test_ray_task_runner_where_prefect_ray_installs(prefect_harness, flow_home, overrides, sqlite_url) -> None:
+    pytest.importorskip("prefect_ray", reason="prefect-ray is not installed (pip install 'arl[ray]')")
+    from arl_flows.flows import run_training
+
+    summary = run_training(overrides(steps=1, task_runner="ray"), database_url=sqlite_url)
+    assert summary["status"] == "completed" and summary["steps_done"] == 1
+    assert Ledger(sqlite_url).spend_by_tier(summary["id"]).get("fast", 0) > 0
+
+
 def _wait_for_deployment(name: str, seconds: float = 120):  # noqa: ANN202
     from prefect import get_client
 
