@@ -89,7 +89,7 @@ class RunConfig(_Section):
     )
     code_tasks: list[str] = Field(default_factory=list, description="Code-suite task ids to prompt with (empty: all).")
     code_reward: RewardWeights = Field(default_factory=RewardWeights, description="Weights of the code reward.")
-    steps: int = Field(default=8, ge=1, description="Training steps (rollout -> verify -> GRPO -> hindsight -> checkpoint).")
+    steps: int = Field(default=6, ge=1, description="Training steps (rollout -> verify -> GRPO -> hindsight -> checkpoint).")
     seed: int = Field(default=0, description="Seeds sampling (per step) and the scheduler.")
     tiers: list[TierConfig] = Field(
         default_factory=lambda: [
@@ -105,7 +105,7 @@ class RunConfig(_Section):
     scheduler: SchedulerConfig = Field(
         default_factory=lambda: SchedulerConfig(
             policy="voi", objective="advantage", target_low=3.0, target_high=4.0, window_softness=0.5,
-            budget_per_step=40.0, budget_per_run=320.0,
+            budget_per_step=40.0, budget_per_run=240.0,
         )
     )
     hindsight: HindsightConfig = Field(default_factory=HindsightConfig)

@@ -189,7 +189,7 @@ class PolicyTrainer:
             metrics.update(kl_metrics)
         total.backward()  # type: ignore[union-attr]
         metrics["grad/norm"] = self._clip_and_step()
-        metrics["loss/total"] = float(total)
+        metrics["loss/total"] = float(total.detach())
         return metrics
 
     def _micro_weight(self, rows_in_micro: int, rows_in_step: int, num_micro: int) -> float:
