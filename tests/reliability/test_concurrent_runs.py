@@ -165,9 +165,9 @@ def _concurrent_runs(url: str, tmp_path: Path, home: Path, api_url: str) -> None
             (verdict,) = ledger.verdicts_for([request.candidate_key], verifiers=["lab"])
             assert (request.value, verdict.status.value, verdict.value) == (value, "ok", value)
 
-    # No duplicated rows.
-    spend_keys = Counter(_rows(url, "SELECT run_id, step, verifier FROM spend"))
-    assert spend_keys and max(spend_keys.values()) == 1
+    # No duplicated rows. (Spend is one row per tier batch, so its rows are checked by the sums above:
+    # a duplicated spend row would bill more calls than the verifier counted.)
+    assert _rows(url, "SELECT COUNT(*) FROM spend")[0][0] > 0
     verdict_keys = Counter(_rows(url, "SELECT candidate_key, verifier, version, params_hash FROM verdicts"))
     assert max(verdict_keys.values()) == 1
 
