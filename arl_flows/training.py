@@ -46,7 +46,6 @@ from storage.records import (
     Status,
     TrainingStepRecord,
     Trajectory,
-    Turn,
     Verdict,
     tier_rank,
 )

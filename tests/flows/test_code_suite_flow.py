@@ -73,7 +73,7 @@ def test_code_suite_rewards_a_correct_answer_through_the_session(tmp_path: Path,
     """Score hand-written trajectories through the same verify path a run uses (reward composition end to end)."""
     from arl_flows.config import load_config
     from arl_flows.training import RunSession, _StepState
-    from storage.records import Trajectory, Turn
+    from storage.records import Trajectory
     from verifiers.code import get_task
 
     policy = _tiny_text_policy(tmp_path / "policy")

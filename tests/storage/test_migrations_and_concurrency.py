@@ -9,7 +9,6 @@ import pytest
 from sqlalchemy import create_engine, inspect
 
 from storage.ledger import Ledger, LedgerError
-from storage.records import Tier, Verdict
 
 
 def test_upgrade_from_empty_downgrade_one_step_upgrade_again(db_url: str) -> None:

@@ -13,7 +13,7 @@ import pytest
 from faulty_work import ConfigOnlyTier
 
 from storage.records import Status, Tier
-from verifiers import Verifier, register_verifier, registry
+from verifiers import register_verifier, registry
 from verifiers.chem import EHTGapVerifier, make_candidate
 from verifiers.registry import VerifierNotFound, VerifierRegistry
 
