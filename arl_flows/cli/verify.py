@@ -126,8 +126,7 @@ def verify(
         raise UserError(f"unknown suite {suite!r}; use 'molecules' or 'code'")
 
     classes = _resolve_verifiers(suite, tiers)
-    rows: list[dict[str, Any]] = []
-    all_verdicts = []
+    all_verdicts: list[tuple[str, Any]] = []
     lab_requests = []
     for cls in classes:
         verifier = cls(_make_params(cls, threads, timeout_s))
@@ -137,22 +136,24 @@ def verify(
             close = getattr(verifier, "close", None)
             if close is not None:
                 close()
-        all_verdicts += verdicts
+        all_verdicts += [(text, v) for text, v in zip(texts, verdicts, strict=True)]
         if hasattr(verifier, "lab_requests"):
             lab_requests += verifier.lab_requests(candidates, verdicts)
-        for text, verdict in zip(texts, verdicts, strict=True):
-            rows.append({"input": text, **verdict.model_dump(mode="json", exclude={"id", "created_at"})})
 
     stored = ""
     if ledger_url is not None:
         ledger = open_ledger(ledger_url)
-        if lab_requests:
-            ledger.create_lab_requests(lab_requests)
-        ledger.put_verdicts(all_verdicts)
-        stored = f"stored {len(all_verdicts)} verdicts and {len(lab_requests)} lab requests in the ledger"
+        # What the ledger holds is what we report: a verdict or lab request it already had wins
+        # (e.g. the pending request of an earlier `arl verify` for the same molecule).
+        ids = ledger.create_lab_requests(lab_requests)
+        new_requests = sum(1 for request, kept_id in zip(lab_requests, ids, strict=True) if kept_id == request.id)
+        kept = ledger.put_verdicts([v for _, v in all_verdicts])
+        all_verdicts = [(text, v) for (text, _), v in zip(all_verdicts, kept, strict=True)]
+        stored = f"stored {len(kept)} verdicts and {new_requests} new lab requests in the ledger"
     elif lab_requests and not as_json:
         stored = f"{len(lab_requests)} lab request(s) not recorded: pass --ledger URL to store them"
 
+    rows = [{"input": text, **v.model_dump(mode="json", exclude={"id", "created_at"})} for text, v in all_verdicts]
     if as_json:
         print_json(rows)
         return

@@ -109,3 +109,18 @@ def test_verify_code_suite(tmp_path: Path) -> None:
     answer.write_text("not even code")
     rows = _json(["verify", "--suite", "code", "--task", task.id, "--answer-file", str(answer), "--tiers", "fast", "--json"])
     assert rows and rows[0]["candidate_key"].startswith(f"code:{task.id}:")
+
+
+def test_verify_twice_reuses_the_pending_lab_request(sqlite_url: str) -> None:
+    from storage.ledger import Ledger
+
+    first = _json(["verify", "--smiles", "CCN", "--tiers", "lab", "--ledger", sqlite_url, "--json"])
+    second = _json(["verify", "--smiles", "CCN", "--tiers", "lab", "--ledger", sqlite_url, "--json"])
+    pick = lambda rows: next(r for r in rows if r["verifier"] == "lab")  # noqa: E731
+    assert pick(first)["status"] == "pending" and pick(first)["request_id"]
+    assert pick(second)["request_id"] == pick(first)["request_id"]  # the ledger's request, not a new one
+    ledger = Ledger(sqlite_url)
+    try:
+        assert [r.id for r in ledger.lab_requests()] == [pick(first)["request_id"]]
+    finally:
+        ledger.close()
