@@ -129,6 +129,8 @@ def run(
             stored = ledger.get_run(resume)
         except LedgerError as exc:
             raise UserError(str(exc)) from None
+        if stored.status.value == "completed":
+            raise UserError(f"run {stored.id} already completed all {stored.steps_done} steps; nothing to resume")
         if config is None:
             from arl_flows.config import RunConfig
 

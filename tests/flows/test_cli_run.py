@@ -115,3 +115,5 @@ def test_arl_run_end_to_end_then_show_report_and_lab(prefect_harness, flow_home,
     assert code == 2 and "already has a result" in out
     code, out = _main(["db", "check", "--url", url], capsys)
     assert code == 0 and "consistent" in out
+    code, out = _main(["run", "--resume", run_id, "--url", url], capsys)
+    assert code == 2 and "already completed" in out
