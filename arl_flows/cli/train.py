@@ -105,6 +105,23 @@ def _summary_table(summary: dict[str, Any], rows: list[Any]) -> Table:
     return table
 
 
+def _check_ladder_and_policy(cfg: Any) -> None:
+    """Fail before Prefect starts when a tier or the policy path cannot work (one line, exit 2)."""
+    from arl_flows.training import build_ladder
+    from verifiers import VerifierNotFound
+
+    if cfg.policy_path and not (Path(cfg.policy_path) / "config.json").is_file():
+        raise UserError(f"policy_path {cfg.policy_path!r} is not a local transformers model directory (no config.json)")
+    try:
+        ladder = build_ladder(cfg)
+    except (VerifierNotFound, ImportError, TypeError, ValueError) as exc:
+        raise UserError(f"tiers: {' '.join(str(exc).split())}") from None
+    for verifier in ladder:
+        close = getattr(verifier, "close", None)
+        if close is not None:
+            close()
+
+
 @app.command("run")
 def run(
     config: Path | None = typer.Option(None, "--config", "-c", help="Run config (TOML); default: the built-in gap-window design run."),
@@ -149,6 +166,7 @@ def run(
         cfg = load_config(config, profile, overrides=overrides)
     except ConfigError as exc:
         raise UserError(str(exc)) from None
+    _check_ladder_and_policy(cfg)
     _quiet_prefect(verbose)
     _sigterm_as_interrupt()
     from arl_flows.flows import run_training, set_progress_listener

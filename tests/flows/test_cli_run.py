@@ -39,6 +39,11 @@ def _main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str
         ("[trainer.loss]\nloss_type = 'ppo'\n", "trainer.loss.loss_type"),
         ("tiers = [{ verifier = 'rdkit-eht' }]\n", "at least two verifiers"),
         ("steps = \n", "is not valid TOML"),
+        ("tiers = [{ verifier = 'rdkit-eht' }, { verifier = 'no-such-tier' }]\n", "tiers: no verifier named 'no-such-tier'"),
+        ("tiers = [{ verifier = 'rdkit-eht' }, { verifier = 'nomodule_xyz:Tier' }]\n", "tiers: cannot import module 'nomodule_xyz'"),
+        ("tiers = [{ verifier = 'pyscf-b3lyp' }, { verifier = 'rdkit-eht' }]\n", "cheapest first"),
+        ("tiers = [{ verifier = 'rdkit-eht', params = { bogus = 1 } }, { verifier = 'gfn2-xtb' }]\n", "tiers:"),
+        ("suite = 'code'\npolicy_path = '/nonexistent/model'\n", "not a local transformers model directory"),
     ],
 )
 def test_bad_config_is_one_clear_line_and_exit_2(tmp_path: Path, capsys, toml: str, expected: str) -> None:
