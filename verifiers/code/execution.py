@@ -31,7 +31,6 @@ from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel, Verifier
 from verifiers.code.fast import CodeFormatParams, gate_for_execution
 from verifiers.code.sandbox import SandboxError, SandboxLimits, SandboxResult, run_python
-from verifiers.code.tasks import UnknownTask, get_task
 from verifiers.registry import register_verifier
 
 __all__ = ["CodeExecution", "CodeExecutionParams", "normalise_stdout", "run_feedback"]
@@ -108,13 +107,10 @@ class CodeExecution(Verifier[CodeExecutionParams]):
 
     def _verify_one(self, cand: Candidate) -> Verdict:
         with self.timed() as t:
-            try:
-                task = get_task(cand.task_id or "")
-            except UnknownTask as exc:
-                return self.verdict(cand, Status.invalid, feedback=str(exc))
-            parsed = gate_for_execution(cand.payload, self.params.enforce_policy, self.params.policy)
-            if isinstance(parsed, str):
-                return self.verdict(cand, Status.invalid, feedback=parsed)
+            gate = gate_for_execution(cand, self.params.enforce_policy, self.params.policy)
+            if isinstance(gate, str):
+                return self.verdict(cand, Status.invalid, feedback=gate)
+            task, parsed = gate
             codes = parsed.codes if self.params.all_turns else parsed.codes[-1:]
             turns: list[dict[str, Any]] = []
             sandbox_cpu = 0.0

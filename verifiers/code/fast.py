@@ -161,12 +161,20 @@ class CodeFormat(Verifier[CodeFormatParams]):
         return out
 
 
-def gate_for_execution(payload: str, enforce_policy: bool, policy: Any) -> ParsedTrajectory | str:
-    """What every executing tier checks first: the strict format, and the static policy unless it is off.
+def gate_for_execution(candidate: Candidate, enforce_policy: bool, policy: Any) -> tuple[Any, ParsedTrajectory] | str:
+    """What every executing tier checks first: a known task, the strict format, and the static policy unless it is off.
 
-    Returns the parsed trajectory, or the reason (feedback) it must not run.
+    Returns (task, parsed trajectory), or the reason (feedback) the candidate must not run.
     """
+    from verifiers.code.tasks import UnknownTask, get_task
+
+    try:
+        task = get_task(candidate.task_id or "")
+    except UnknownTask as exc:
+        return str(exc)
     if enforce_policy:
-        return check_trajectory(payload, policy)
-    parsed = parse_answer(payload)
-    return f"format: {parsed}" if isinstance(parsed, FormatError) else parsed
+        parsed = check_trajectory(candidate.payload, policy)
+    else:
+        parsed_or_error = parse_answer(candidate.payload)
+        parsed = f"format: {parsed_or_error}" if isinstance(parsed_or_error, FormatError) else parsed_or_error
+    return parsed if isinstance(parsed, str) else (task, parsed)

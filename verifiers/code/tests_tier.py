@@ -38,7 +38,7 @@ from verifiers.base import Candidate, CostModel, Verifier
 from verifiers.code.execution import run_feedback
 from verifiers.code.fast import CodeFormatParams, gate_for_execution
 from verifiers.code.sandbox import SandboxError, SandboxLimits, channel_fd_placeholder, run_python
-from verifiers.code.tasks import CodeTask, UnknownTask, get_task
+from verifiers.code.tasks import CodeTask
 from verifiers.registry import register_verifier
 
 __all__ = ["CodeTests", "CodeTestsParams", "json_equal", "run_hidden_tests"]
@@ -195,13 +195,10 @@ class CodeTests(Verifier[CodeTestsParams]):
 
     def _verify_one(self, cand: Candidate) -> Verdict:
         with self.timed() as t:
-            try:
-                task = get_task(cand.task_id or "")
-            except UnknownTask as exc:
-                return self.verdict(cand, Status.invalid, feedback=str(exc))
-            parsed = gate_for_execution(cand.payload, self.params.enforce_policy, self.params.policy)
-            if isinstance(parsed, str):
-                return self.verdict(cand, Status.invalid, feedback=parsed)
+            gate = gate_for_execution(cand, self.params.enforce_policy, self.params.policy)
+            if isinstance(gate, str):
+                return self.verdict(cand, Status.invalid, feedback=gate)
+            task, parsed = gate
             code = parsed.final_code
             sandbox_cpu = 0.0
             own_outcome = "skipped"
