@@ -69,7 +69,13 @@ class HindsightConfig(_Section):
     max_examples: int = Field(default=16, ge=1, description="At most this many failed trajectories per distillation step.")
     min_fidelity: Literal["fast", "simulation", "high_fidelity", "lab"] = Field(
         default="simulation",
-        description="Relabel only with values at least this faithful (a fast-tier proxy would teach the proxy).",
+        description="Relabel only molecules a tier at least this faithful answered (a fast-tier proxy would teach the proxy).",
+    )
+    max_value_std: float = Field(
+        default=0.5,
+        gt=0,
+        description="Relabel with the scheduler's posterior mean of the top-tier value only if its std is at most this "
+        "(the goal's units, eV for the gap; one goal bin is 0.5 eV). A top-tier verdict makes it exact.",
     )
 
 

@@ -15,14 +15,13 @@ distillation learns from a failure:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from policies import HintedExample, Policy, PolicyConfig, feedback_hint, goal_prompt_ids, hint_prompt, load_or_pretrain, relabel
-from policies.hindsight import RelabeledExample, achieved_value
+from policies.hindsight import RelabeledExample, achieved_value, top_scale_value
 from storage.records import Prompt, RewardEstimate, Status, Trajectory, Turn, Verdict, tier_rank
 from verifiers import Candidate
 
@@ -76,8 +75,9 @@ class Suite:
     def hindsight(
         self,
         policy: Policy,
-        failures: list[tuple[Trajectory, Prompt, list[int], list[Verdict]]],
+        failures: list[tuple[Trajectory, Prompt, list[int], list[Verdict], RewardEstimate]],
     ) -> tuple[list[RelabeledExample], list[HintedExample]]:
+        """Supervision from failed trajectories: each comes with its verdicts and the scheduler's estimate."""
         return [], []
 
 
@@ -128,13 +128,21 @@ class MoleculeSuite(Suite):
         return make_candidate(key.split(":", 1)[1])
 
     def hindsight(self, policy, failures):  # noqa: ANN001, ANN201 - see Suite.hindsight
-        """Relabel each failed molecule with the bin of the gap it achieved (hindsight experience replay)."""
-        min_rank = tier_rank(self.config.hindsight.min_fidelity)
+        """Relabel each failed molecule with the bin of the gap it achieved (hindsight experience replay).
+
+        The achieved gap is on the top tier's scale, where the goals are: the
+        top tier's own value, or the scheduler's calibrated posterior mean when
+        a tier at least ``min_fidelity`` answered and the posterior std is at
+        most ``max_value_std`` (a raw xTB gap is about 2 eV off the DFT scale).
+        """
+        hcfg = self.config.hindsight
+        min_rank = tier_rank(hcfg.min_fidelity)
         relabeled = []
-        for _traj, _prompt, completion_ids, verdicts in failures:
-            trusted = [v for v in verdicts if tier_rank(v.tier) >= min_rank]
-            achieved = achieved_value(trusted)
-            if achieved is not None and math.isfinite(achieved):
+        for _traj, _prompt, completion_ids, verdicts, estimate in failures:
+            if achieved_value([v for v in verdicts if tier_rank(v.tier) >= min_rank]) is None:
+                continue
+            achieved = top_scale_value(estimate, hcfg.max_value_std)
+            if achieved is not None:
                 relabeled.append(relabel(completion_ids, achieved, policy.tokenizer))
         return (relabeled if self.config.hindsight.relabel else []), []
 
@@ -187,7 +195,7 @@ class CodeSuite(Suite):
         if not self.config.hindsight.hint_teacher:
             return [], []
         hinted = []
-        for _traj, prompt, completion_ids, verdicts in failures:
+        for _traj, prompt, completion_ids, verdicts, _estimate in failures:
             problems = [v.feedback for v in verdicts if v.status != Status.ok or (v.value is not None and v.value < 1.0)]
             if not problems:
                 continue

@@ -358,7 +358,7 @@ class RunSession:
             seen.add(traj.candidate_key)
             ids = state.rollout.completion_ids[row, : int(mask[row].sum())].tolist()
             if ids:
-                failures.append((traj, prompts[traj.prompt_id], ids, by_key.get(traj.candidate_key, [])))
+                failures.append((traj, prompts[traj.prompt_id], ids, by_key.get(traj.candidate_key, []), by_traj[traj.id]))
         relabeled, hinted = self.suite.hindsight(self.policy, failures)
         relabeled, hinted = relabeled[: hcfg.max_examples], hinted[: hcfg.max_examples]
         if not relabeled and not hinted:

@@ -3,7 +3,7 @@
 Nothing here imports Prefect or ``verifiers``: rewards arrive as numbers.
 """
 
-from .hindsight import HintedExample, RelabeledExample, achieved_value, feedback_hint, hint_prompt, relabel
+from .hindsight import HintedExample, RelabeledExample, achieved_value, feedback_hint, hint_prompt, relabel, top_scale_value
 from .losses import (
     GRPOLossConfig,
     group_advantages,
@@ -31,6 +31,7 @@ __all__ = [
     "TokenBatch",
     "TrainerConfig",
     "achieved_value",
+    "top_scale_value",
     "build_prior",
     "build_smiles_tokenizer",
     "collate",

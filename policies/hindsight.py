@@ -6,6 +6,9 @@ Two ways, both driven by what the verifiers said about the attempt:
    to goal-conditioned generation): a molecule asked for gap window A that
    actually has gap y is a correct answer to the goal "window containing y".
    The completion is kept and the prompt is rewritten; training is plain SFT.
+   Goals are on the top tier's scale, so y must be too: a lower tier's raw
+   value is not (the xTB gap of a QM9 molecule is ~2 eV below its DFT gap),
+   and ``top_scale_value`` reads y from the scheduler's posterior instead.
 2. ``hint_prompt`` (on-policy distillation with a privileged teacher): the
    teacher sees the original prompt plus a hint built from verifier feedback
    (achieved value, error message); the student sees the prompt alone. The
@@ -19,7 +22,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from storage.records import Status, Verdict, tier_rank
+from storage.records import RewardEstimate, Status, Verdict, tier_rank
 
 from .smiles import GAP_BIN_WIDTH, goal_prompt_ids
 
@@ -30,6 +33,7 @@ __all__ = [
     "feedback_hint",
     "hint_prompt",
     "relabel",
+    "top_scale_value",
 ]
 
 
@@ -58,6 +62,22 @@ def achieved_value(verdicts: Iterable[Verdict]) -> float | None:
         return None
     best = max(ok, key=lambda v: (tier_rank(v.tier), v.created_at))
     return float(best.value)  # type: ignore[arg-type]
+
+
+def top_scale_value(estimate: RewardEstimate | None, max_std: float) -> float | None:
+    """The scheduler's posterior mean of the top-tier value, if its posterior std is at most ``max_std``.
+
+    A top-tier verdict makes the posterior exact (std 0); below the top tier
+    the mean is the surrogate's calibrated prediction from the lower tiers, and
+    ``max_std`` keeps only molecules it is sure enough about to name their bin.
+    None when the estimate carries no posterior (an invalid molecule).
+    """
+    if estimate is None:
+        return None
+    mean, std = estimate.components.get("value_mean"), estimate.components.get("value_std")
+    if mean is None or std is None or not (math.isfinite(mean) and math.isfinite(std)) or std > max_std:
+        return None
+    return float(mean)
 
 
 def relabel(

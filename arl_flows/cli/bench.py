@@ -391,10 +391,17 @@ def learning(
         list[Path] | None, typer.Option("--merge", help="Only merge these JSON reports (same settings, other seeds) into one.")
     ] = None,
     regimes: Annotated[
-        str, typer.Option("--regimes", help="Comma list of scheduled, top-only, fast-only, cascade, scheduled-no-hindsight.")
+        str,
+        typer.Option(
+            "--regimes",
+            help="Comma list of scheduled, top-only, fast-only, cascade, scheduled-no-hindsight, fast-only-calibrated.",
+        ),
     ] = "scheduled,top-only,fast-only,cascade,scheduled-no-hindsight",
     step_budget: Annotated[float, typer.Option("--step-budget", help="CPU-seconds per step (all regimes but top-only).")] = 30.0,
-    max_steps: Annotated[int, typer.Option("--max-steps", help="Step cap of every regime.")] = 40,
+    max_steps: Annotated[int, typer.Option("--max-steps", help="Step cap of every regime but the fast-only ones.")] = 40,
+    proxy_max_steps: Annotated[
+        int, typer.Option("--proxy-max-steps", help="Step cap of fast-only and fast-only-calibrated (they stop on the budget).")
+    ] = 5000,
     audit_points: Annotated[int, typer.Option("--audit-points", help="Audits at evenly spaced spend marks.")] = 12,
     history: Annotated[int, typer.Option("--history", help="Held-out QM9 molecules (surrogate history, cascade tuning).")] = 400,
     config: Annotated[
@@ -440,6 +447,7 @@ def learning(
     try:
         bench = LearningBenchConfig(
             budget=budget, seeds=list(range(first_seed, first_seed + seeds)), regimes=names, budget_per_step=step_budget, max_steps=max_steps,
+            proxy_max_steps=proxy_max_steps,
             audit_points=audit_points, history=history, run_overrides=overrides,
         )
     except ValueError as exc:

@@ -14,8 +14,17 @@ import math
 
 import pytest
 
-from arl_flows.bench_learning import REGIMES, LearningBenchConfig, learning_benchmark, top_k_auc, write_json
-from storage.records import Status
+from arl_flows.bench_learning import (
+    REGIMES,
+    LearningBenchConfig,
+    face_value_estimates,
+    learning_benchmark,
+    regime_config,
+    top_k_auc,
+    write_json,
+)
+from arl_flows.config import load_config
+from storage.records import RewardEstimate, Status
 from verifiers import registry
 from verifiers.chem import canonical_smiles, load_reference_table, make_candidate
 
@@ -32,6 +41,7 @@ def _bench(overrides, **extra: object) -> LearningBenchConfig:  # noqa: ANN001
         "regimes": ["scheduled", "fast-only"],
         "budget_per_step": 12.0,
         "max_steps": 3,
+        "proxy_max_steps": 3,
         "audit_points": 3,
         "history": 60,
         "run_overrides": {k: run[k] for k in ("prior", "rollout", "trainer", "tiers")},
@@ -77,6 +87,47 @@ def test_benchmark_report_budget_and_uncharged_audits(flow_home, overrides, tmp_
     out = tmp_path / "report.json"
     write_json(report, out)
     assert json.loads(out.read_text())["regimes"]["scheduled"]["top10_auc"] == sched["top10_auc"]
+
+
+def test_fast_only_trains_on_the_fast_value_at_face_value() -> None:
+    posterior = {"value_mean": 3.5, "value_std": 0.4, "p_hit": 0.7}
+    estimates = [
+        RewardEstimate(trajectory_id="t-in", mean=0.6, std=0.2, components=posterior),
+        RewardEstimate(trajectory_id="t-out", mean=0.6, std=0.2, components=posterior),
+        RewardEstimate(trajectory_id="t-bad", mean=-1.0, std=0.0, components={"invalid": 1.0}),
+        RewardEstimate(trajectory_id="t-none", mean=0.1, std=0.3, components=posterior),
+    ]
+    keys = {"t-in": "a", "t-out": "b", "t-bad": "c", "t-none": "d"}
+    proxy = {"a": 3.4, "b": 6.0, "c": None}  # "d": the fast tier failed, no value
+    got = {e.trajectory_id: e for e in face_value_estimates(estimates, keys, proxy, 3.0, 4.0, 0.5)}
+    # The fast tier's value in the window is a full reward with no doubt about it ...
+    assert got["t-in"].mean == 1.0 and got["t-in"].std == 0.0 and got["t-in"].components == {"proxy_value": 3.4}
+    # ... and 2 eV outside it is the window's Gaussian fall-off, whatever the posterior said.
+    assert got["t-out"].mean == pytest.approx(math.exp(-0.5 * (2.0 / 0.5) ** 2)) and got["t-out"].std == 0.0
+    # An invalid molecule, or one without a fast value, keeps the scheduler's estimate.
+    assert got["t-bad"] == estimates[2] and got["t-none"] == estimates[3]
+
+
+def test_regime_configs_differ_only_in_verification(overrides) -> None:  # noqa: ANN001
+    bench = LearningBenchConfig(budget=100.0, budget_per_step=10.0, max_steps=7, proxy_max_steps=900)
+    base = load_config(overrides=overrides())
+    configs = {r: regime_config(base, r, bench, seed=3) for r in REGIMES}
+    assert {r: c.scheduler.policy for r, c in configs.items()} == {
+        "scheduled": "voi",
+        "top-only": "all",
+        "fast-only": "fast-only",
+        "cascade": "all",  # swapped for the tuned cascade once the session is open
+        "scheduled-no-hindsight": "voi",
+        "fast-only-calibrated": "fast-only",
+    }
+    # Equal budget: the nearly free proxy regimes get a step cap high enough to reach it.
+    assert {r: c.steps for r, c in configs.items()} == {
+        r: 900 if r.startswith("fast-only") else 7 for r in REGIMES
+    }
+    assert all(c.scheduler.budget_per_run == 100.0 and c.seed == 3 for c in configs.values())
+    assert math.isinf(configs["top-only"].scheduler.budget_per_step)
+    assert not configs["scheduled-no-hindsight"].hindsight.enabled and configs["scheduled"].hindsight.enabled
+    assert configs["scheduled"].trainer == configs["fast-only"].trainer == configs["top-only"].trainer
 
 
 def test_benchmark_rejects_unknown_regime(overrides, tmp_path) -> None:  # noqa: ANN001

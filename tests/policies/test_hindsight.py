@@ -16,8 +16,9 @@ from policies import (
     goal_window,
     hint_prompt,
     relabel,
+    top_scale_value,
 )
-from storage.records import Status, Tier, Verdict
+from storage.records import Prompt, RewardEstimate, Status, Tier, Trajectory, Verdict
 
 from .conftest import make_tiny_policy
 
@@ -35,6 +36,41 @@ def test_achieved_value_prefers_the_highest_fidelity_ok_verdict():
     ]
     assert achieved_value(verdicts) == 6.4
     assert achieved_value([_verdict(Tier.fast, Status.invalid)]) is None
+
+
+def _estimate(mean, std):
+    return RewardEstimate(trajectory_id="t", mean=0.1, std=0.1, components={"value_mean": mean, "value_std": std, "p_hit": 0.0})
+
+
+def test_top_scale_value_reads_the_posterior_only_when_it_is_sure():
+    assert top_scale_value(_estimate(6.3, 0.0), 0.5) == 6.3  # a top-tier verdict: exact
+    assert top_scale_value(_estimate(6.3, 0.4), 0.5) == 6.3
+    assert top_scale_value(_estimate(6.3, 0.6), 0.5) is None
+    assert top_scale_value(_estimate(float("nan"), 0.1), 0.5) is None
+    invalid = RewardEstimate(trajectory_id="t", mean=-1.0, std=0.0, components={"invalid": 1.0})
+    assert top_scale_value(invalid, 0.5) is None and top_scale_value(None, 0.5) is None
+
+
+def test_molecule_relabels_use_the_top_tier_scale_not_a_lower_tiers_raw_value(smiles_tokenizer):
+    """An xTB gap is ~2 eV below the DFT gap the goals are on: relabel with the calibrated posterior."""
+    from types import SimpleNamespace
+
+    from arl_flows.config import RunConfig
+    from arl_flows.suites import MoleculeSuite
+
+    tok = smiles_tokenizer
+    suite = MoleculeSuite(RunConfig())  # hindsight: min_fidelity simulation, max_value_std 0.5
+    completion = tok("CCO", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    prompt = Prompt(id="p", suite="molecules", text="gap 3-4", goal={"low": 3.0, "high": 4.0})
+    traj = Trajectory(id="t", prompt_id="p", step=0, group_id="g", final_answer="CCO", candidate_key="molecules:CCO")
+    fast, xtb = _verdict(Tier.fast, Status.ok, 4.9), _verdict(Tier.simulation, Status.ok, 4.2)
+    failures = [
+        (traj, prompt, completion, [fast, xtb], _estimate(6.3, 0.4)),  # relabelled at 6.0-6.5, not 4.0-4.5
+        (traj, prompt, completion, [fast, xtb], _estimate(6.3, 0.8)),  # posterior too wide: skipped
+        (traj, prompt, completion, [fast], _estimate(6.3, 0.3)),  # only the fast tier answered: skipped
+    ]
+    relabeled, hinted = suite.hindsight(SimpleNamespace(tokenizer=tok), failures)
+    assert [ex.goal for ex in relabeled] == [(6.0, 6.5)] and not hinted
 
 
 def test_relabel_rewrites_the_goal_to_the_achieved_bin(smiles_tokenizer):
