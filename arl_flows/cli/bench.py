@@ -172,6 +172,7 @@ def _setup(
         "pool": [c for c, _ in eval_items],
         "truth": truth,
         "held_out": [observe(c) for c, _ in held_items],
+        "held_out_candidates": [c for c, _ in held_items],
         "pool_observations": [observe(c) for c, _ in eval_items],
         "live": live,
         "tables": tables,
