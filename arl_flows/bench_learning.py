@@ -574,31 +574,53 @@ def learning_benchmark(
     return report
 
 
+# Settings only some regimes read: compared only between reports that ran one of those regimes.
+_REGIME_SETTINGS = {"proxy_max_steps": PROXY_REGIMES, "cascade_keep": ("cascade",), "cascade_margin": ("cascade",)}
+
+
 def merge_reports(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """One report from several run with the same settings on other seeds (e.g. one process per seed)."""
+    """One report from several runs of the same benchmark on other seeds or regimes (e.g. one process per seed).
+
+    Every setting but the seeds and regimes must agree (a setting only some
+    regimes read, such as ``proxy_max_steps``, only between reports that ran
+    one of them), and each (regime, seed) may come from one report only.
+    """
     if not reports:
         raise ValueError("nothing to merge")
     first = reports[0]
-    strip = lambda r: {k: v for k, v in r["settings"].items() if k != "seeds"}  # noqa: E731
+    skip = {"seeds", "regimes", *_REGIME_SETTINGS}
+    shared = lambda r: {k: v for k, v in r["settings"].items() if k not in skip}  # noqa: E731
     for r in reports[1:]:
-        if strip(r) != strip(first):
-            raise ValueError("reports differ in settings other than the seeds; merge only runs of the same benchmark")
-    seeds = [s for r in reports for s in r["seeds"]]
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds repeat across the reports ({seeds})")
+        if shared(r) != shared(first):
+            differ = sorted(k for k in shared(r).keys() | shared(first).keys() if shared(r).get(k) != shared(first).get(k))
+            raise ValueError(f"reports differ in {', '.join(differ)}; merge only runs of the same benchmark")
+    settings = dict(first["settings"])
+    for key, users in _REGIME_SETTINGS.items():
+        using = [r for r in reports if set(r["regimes"]) & set(users)]
+        if len({json.dumps(r["settings"].get(key)) for r in using}) > 1:
+            raise ValueError(f"reports that ran {' or '.join(users)} differ in {key}")
+        if using:
+            settings[key] = using[0]["settings"].get(key)
+    pairs = [(name, row["seed"]) for r in reports for name, reg in r["regimes"].items() for row in reg["per_seed"]]
+    repeated = sorted({p for p in pairs if pairs.count(p) > 1})
+    if repeated:
+        raise ValueError(f"regime and seed repeat across the reports: {', '.join(f'{n} seed {s}' for n, s in repeated)}")
     rows: dict[str, list[dict[str, Any]]] = {}
     for r in reports:
         for name, reg in r["regimes"].items():
             rows.setdefault(name, []).extend(reg["per_seed"])
-    regimes = {name: _aggregate(rs) | {"per_seed": rs} for name, rs in rows.items()}
+    order = sorted(rows, key=lambda n: REGIMES.index(n) if n in REGIMES else len(REGIMES))
+    regimes = {name: _aggregate(rows[name]) | {"per_seed": sorted(rows[name], key=lambda row: row["seed"])} for name in order}
+    seeds = sorted({s for r in reports for s in r["seeds"]})
     merged = dict(first) | {
         "seeds": seeds,
         "regimes": regimes,
+        "cascade_thresholds": next((r["cascade_thresholds"] for r in reports if r.get("cascade_thresholds")), None),
         "audit_calls": sum(r["audit_calls"] for r in reports),
         "fresh_verdict_cost_s": sum(r["fresh_verdict_cost_s"] for r in reports),
         "wall_s": max(r["wall_s"] for r in reports),
     }
-    merged["settings"] = first["settings"] | {"seeds": seeds}
+    merged["settings"] = settings | {"seeds": seeds, "regimes": order}
     merged["ratios"] = _ratios(regimes)
     return merged
 

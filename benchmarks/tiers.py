@@ -3,6 +3,7 @@
     OMP_NUM_THREADS=1 python benchmarks/tiers.py                       # all tiers on tests/data/qm9_sample.csv
     python benchmarks/tiers.py --verifiers rdkit-eht,gfn2-xtb          # skip DFT
     python benchmarks/tiers.py --make-sample 32 --seed 7               # re-draw the sample from storage/data
+    python benchmarks/tiers.py --verifiers pyscf-b3lyp:basis=sto-3g    # a tier with other params (key=value+...)
 
 For each verifier: mean absolute error and Pearson correlation of its gap
 against QM9's (B3LYP/6-31G(2df,p)), the MAE after a linear recalibration
@@ -103,6 +104,11 @@ def run_tier(spec: str, molecules: list[tuple[str, float]], threads: int) -> dic
         params["threads"] = threads
     if variant == "optimize":
         params["optimize"] = True
+    elif variant:  # e.g. pyscf-b3lyp:basis=sto-3g+conv_tol=1e-6 (values are validated by the tier's Params)
+        try:
+            params |= dict(part.split("=", 1) for part in variant.split("+"))
+        except ValueError:
+            raise SystemExit(f"bad variant {variant!r}: use 'optimize' or key=value pairs joined by '+'") from None
     verifier = cls(params)
     candidates = [make_candidate(smiles) for smiles, _ in molecules]
     start = time.perf_counter()

@@ -389,7 +389,7 @@ def learning(
         int, typer.Option("--first-seed", help="First seed (run seeds in separate processes; merge with --merge).")
     ] = 0,
     merge: Annotated[
-        list[Path] | None, typer.Option("--merge", help="Only merge these JSON reports (same settings, other seeds) into one.")
+        list[Path] | None, typer.Option("--merge", help="Only merge these JSON reports (same settings; other seeds or regimes) into one.")
     ] = None,
     regimes: Annotated[
         str,

@@ -155,3 +155,44 @@ def test_reference_or_dft_answers_from_table_or_runs_dft() -> None:
     assert 7.0 < computed.value < 12.0 and math.isfinite(computed.score)  # ethane's B3LYP gap is ~9 eV
     for bad in (pentavalent, garbage):
         assert bad.status == Status.invalid and bad.cost_s == 0.0 and bad.feedback
+
+
+def _report(regimes: dict[str, list[int]], offset: float = 0.0, **settings: object) -> dict:
+    """A minimal report as learning_benchmark writes it: per regime, one row per seed."""
+
+    def row(seed: int, auc: float) -> dict:
+        return {"seed": seed, "top10_auc": auc, "final_top10": auc, "hits": 1, "validity": 0.9, "uniqueness": 1.0,
+                "total_spend": 10.0, "steps": 3, "fooled_rate": None, "spend": {"fast": 1.0}}
+
+    seeds = sorted({s for ss in regimes.values() for s in ss})
+    base = {"budget": 10.0, "seeds": seeds, "regimes": list(regimes), "proxy_max_steps": 300, "cascade_keep": 0.9,
+            "cascade_margin": 0.25, "max_steps": 5}
+    return {
+        "settings": base | settings,
+        "seeds": seeds,
+        "regimes": {n: {"per_seed": [row(s, offset + 0.1 * (i + 1) + 0.01 * s) for s in ss]} for i, (n, ss) in enumerate(regimes.items())},
+        "cascade_thresholds": {"rdkit-eht": [1.0, 2.0]} if "cascade" in regimes else None,
+        "audit_calls": 5,
+        "fresh_verdict_cost_s": 2.0,
+        "wall_s": 7.0,
+    }
+
+
+def test_merge_joins_reports_of_other_seeds_or_regimes() -> None:
+    from arl_flows.bench_learning import merge_reports
+
+    a = _report({"scheduled": [0, 1]}, proxy_max_steps=5000)  # no proxy regime: its proxy cap is not compared
+    b = _report({"fast-only": [0, 1], "cascade": [0, 1]}, offset=0.2)
+    merged = merge_reports([a, b])
+    assert list(merged["regimes"]) == ["scheduled", "fast-only", "cascade"] and merged["seeds"] == [0, 1]
+    assert merged["settings"]["proxy_max_steps"] == 300 and merged["cascade_thresholds"] == {"rdkit-eht": [1.0, 2.0]}
+    assert merged["regimes"]["scheduled"]["top10_auc"] == pytest.approx(0.105)
+    assert merged["ratios"]["scheduled/fast-only"] == pytest.approx(0.105 / 0.305)
+    assert merged["audit_calls"] == 10
+
+    with pytest.raises(ValueError, match="scheduled seed 1"):
+        merge_reports([a, _report({"scheduled": [1, 2]}, proxy_max_steps=5000)])
+    with pytest.raises(ValueError, match="differ in budget"):
+        merge_reports([a, _report({"fast-only": [0]}, budget=20.0)])
+    with pytest.raises(ValueError, match="proxy_max_steps"):
+        merge_reports([b, _report({"fast-only-calibrated": [0]}, proxy_max_steps=100)])
