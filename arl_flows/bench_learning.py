@@ -57,6 +57,7 @@ import os
 import random
 import shutil
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,7 +85,8 @@ __all__ = [
     "summary_table",
 ]
 
-REGIMES = ("scheduled", "top-only", "fast-only", "cascade", "scheduled-no-hindsight", "fast-only-calibrated")
+DEFAULT_REGIMES = ("scheduled", "top-only", "fast-only", "cascade", "scheduled-no-hindsight")  # the five
+REGIMES = (*DEFAULT_REGIMES, "fast-only-calibrated")
 PROXY_REGIMES = ("fast-only", "fast-only-calibrated")  # never ask the top tier
 
 
@@ -95,7 +97,7 @@ class LearningBenchConfig(BaseModel):
 
     budget: float = Field(default=240.0, gt=0, description="CPU-seconds of verification each regime may spend.")
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1, description="Seeds; each runs every regime.")
-    regimes: list[str] = Field(default_factory=lambda: list(REGIMES[:5]), min_length=1, description="Regimes to run.")
+    regimes: list[str] = Field(default_factory=lambda: list(DEFAULT_REGIMES), min_length=1, description="Regimes to run.")
     budget_per_step: float = Field(
         default=30.0, gt=0, description="CPU-seconds one step may spend (scheduled, cascade, fast-only; top-only has no cap)."
     )
@@ -601,8 +603,8 @@ def merge_reports(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
             raise ValueError(f"reports that ran {' or '.join(users)} differ in {key}")
         if using:
             settings[key] = using[0]["settings"].get(key)
-    pairs = [(name, row["seed"]) for r in reports for name, reg in r["regimes"].items() for row in reg["per_seed"]]
-    repeated = sorted({p for p in pairs if pairs.count(p) > 1})
+    pairs = Counter((name, row["seed"]) for r in reports for name, reg in r["regimes"].items() for row in reg["per_seed"])
+    repeated = sorted(p for p, n in pairs.items() if n > 1)
     if repeated:
         raise ValueError(f"regime and seed repeat across the reports: {', '.join(f'{n} seed {s}' for n, s in repeated)}")
     rows: dict[str, list[dict[str, Any]]] = {}
