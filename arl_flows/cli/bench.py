@@ -165,7 +165,7 @@ def _setup(
             for v, t in zip(live, tables)
             if c.key in t and t[c.key].status.value == "ok" and t[c.key].value is not None
         }
-        return Observation(c.key, molecule_features(c), values)
+        return Observation(c.key, molecule_features(c), values, c.payload)
 
     return {
         "ladder": ladder,
@@ -179,18 +179,22 @@ def _setup(
     }
 
 
-def _calibration(data: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """Coverage of the surrogate's intervals on the pool, trained on the held-out split only."""
-    from verifiers.scheduler import Surrogate
+def _calibration(data: dict[str, Any], seed: int, learned: bool) -> tuple[dict[str, dict[str, float]], int]:
+    """Coverage of voi's surrogate's intervals on the pool, trained on the held-out split only."""
+    from verifiers.scheduler import Scheduler, SchedulerConfig, molecule_features
+    from verifiers.scheduler.config import LearnedSurrogateConfig
 
     names = [v.name for v in data["ladder"]]
-    n_features = len(data["held_out"][0].features) if data["held_out"] else 0
-    surrogate = Surrogate(names[:-1], names[-1], n_features)
-    surrogate.add(data["held_out"])
-    return {
+    # The same scheduler settings as voi's, so the network (if any) is the one voi used (trained once per process).
+    config = SchedulerConfig(seed=seed, learned=LearnedSurrogateConfig(enabled=learned))
+    scheduler = Scheduler(data["ladder"], config, featurize=molecule_features)
+    scheduler.add_history(data["held_out"])
+    surrogate = scheduler.surrogate
+    coverage = {
         "+".join(names[: k + 1]): surrogate.calibration(data["pool_observations"], pattern=names[: k + 1])
         for k in range(len(names) - 1)
     }
+    return coverage, surrogate.learned_pairs
 
 
 def _write_png(report: dict[str, Any], path: Path, n_hits: int) -> None:
@@ -252,9 +256,11 @@ def bench_scheduler(
     ledger: LedgerOpt = None,
     json_out: JsonOpt = None,
     png: Annotated[Path | None, typer.Option("--png", help="Write the recall-versus-cost plot here.")] = None,
+    learned: Annotated[bool, typer.Option("--learned/--no-learned", help="Stack the graph network under voi's surrogate when the held-out split has at least 2,000 molecules (trained once, a few CPU-minutes).")] = True,
 ) -> None:
     """Retrieval from a pool: cost for each policy to confirm 50/80/95% of the hits at the top tier."""
     from verifiers.scheduler import molecule_features, retrieval_benchmark
+    from verifiers.scheduler.config import LearnedSurrogateConfig
 
     low, high = window
     if not low < high:
@@ -276,13 +282,14 @@ def bench_scheduler(
             featurize=molecule_features,
             step_budget=step_budget or 10 * top_cost,
             seed=seed,
+            learned=LearnedSurrogateConfig(enabled=learned),
             progress=lambda msg: err_console.print(f"  {msg} ({time.perf_counter() - t0:.0f}s)"),
         )
     except ValueError as exc:  # no hits in the pool or the held-out split: the user must widen or enlarge
         raise UserError(str(exc)) from None
     report["top_cost"] = top_cost
     report["tiers"] = [v.name for v in data["ladder"]]
-    report["surrogate_calibration"] = _calibration(data)
+    report["surrogate_calibration"], report["learned_surrogate_pairs"] = _calibration(data, seed, learned)
     _print_retrieval(report)
     for pattern, cal in report["surrogate_calibration"].items():
         console.print(
@@ -329,9 +336,11 @@ def bench_advantages(
     cache: CacheOpt = DEFAULT_CACHE,
     ledger: LedgerOpt = None,
     json_out: JsonOpt = None,
+    learned: Annotated[bool, typer.Option("--learned/--no-learned", help="Stack the graph network under voi's surrogate when the held-out split has at least 2,000 molecules (trained once, a few CPU-minutes).")] = True,
 ) -> None:
     """Advantage accuracy per cost: groups of G molecules, estimated vs true GRPO advantages."""
     from verifiers.scheduler import advantage_benchmark, molecule_features
+    from verifiers.scheduler.config import LearnedSurrogateConfig
 
     low, high = window
     if not low < high:
@@ -362,6 +371,7 @@ def bench_advantages(
         budget_fractions=fracs,
         featurize=molecule_features,
         seed=seed,
+        learned=LearnedSurrogateConfig(enabled=learned),
         progress=lambda msg: err_console.print(f"  {msg} ({time.perf_counter() - t0:.0f}s)"),
     )
     report["top_cost"] = top_cost

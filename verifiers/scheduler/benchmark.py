@@ -26,7 +26,7 @@ from scipy.stats import spearmanr
 from storage.records import Status, Verdict
 from verifiers.base import Candidate, CostModel, Verifier
 from verifiers.scheduler.baselines import CascadePolicy, make_policy
-from verifiers.scheduler.config import Objective, SchedulerConfig
+from verifiers.scheduler.config import LearnedSurrogateConfig, Objective, SchedulerConfig
 from verifiers.scheduler.escalation import EscalationPolicy
 from verifiers.scheduler.features import Featurizer
 from verifiers.scheduler.planner import Scheduler
@@ -171,6 +171,7 @@ def retrieval_benchmark(
     featurize: Featurizer | None,
     step_budget: float,
     seed: int = 0,
+    learned: LearnedSurrogateConfig | None = None,
     cascade_keeps: Sequence[float] = (0.8, 0.9, 0.95, 1.0),
     cascade_margins: Sequence[float] = (0.0, 0.1, 0.25, 0.5, 1.0),
     progress: Callable[[str], None] = lambda _: None,
@@ -207,6 +208,7 @@ def retrieval_benchmark(
             target_low=low,
             target_high=high,
             seed=seed,
+            learned=learned or LearnedSurrogateConfig(),
         )
         if name == "cascade":
             for keep in cascade_keeps:
@@ -223,9 +225,7 @@ def retrieval_benchmark(
             progress(f"policy {label}")
             scheduler = Scheduler(ladder, config, featurize=featurize if name == "voi" else None, policy=pol)
             if name == "voi":
-                scheduler.add_history(
-                    Observation(o.key, o.features, o.values) for o in held_out
-                )
+                scheduler.add_history(held_out, progress=progress)
             curve = PolicyCurve(label)
             cached: dict[tuple[str, str], Verdict] = {}
             step = 0
@@ -293,6 +293,7 @@ def advantage_benchmark(
     budget_fractions: Sequence[float],
     featurize: Featurizer | None,
     seed: int = 0,
+    learned: LearnedSurrogateConfig | None = None,
     informative_spread: float = 0.1,
     reward_resolution: float = 0.01,
     sign_threshold: float = 0.1,
@@ -354,9 +355,10 @@ def advantage_benchmark(
                 target_high=high,
                 window_softness=softness,
                 seed=seed,
+                learned=learned or LearnedSurrogateConfig(),
             )
             scheduler = Scheduler(ladder, config, featurize=featurize)
-            scheduler.add_history(held_out)
+            scheduler.add_history(held_out, progress=progress)
             result = scheduler.run_step(flat, group_ids=group_ids, budget=frac * full_cost if name != "all" else math.inf)
             est = np.array([e.mean for e in result.estimates])
             row = {"budget_fraction": frac, "spend": result.total_spend, "spend_fraction": result.total_spend / full_cost}

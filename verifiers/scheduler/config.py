@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["Objective", "SchedulerConfig", "TierCaps"]
+__all__ = ["LearnedSurrogateConfig", "Objective", "SchedulerConfig", "TierCaps"]
 
 
 class Objective(StrEnum):
@@ -30,6 +30,41 @@ class TierCaps(BaseModel):
         ge=1,
         description="At most this many calls of this verifier in one round, i.e. in flight at once (None: no cap).",
     )
+
+
+class LearnedSurrogateConfig(BaseModel):
+    """The graph network stacked under the surrogate once the history is large enough (see ``Surrogate.fit_learned``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(
+        default=True,
+        description="Train the network when the history reaches min_pairs top-tier answers with their candidates "
+        "(a one-off cost of about a CPU-minute per 5,000 pairs, not charged to the verification budget).",
+    )
+    min_pairs: int = Field(
+        default=2000,
+        ge=50,
+        description="History pairs needed before the network is trained; below this the linear surrogate alone "
+        "is better calibrated than a network fitted to little data.",
+    )
+    refit_growth: float = Field(
+        default=2.0,
+        gt=1.0,
+        description="Retrain when the history has grown by this factor since the last training (checked when "
+        "history is added, never in the middle of a step).",
+    )
+    calibration_share: float = Field(
+        default=0.15,
+        gt=0.0,
+        lt=1.0,
+        description="Share of the pairs the network does not train on: they fit the linear stack on top of it, "
+        "its conformal std and its gross-error tail, out of sample.",
+    )
+    epochs: int = Field(default=60, ge=1, description="Training epochs.")
+    hidden: int = Field(default=96, ge=8, description="Width of the network.")
+    layers: int = Field(default=4, ge=1, description="Message-passing layers.")
+    threads: int = Field(default=1, ge=1, description="Torch threads while training (verifiers may share the cores).")
 
 
 class SchedulerConfig(BaseModel):
@@ -92,6 +127,10 @@ class SchedulerConfig(BaseModel):
         ge=1,
         description="A verifier whose last this-many calls all failed or timed out is treated as down: each step "
         "probes it with at most this many calls, and candidates step over it to the next tier.",
+    )
+    learned: LearnedSurrogateConfig = Field(
+        default_factory=LearnedSurrogateConfig,
+        description="A graph network on the candidates, stacked under the surrogate when the history is large.",
     )
     seed: int = Field(default=0, description="Seed of the 'random' baseline and any tie-breaking.")
 

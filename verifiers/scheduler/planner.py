@@ -20,7 +20,7 @@ remaining budget and the per-tier caps. Lab-tier answers that come back
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -119,6 +119,7 @@ class Scheduler:
         self.policy = policy
         self.run_spent = run_spent
         self.consecutive_failures: dict[str, int] = {}
+        self._learned_at = 0  # history size at the last training of the surrogate's network
 
     # -- helpers for callers --------------------------------------------------
     def verifier(self, name: str) -> Verifier:
@@ -138,11 +139,38 @@ class Scheduler:
 
     def observation(self, candidate: Candidate, values: Mapping[str, float]) -> Observation:
         """An observation of ``candidate`` with the given ok values per verifier name."""
-        return Observation(key=candidate.key, features=self.features(candidate), values=dict(values))
+        return Observation(
+            key=candidate.key, features=self.features(candidate), values=dict(values), payload=candidate.payload
+        )
 
-    def add_history(self, observations: Iterable[Observation]) -> int:
-        """Teach the surrogate paired observations (e.g. from ``Ledger.ok_values`` of each ladder verifier)."""
-        return self.surrogate.add(list(observations))
+    def add_history(self, observations: Iterable[Observation], progress: Callable[[str], None] | None = None) -> int:
+        """Teach the surrogate paired observations (e.g. from ``Ledger.ok_values`` of each ladder verifier).
+
+        With ``config.learned.enabled`` and at least ``min_pairs`` pairs (or
+        ``refit_growth`` times the pairs of the last training), this also
+        trains the surrogate's graph network, once, here: never mid-step.
+        """
+        added = self.surrogate.add(list(observations))
+        learned = self.config.learned
+        n = self.surrogate.n_pairs
+        if learned.enabled and n >= learned.min_pairs and (
+            self.surrogate.learned is None or n >= learned.refit_growth * self._learned_at
+        ):
+            from verifiers.scheduler.graph import GraphModelConfig
+
+            cfg = GraphModelConfig(
+                hidden=learned.hidden,
+                layers=learned.layers,
+                epochs=learned.epochs,
+                seed=self.config.seed,
+                threads=learned.threads,
+            )
+            report = None
+            if progress is not None:
+                report = lambda e, k, loss: progress(f"surrogate network epoch {e}/{k}, loss {loss:.3f}")  # noqa: E731
+            if self.surrogate.fit_learned(cfg, learned.calibration_share, progress=report):
+                self._learned_at = n
+        return added
 
     # -- the step -------------------------------------------------------------
     def plan_step(
@@ -366,7 +394,7 @@ class StepPlan:
         """Pairs whose top tier answered this step teach the surrogate at once (online learning)."""
         top = len(self.ladder) - 1
         pairs = [
-            Observation(self.keys[i], self.features[i], self._values(i))
+            Observation(self.keys[i], self.features[i], self._values(i), self.cands[i].payload)
             for i in range(len(self.keys))
             if self.verdicts[i][top] is not None and self.verdicts[i][top].status == Status.ok
         ]
@@ -375,7 +403,10 @@ class StepPlan:
 
     def _posterior(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Mean, std, gross-error rate and its scale of every candidate's top-tier value."""
-        obs = [Observation(k, f, self._values(i)) for i, (k, f) in enumerate(zip(self.keys, self.features))]
+        obs = [
+            Observation(k, f, self._values(i), c.payload)
+            for i, (k, f, c) in enumerate(zip(self.keys, self.features, self.cands))
+        ]
         mean, std, rate, scale = self.s.surrogate.predict_with_tails(obs)
         for i in range(len(self.keys)):
             v = self.verdicts[i][-1]

@@ -30,7 +30,9 @@ candidate worth its few milliseconds.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+import hashlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -46,6 +48,7 @@ class Observation:
     key: str
     features: np.ndarray = field(default_factory=lambda: np.zeros(0))
     values: Mapping[str, float] = field(default_factory=dict)
+    payload: str = ""  # the candidate itself (a SMILES), for a learned component that reads it
 
 
 class SurrogatePrior(BaseModel):
@@ -90,6 +93,7 @@ class _PatternModel:
         self.calibrated = False
         self.tail_rate = 0.0  # share of gross errors beyond what the Gaussian explains
         self.tail_scale = 1.0  # their typical size, in stds
+        self.ref_scale: float | None = None  # median std of a stacked network over the pairs (rows are weighted by it)
 
     def _fit(self, x: np.ndarray, y: np.ndarray) -> None:
         prec_n = self.prec0 + x.T @ x
@@ -170,6 +174,9 @@ class Surrogate:
         self._seed = seed
         self._pairs: dict[str, Observation] = {}
         self._models: dict[tuple[str, ...], _PatternModel] = {}
+        self._learned: Any = None  # a fitted GraphModel, stacked under the linear models (see fit_learned)
+        self._learned_keys: frozenset[str] = frozenset()  # the pairs it was trained on
+        self._learned_memo: dict[tuple[str, tuple[str, ...]], float] = {}
 
     # -- data ---------------------------------------------------------------
     def add(self, observations: Sequence[Observation]) -> int:
@@ -194,6 +201,78 @@ class Surrogate:
     def pattern(self, values: Mapping[str, float]) -> tuple[str, ...]:
         """The lower tiers with a finite value, in ladder order."""
         return tuple(v for v in self.lower if v in values and np.isfinite(values[v]))
+
+    # -- learned component --------------------------------------------------
+    @property
+    def learned(self) -> Any:
+        """The fitted learned model (a :class:`verifiers.scheduler.graph.GraphModel`) or None."""
+        return self._learned
+
+    @property
+    def learned_pairs(self) -> int:
+        """How many pairs the learned model was trained on (0 without one)."""
+        return len(self._learned_keys)
+
+    def fit_learned(self, config: Any = None, calibration_share: float = 0.15, progress: Any = None) -> bool:
+        """Train a graph network on the pairs so far and stack it under the per-pattern linear models.
+
+        The network is trained on all pairs but a ``calibration_share`` (chosen
+        by a hash of the key, so the split is stable). From then on every
+        pattern's linear model takes the network's prediction as one more
+        input, and is fitted only on pairs the network has *not* seen: the
+        calibration share and every pair added later (online answers). Its
+        weights, conformal std and gross-error tail therefore measure how
+        good the network is out of sample, and the network never grades its
+        own homework. Pairs without a payload (no SMILES) are used by the
+        linear models only. Returns False, changing nothing, with fewer than
+        50 pairs to train on.
+        """
+        from verifiers.scheduler.graph import GraphModel, GraphModelConfig, fitted_model
+
+        if not 0.0 < calibration_share < 1.0:
+            raise ValueError(f"calibration_share must be in (0, 1), got {calibration_share}")
+        train = [o for o in self._pairs.values() if o.payload and _share(o.key) >= calibration_share]
+        if len(train) < 50:
+            return False
+        train.sort(key=lambda o: o.key)
+        values = np.array([[o.values.get(t, np.nan) for t in self.lower] for o in train], dtype=float)
+        target = np.array([o.values[self.top] for o in train])
+        self._learned = fitted_model(
+            GraphModel(self.lower, config or GraphModelConfig(seed=self._seed)),
+            [o.payload for o in train],
+            values,
+            target,
+            progress=progress,
+        )
+        self._learned_keys = frozenset(o.key for o in train)
+        self._learned_memo.clear()
+        self._models.clear()
+        return True
+
+    def _learned_values(self, pattern: tuple[str, ...], obs: Sequence[Observation]) -> tuple[np.ndarray, np.ndarray]:
+        """The learned model's mean and std for each observation, shown only the tiers in ``pattern``."""
+        out = np.empty((len(obs), 2))
+        todo = []
+        for i, o in enumerate(obs):
+            got = self._learned_memo.get((o.key, pattern))
+            if got is None:
+                todo.append(i)
+            else:
+                out[i] = got
+        if todo:
+            values = np.array(
+                [[obs[i].values[t] if t in pattern else np.nan for t in self.lower] for i in todo], dtype=float
+            )
+            mean, std = self._learned.predict([obs[i].payload for i in todo], values)
+            for i, m, sd in zip(todo, mean, std):
+                out[i] = self._learned_memo[(obs[i].key, pattern)] = (float(m), float(sd))
+        return out[:, 0], out[:, 1]
+
+    def _row_scale(self, pattern: tuple[str, ...], obs: Sequence[Observation], model: _PatternModel) -> np.ndarray:
+        """Per-row noise scale of the linear stack: the network's own std relative to its median (1 without one)."""
+        if self._learned is None or model.ref_scale is None:
+            return np.ones(len(obs))
+        return np.maximum(self._learned_values(pattern, obs)[1] / model.ref_scale, 0.05)
 
     # -- prediction ---------------------------------------------------------
     def predict(self, observations: Sequence[Observation]) -> tuple[np.ndarray, np.ndarray]:
@@ -223,8 +302,10 @@ class Surrogate:
             by_pattern.setdefault(self.pattern(obs.values), []).append(i)
         for pattern, idx in by_pattern.items():
             model = self._model(pattern)
-            x = self._design(pattern, [observations[i] for i in idx])
-            mean[idx], std[idx] = model.predict(x)
+            batch = [observations[i] for i in idx]
+            r = self._row_scale(pattern, batch, model)
+            m, sd = model.predict(self._design(pattern, batch) / r[:, None])
+            mean[idx], std[idx] = m * r, sd * r
             rate[idx], scale[idx] = model.tail_rate, model.tail_scale
         return mean, std, rate, scale
 
@@ -234,11 +315,12 @@ class Surrogate:
         model = self._model(pattern)
         pairs = self._pairs_with(pattern)
         if not pairs:
-            x = np.zeros((1, 1 + len(pattern) * (2 if self.prior.quadratic else 1) + self.n_features))
+            n_values = len(pattern) + (self._learned is not None)
+            x = np.zeros((1, 1 + n_values * (2 if self.prior.quadratic else 1) + self.n_features))
             x[0, 0] = 1.0
-        else:
-            x = self._design(pattern, pairs)
-        return float(np.median(model.predict(x)[1]))
+            return float(model.predict(x)[1][0])
+        r = self._row_scale(pattern, pairs, model)
+        return float(np.median(model.predict(self._design(pattern, pairs) / r[:, None])[1] * r))
 
     def calibration(self, holdout: Sequence[Observation], pattern: Sequence[str] | None = None) -> dict[str, float]:
         """Coverage of the central 50% and 90% intervals on held-out pairs (which must carry a top value).
@@ -255,6 +337,7 @@ class Surrogate:
                 key=o.key,
                 features=o.features,
                 values={k: v for k, v in o.values.items() if k != self.top and (pattern is None or k in pattern)},
+                payload=o.payload,
             )
             for o in pairs
         ]
@@ -277,15 +360,21 @@ class Surrogate:
             )
 
     def _pairs_with(self, pattern: tuple[str, ...]) -> list[Observation]:
-        return [o for o in self._pairs.values() if all(v in o.values for v in pattern)]
+        return [
+            o
+            for o in self._pairs.values()
+            if all(v in o.values for v in pattern) and o.key not in self._learned_keys
+        ]
 
     def _design(self, pattern: tuple[str, ...], obs: Sequence[Observation]) -> np.ndarray:
-        """Rows ``[1, values..., (values^2 / 10)..., features...]``."""
-        k = len(pattern)
+        """Rows ``[1, values..., (values^2 / 10)..., features...]``; the learned prediction is the last value."""
+        k = len(pattern) + (self._learned is not None)
         n_terms = k * (2 if self.prior.quadratic else 1)
         x = np.ones((len(obs), 1 + n_terms + self.n_features))
         for j, name in enumerate(pattern):
             x[:, 1 + j] = [o.values[name] for o in obs]
+        if self._learned is not None:
+            x[:, k] = self._learned_values(pattern, obs)[0]
         if self.prior.quadratic and k:
             x[:, 1 + k : 1 + 2 * k] = x[:, 1 : 1 + k] ** 2 / 10.0
         if self.n_features:
@@ -295,10 +384,22 @@ class Surrogate:
     def _model(self, pattern: tuple[str, ...]) -> _PatternModel:
         model = self._models.get(pattern)
         if model is None:
-            model = _PatternModel(len(pattern), self.n_features, self.prior)
+            model = _PatternModel(len(pattern) + (self._learned is not None), self.n_features, self.prior)
             pairs = self._pairs_with(pattern)
             if pairs:
                 y = np.array([o.values[self.top] for o in pairs])
-                model.fit(self._design(pattern, pairs), y, self.prior, np.random.default_rng(self._seed))
+                x = self._design(pattern, pairs)
+                if self._learned is not None:
+                    # Weighted least squares: the network knows which molecules it is unsure of, so each
+                    # row's noise is the network's std (relative to its median) times the fitted noise.
+                    model.ref_scale = float(np.median(self._learned_values(pattern, pairs)[1]))
+                    r = self._row_scale(pattern, pairs, model)
+                    x, y = x / r[:, None], y / r
+                model.fit(x, y, self.prior, np.random.default_rng(self._seed))
             self._models[pattern] = model
         return model
+
+
+def _share(key: str) -> float:
+    """A stable pseudo-random number in [0, 1) per key (which pairs calibrate the learned model)."""
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2.0**64
