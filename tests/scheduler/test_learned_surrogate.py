@@ -110,3 +110,28 @@ def test_scheduler_trains_the_network_once_history_is_large_enough(qm9: tuple[li
     assert first is not None and messages and "epoch 1/1" in messages[-1]
     on.add_history(renamed[:10])  # nothing new: no retraining
     assert on.surrogate.learned is first
+
+
+def test_fitted_model_is_saved_and_reloaded_not_retrained(qm9: tuple[list[str], np.ndarray], tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    from verifiers.scheduler import graph
+
+    monkeypatch.setenv("ARL_HOME", str(tmp_path))
+    monkeypatch.setattr(graph, "_FITTED", {})
+    smiles, gap = qm9
+    values = np.full((300, 1), np.nan)
+    first = graph.fitted_model(GraphModel(["fast"], GraphModelConfig(epochs=2)), smiles[:300], values, gap[:300])
+    saved = list((tmp_path / "surrogates").glob("*.pt"))
+    assert len(saved) == 1
+
+    monkeypatch.setattr(graph, "_FITTED", {})  # a new process: only the file is left
+    calls = []
+    real_fit = GraphModel.fit
+    monkeypatch.setattr(GraphModel, "fit", lambda self, *a, **k: calls.append(1) or real_fit(self, *a, **k))
+    again = graph.fitted_model(GraphModel(["fast"], GraphModelConfig(epochs=2)), smiles[:300], values, gap[:300])
+    assert not calls and again is not first
+    np.testing.assert_allclose(again.predict(smiles[300:320], values[:20])[0], first.predict(smiles[300:320], values[:20])[0])
+
+    saved[0].write_bytes(b"truncated")  # a corrupt file is replaced by training again
+    monkeypatch.setattr(graph, "_FITTED", {})
+    graph.fitted_model(GraphModel(["fast"], GraphModelConfig(epochs=2)), smiles[:300], values, gap[:300])
+    assert calls == [1]

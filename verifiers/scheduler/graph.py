@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -202,8 +204,9 @@ class GraphModel:
             net = self._build()
             opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
             steps_per_epoch = math.ceil(len(graphs) / cfg.batch_size)
-            sched = torch.optim.lr_scheduler.OneCycleLR(
-                opt, max_lr=cfg.lr, total_steps=cfg.epochs * steps_per_epoch, pct_start=0.1
+            total_steps = cfg.epochs * steps_per_epoch
+            sched = torch.optim.lr_scheduler.OneCycleLR(  # warm up over a tenth (at least two steps), then anneal
+                opt, max_lr=cfg.lr, total_steps=total_steps, pct_start=min(0.5, max(0.1, 2.5 / total_steps))
             )
             self.history = []
             for epoch in range(cfg.epochs):
@@ -235,6 +238,30 @@ class GraphModel:
         finally:
             torch.set_num_threads(old_threads)
         return self
+
+    def save(self, path: Path) -> None:
+        """Write the fitted network and its scaling to ``path`` (atomically)."""
+        import torch
+
+        if self._net is None:
+            raise RuntimeError("GraphModel.save before fit")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        torch.save({"state": self._net.state_dict(), "stats": self._stats, "history": self.history}, tmp)
+        os.replace(tmp, path)
+
+    def load(self, path: Path) -> bool:
+        """Load a network saved by :meth:`save` with this model's tiers and config; False if unreadable."""
+        import torch
+
+        try:
+            saved = torch.load(path, map_location="cpu", weights_only=False)
+            net = self._build()
+            net.load_state_dict(saved["state"])
+        except Exception:  # noqa: BLE001 - a truncated or foreign file: train again
+            return False
+        self._net, self._stats, self.history = net.eval(), saved["stats"], list(saved["history"])
+        return True
 
     def predict(self, smiles: Sequence[str], values: np.ndarray, batch_size: int = 512) -> tuple[np.ndarray, np.ndarray]:
         """Mean and std of the top-tier value (std from the network's own noise head, uncalibrated)."""
@@ -268,6 +295,10 @@ class GraphModel:
 _FITTED: dict[str, GraphModel] = {}
 
 
+def _cache_dir() -> Path:
+    return Path(os.environ.get("ARL_HOME", Path.home() / ".arl")) / "surrogates"
+
+
 def fitted_model(
     model: GraphModel,
     smiles: Sequence[str],
@@ -275,19 +306,32 @@ def fitted_model(
     target: np.ndarray,
     progress=None,  # noqa: ANN001
 ) -> GraphModel:
-    """``model`` fitted on the data, or an identical model fitted earlier in this process.
+    """``model`` fitted on the data, or an identical model fitted earlier.
 
-    Benchmarks build many schedulers over the same history; training is
-    deterministic given the data, the tiers and the config, so a digest of
-    those names the result and the network is trained once per process.
+    Training is deterministic given the data, the tiers and the config, so a
+    digest of those names the result: the network is trained once per
+    process (benchmarks build many schedulers over the same history) and
+    saved to ``$ARL_HOME/surrogates/<digest>.pt`` (default ``~/.arl``), so a
+    later run over the same history loads it instead of training again. An
+    unreadable file is ignored and replaced.
     """
     digest = hashlib.sha256()
-    digest.update(repr((model.tiers, model.config)).encode())
+    digest.update(repr((model.tiers, model.config, ATOM_DIM, BOND_DIM)).encode())
     digest.update("\x00".join(smiles).encode())
     digest.update(np.ascontiguousarray(values, dtype=np.float64).tobytes())
     digest.update(np.ascontiguousarray(target, dtype=np.float64).tobytes())
-    key = digest.hexdigest()
+    key = digest.hexdigest()[:32]
     got = _FITTED.get(key)
-    if got is None:
-        got = _FITTED[key] = model.fit(smiles, values, target, progress=progress)
+    if got is not None:
+        return got
+    path = _cache_dir() / f"{key}.pt"
+    if path.exists() and model.load(path):
+        got = model
+    else:
+        got = model.fit(smiles, values, target, progress=progress)
+        try:
+            got.save(path)
+        except OSError:  # a read-only home only costs the next run a retraining
+            pass
+    _FITTED[key] = got
     return got
