@@ -21,6 +21,7 @@ are cache hits.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import shutil
@@ -190,7 +191,9 @@ class RunSession:
                 continue
             observations.append(self.scheduler.observation(cand, {n: vals[key] for n, vals in values.items() if key in vals}))
         if observations:
-            self.scheduler.add_history(observations)
+            # With enough history this trains the surrogate's graph network (scheduler.learned), once.
+            log = logging.getLogger("arl.scheduler")
+            self.scheduler.add_history(observations, progress=log.info)
 
     @property
     def start_step(self) -> int:

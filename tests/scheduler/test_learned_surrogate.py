@@ -135,3 +135,11 @@ def test_fitted_model_is_saved_and_reloaded_not_retrained(qm9: tuple[list[str], 
     monkeypatch.setattr(graph, "_FITTED", {})
     graph.fitted_model(GraphModel(["fast"], GraphModelConfig(epochs=2)), smiles[:300], values, gap[:300])
     assert calls == [1]
+
+
+def test_fit_learned_skips_payloads_that_are_not_molecules() -> None:
+    s = Surrogate(["fast"], "top")
+    programs = [f"def f(x):\n    return x + {i}\n" for i in range(200)]
+    s.add([Observation(f"k{i}", np.zeros(0), {"fast": float(i), "top": float(i)}, p) for i, p in enumerate(programs)])
+    assert not s.fit_learned(GraphModelConfig(epochs=1))
+    assert s.learned is None

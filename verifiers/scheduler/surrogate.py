@@ -225,15 +225,19 @@ class Surrogate:
         good the network is out of sample, and the network never grades its
         own homework. Pairs without a payload (no SMILES) are used by the
         linear models only. Returns False, changing nothing, with fewer than
-        50 pairs to train on.
+        50 pairs to train on or payloads that are not SMILES (the code suite's
+        programs, say).
         """
-        from verifiers.scheduler.graph import GraphModel, GraphModelConfig, fitted_model
+        from verifiers.scheduler.graph import GraphModel, GraphModelConfig, fitted_model, mol_graph
 
         if not 0.0 < calibration_share < 1.0:
             raise ValueError(f"calibration_share must be in (0, 1), got {calibration_share}")
         train = [o for o in self._pairs.values() if o.payload and _share(o.key) >= calibration_share]
         if len(train) < 50:
             return False
+        probe = train[:200]
+        if sum(mol_graph(o.payload) is not None for o in probe) < 0.9 * len(probe):
+            return False  # not molecules (a program, a dialogue): the graph network has nothing to read
         train.sort(key=lambda o: o.key)
         values = np.array([[o.values.get(t, np.nan) for t in self.lower] for o in train], dtype=float)
         target = np.array([o.values[self.top] for o in train])
