@@ -154,14 +154,18 @@ def main() -> None:
             m4, s4 = model.predict([c.payload for c in pool_c], pool_tiers)
             rows.append((n, f"graph (x{factor:.2f} std)", m4, s4 * factor, time.perf_counter() - t0))
 
-        if "stacked" in rankers:
+        for lean in [flag for flag, name in ((True, "stacked"), (False, "stacked-full")) if name in rankers]:
             t0 = time.perf_counter()
             stacked = Surrogate(lower, top, len(hist[0].features))
             stacked.add([Observation(o.key, o.features, o.values, held_c[i].payload) for i, o in enumerate(hist)])
-            stacked.fit_learned(GraphModelConfig(epochs=args.epochs, seed=args.seed))
+            stacked.fit_learned(GraphModelConfig(epochs=args.epochs, seed=args.seed), lean=lean)
             m5, s5 = stacked.predict([Observation(o.key, o.features, {k: v for k, v in o.values.items() if k != top},
                                                   pool_c[i].payload) for i, o in enumerate(pool)])
-            rows.append((n, f"stacked ({stacked.learned_pairs} train)", m5, s5, time.perf_counter() - t0))
+            label = "stacked" if lean else "stacked-full"
+            rows.append((n, f"{label} ({stacked.learned_pairs} train)", m5, s5, time.perf_counter() - t0))
+            m6, s6 = stacked.predict([Observation(o.key, o.features, {k: v for k, v in o.values.items() if k == lower[0]}, pool_c[i].payload)
+                                      for i, o in enumerate(pool)])
+            rows.append((n, f"{label}, {lower[0]} only", m6, s6, time.perf_counter() - t0))
 
         if "+charges" in rankers:
             t0 = time.perf_counter()

@@ -40,7 +40,7 @@ def test_mol_graph_reads_heavy_atoms_and_both_bond_directions() -> None:
 
 def test_graph_model_learns_the_gap_from_structure_alone(qm9: tuple[list[str], np.ndarray]) -> None:
     smiles, gap = qm9
-    model = GraphModel(["fast"], GraphModelConfig(epochs=25, seed=0))
+    model = GraphModel(["fast"], GraphModelConfig(epochs=25, members=2, seed=0))
     with pytest.raises(RuntimeError):
         model.predict(smiles[:2], np.full((2, 1), np.nan))
     no_tiers = np.full((len(smiles), 1), np.nan)
@@ -63,7 +63,7 @@ def test_fit_learned_stacks_out_of_sample_and_beats_the_linear_surrogate(qm9: tu
     linear.add(history)
     stacked = Surrogate(["fast"], "top")
     stacked.add(history)
-    assert stacked.fit_learned(GraphModelConfig(epochs=25, seed=0), calibration_share=0.2)
+    assert stacked.fit_learned(GraphModelConfig(epochs=25, members=2, seed=0), calibration_share=0.2)
     # The network trains on ~80% of the pairs; the linear stack on top sees only the rest.
     assert 0.7 * len(history) < stacked.learned_pairs < 0.9 * len(history)
     fitted_on = stacked._pairs_with(("fast",))
@@ -100,7 +100,7 @@ def test_scheduler_trains_the_network_once_history_is_large_enough(qm9: tuple[li
     off.add_history(renamed)
     assert off.surrogate.learned is None
 
-    config = SchedulerConfig(learned=LearnedSurrogateConfig(min_pairs=300, epochs=1, refit_growth=2.0))
+    config = SchedulerConfig(learned=LearnedSurrogateConfig(min_pairs=300, epochs=1, members=1, refit_growth=2.0))
     on = Scheduler(ladder, config)
     on.add_history(renamed[:200])
     assert on.surrogate.learned is None  # below min_pairs

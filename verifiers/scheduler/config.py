@@ -61,7 +61,8 @@ class LearnedSurrogateConfig(BaseModel):
         description="Share of the pairs the network does not train on: they fit the linear stack on top of it, "
         "its conformal std and its gross-error tail, out of sample.",
     )
-    epochs: int = Field(default=60, ge=1, description="Training epochs.")
+    epochs: int = Field(default=60, ge=1, description="Training epochs of each ensemble member.")
+    members: int = Field(default=3, ge=1, description="Networks in the ensemble (each trained with its own seed).")
     hidden: int = Field(default=96, ge=8, description="Width of the network.")
     layers: int = Field(default=4, ge=1, description="Message-passing layers.")
     threads: int = Field(default=1, ge=1, description="Torch threads while training (verifiers may share the cores).")

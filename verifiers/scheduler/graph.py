@@ -91,6 +91,7 @@ class GraphModelConfig:
     lr: float = 2e-3
     weight_decay: float = 1e-5
     hide_tier_prob: float = 0.25  # chance of hiding each lower tier from a training example (per epoch)
+    members: int = 3  # a deep ensemble (Lakshminarayanan et al., NeurIPS 2017): seeds differ, predictions averaged
     seed: int = 0
     threads: int = 1
 
@@ -105,13 +106,13 @@ class GraphModel:
     def __init__(self, tiers: Sequence[str], config: GraphModelConfig | None = None) -> None:
         self.tiers = list(tiers)
         self.config = config or GraphModelConfig()
-        self._net = None
+        self._nets: list = []
         self._stats: dict[str, np.ndarray] = {}
         self.history: list[float] = []
 
     @property
     def fitted(self) -> bool:
-        return self._net is not None
+        return bool(self._nets)
 
     # -- data ---------------------------------------------------------------
     def _graphs(self, smiles: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -199,55 +200,62 @@ class GraphModel:
         old_threads = torch.get_num_threads()
         torch.set_num_threads(cfg.threads)
         try:
-            torch.manual_seed(cfg.seed)
-            rng = np.random.default_rng(cfg.seed)
-            net = self._build()
-            opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-            steps_per_epoch = math.ceil(len(graphs) / cfg.batch_size)
-            total_steps = cfg.epochs * steps_per_epoch
-            sched = torch.optim.lr_scheduler.OneCycleLR(  # warm up over a tenth (at least two steps), then anneal
-                opt, max_lr=cfg.lr, total_steps=total_steps, pct_start=min(0.5, max(0.1, 2.5 / total_steps))
-            )
-            self.history = []
-            for epoch in range(cfg.epochs):
-                net.train()
-                order = rng.permutation(len(graphs))
-                shown = values.copy()
-                shown[rng.random(shown.shape) < cfg.hide_tier_prob] = np.nan
-                glob = torch.from_numpy(self._globals(shown))
-                total = 0.0
-                for start in range(0, len(order), cfg.batch_size):
-                    idx = order[start : start + cfg.batch_size]
-                    x, ei, ef, owner = self._batch([graphs[i] for i in idx])
-                    mu, log_sd = net(x, ei, ef, owner, len(idx), glob[idx])
-                    # Gaussian NLL; the first tenth of training fits the mean only (a stable start).
-                    if epoch < max(cfg.epochs // 10, 1):
-                        loss = ((mu - y[idx]) ** 2).mean()
-                    else:
-                        loss = (log_sd + 0.5 * ((y[idx] - mu) / log_sd.exp()) ** 2).mean()
-                    opt.zero_grad()
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(net.parameters(), 5.0)
-                    opt.step()
-                    sched.step()
-                    total += loss.item() * len(idx)
-                self.history.append(total / len(order))
-                if progress is not None:
-                    progress(epoch + 1, cfg.epochs, self.history[-1])
-            self._net = net.eval()
+            self.history, self._nets = [], []
+            for member in range(cfg.members):
+                self._nets.append(self._fit_one(graphs, values, y, cfg.seed + 1000 * member, member, progress))
         finally:
             torch.set_num_threads(old_threads)
         return self
+
+    def _fit_one(self, graphs, values, y, seed, member, progress):  # noqa: ANN001, ANN202
+        import torch
+
+        cfg = self.config
+        torch.manual_seed(seed)
+        rng = np.random.default_rng(seed)
+        net = self._build()
+        opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        steps_per_epoch = math.ceil(len(graphs) / cfg.batch_size)
+        total_steps = cfg.epochs * steps_per_epoch
+        sched = torch.optim.lr_scheduler.OneCycleLR(  # warm up over a tenth (at least two steps), then anneal
+            opt, max_lr=cfg.lr, total_steps=total_steps, pct_start=min(0.5, max(0.1, 2.5 / total_steps))
+        )
+        for epoch in range(cfg.epochs):
+            net.train()
+            order = rng.permutation(len(graphs))
+            shown = values.copy()
+            shown[rng.random(shown.shape) < cfg.hide_tier_prob] = np.nan
+            glob = torch.from_numpy(self._globals(shown))
+            total = 0.0
+            for start in range(0, len(order), cfg.batch_size):
+                idx = order[start : start + cfg.batch_size]
+                x, ei, ef, owner = self._batch([graphs[i] for i in idx])
+                mu, log_sd = net(x, ei, ef, owner, len(idx), glob[idx])
+                # Gaussian NLL; the first tenth of training fits the mean only (a stable start).
+                if epoch < max(cfg.epochs // 10, 1):
+                    loss = ((mu - y[idx]) ** 2).mean()
+                else:
+                    loss = (log_sd + 0.5 * ((y[idx] - mu) / log_sd.exp()) ** 2).mean()
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 5.0)
+                opt.step()
+                sched.step()
+                total += loss.item() * len(idx)
+            self.history.append(total / len(order))
+            if progress is not None:
+                progress(member * cfg.epochs + epoch + 1, cfg.members * cfg.epochs, self.history[-1])
+        return net.eval()
 
     def save(self, path: Path) -> None:
         """Write the fitted network and its scaling to ``path`` (atomically)."""
         import torch
 
-        if self._net is None:
+        if not self._nets:
             raise RuntimeError("GraphModel.save before fit")
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        torch.save({"state": self._net.state_dict(), "stats": self._stats, "history": self.history}, tmp)
+        torch.save({"states": [n.state_dict() for n in self._nets], "stats": self._stats, "history": self.history}, tmp)
         os.replace(tmp, path)
 
     def load(self, path: Path) -> bool:
@@ -256,23 +264,27 @@ class GraphModel:
 
         try:
             saved = torch.load(path, map_location="cpu", weights_only=False)
-            net = self._build()
-            net.load_state_dict(saved["state"])
+            nets = []
+            for state in saved["states"]:
+                nets.append(self._build())
+                nets[-1].load_state_dict(state)
+            if len(nets) != self.config.members:
+                return False
         except Exception:  # noqa: BLE001 - a truncated or foreign file: train again
             return False
-        self._net, self._stats, self.history = net.eval(), saved["stats"], list(saved["history"])
+        self._nets, self._stats, self.history = [n.eval() for n in nets], saved["stats"], list(saved["history"])
         return True
 
     def predict(self, smiles: Sequence[str], values: np.ndarray, batch_size: int = 512) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and std of the top-tier value (std from the network's own noise head, uncalibrated)."""
+        """Mean and std of the top-tier value (uncalibrated): members' noise plus their disagreement."""
         import torch
 
-        if self._net is None:
+        if not self._nets:
             raise RuntimeError("GraphModel.predict before fit")
         values = np.asarray(values, dtype=np.float64).reshape(len(smiles), len(self.tiers))
         graphs = self._graphs(smiles)
         glob = torch.from_numpy(self._globals(values))
-        means, stds = [], []
+        means, variances = [], []
         old_threads = torch.get_num_threads()
         torch.set_num_threads(self.config.threads)
         try:
@@ -280,15 +292,17 @@ class GraphModel:
                 for start in range(0, len(graphs), batch_size):
                     part = graphs[start : start + batch_size]
                     x, ei, ef, owner = self._batch(part)
-                    mu, log_sd = self._net(x, ei, ef, owner, len(part), glob[start : start + len(part)])
-                    means.append(mu.numpy())
-                    stds.append(log_sd.exp().numpy())
+                    outs = [net(x, ei, ef, owner, len(part), glob[start : start + len(part)]) for net in self._nets]
+                    mu = np.stack([m.numpy() for m, _ in outs]).astype(np.float64)
+                    var = np.stack([np.exp(2.0 * s.numpy()) for _, s in outs]).astype(np.float64)
+                    means.append(mu.mean(axis=0))
+                    variances.append(var.mean(axis=0) + mu.var(axis=0))
         finally:
             torch.set_num_threads(old_threads)
         scale = float(self._stats["y_std"])
         return (
-            np.concatenate(means).astype(np.float64) * scale + float(self._stats["y_mean"]),
-            np.concatenate(stds).astype(np.float64) * scale,
+            np.concatenate(means) * scale + float(self._stats["y_mean"]),
+            np.sqrt(np.concatenate(variances)) * scale,
         )
 
 

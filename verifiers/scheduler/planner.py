@@ -162,6 +162,7 @@ class Scheduler:
                 hidden=learned.hidden,
                 layers=learned.layers,
                 epochs=learned.epochs,
+                members=learned.members,
                 seed=self.config.seed,
                 threads=learned.threads,
             )

@@ -176,7 +176,8 @@ class Surrogate:
         self._models: dict[tuple[str, ...], _PatternModel] = {}
         self._learned: Any = None  # a fitted GraphModel, stacked under the linear models (see fit_learned)
         self._learned_keys: frozenset[str] = frozenset()  # the pairs it was trained on
-        self._learned_memo: dict[tuple[str, tuple[str, ...]], float] = {}
+        self._learned_memo: dict[tuple[str, tuple[str, ...]], tuple[float, float]] = {}
+        self._lean = True  # stack on the learned value alone (the network already reads the tiers)
 
     # -- data ---------------------------------------------------------------
     def add(self, observations: Sequence[Observation]) -> int:
@@ -213,7 +214,9 @@ class Surrogate:
         """How many pairs the learned model was trained on (0 without one)."""
         return len(self._learned_keys)
 
-    def fit_learned(self, config: Any = None, calibration_share: float = 0.15, progress: Any = None) -> bool:
+    def fit_learned(
+        self, config: Any = None, calibration_share: float = 0.15, progress: Any = None, lean: bool = True
+    ) -> bool:
         """Train a graph network on the pairs so far and stack it under the per-pattern linear models.
 
         The network is trained on all pairs but a ``calibration_share`` (chosen
@@ -249,6 +252,7 @@ class Surrogate:
             progress=progress,
         )
         self._learned_keys = frozenset(o.key for o in train)
+        self._lean = lean
         self._learned_memo.clear()
         self._models.clear()
         return True
@@ -319,8 +323,8 @@ class Surrogate:
         model = self._model(pattern)
         pairs = self._pairs_with(pattern)
         if not pairs:
-            n_values = len(pattern) + (self._learned is not None)
-            x = np.zeros((1, 1 + n_values * (2 if self.prior.quadratic else 1) + self.n_features))
+            n_values, n_features = self._shape(pattern)
+            x = np.zeros((1, 1 + n_values * (2 if self.prior.quadratic else 1) + n_features))
             x[0, 0] = 1.0
             return float(model.predict(x)[1][0])
         r = self._row_scale(pattern, pairs, model)
@@ -370,25 +374,31 @@ class Surrogate:
             if all(v in o.values for v in pattern) and o.key not in self._learned_keys
         ]
 
+    def _shape(self, pattern: tuple[str, ...]) -> tuple[int, int]:
+        """(value terms, cheap features) of a pattern's design: with a lean stack, the learned value only."""
+        if self._learned is not None and self._lean:
+            return 1, 0
+        return len(pattern) + (self._learned is not None), self.n_features
+
     def _design(self, pattern: tuple[str, ...], obs: Sequence[Observation]) -> np.ndarray:
         """Rows ``[1, values..., (values^2 / 10)..., features...]``; the learned prediction is the last value."""
-        k = len(pattern) + (self._learned is not None)
+        k, n_features = self._shape(pattern)
         n_terms = k * (2 if self.prior.quadratic else 1)
-        x = np.ones((len(obs), 1 + n_terms + self.n_features))
-        for j, name in enumerate(pattern):
+        x = np.ones((len(obs), 1 + n_terms + n_features))
+        for j, name in enumerate(pattern[: k - (self._learned is not None)]):
             x[:, 1 + j] = [o.values[name] for o in obs]
         if self._learned is not None:
             x[:, k] = self._learned_values(pattern, obs)[0]
         if self.prior.quadratic and k:
             x[:, 1 + k : 1 + 2 * k] = x[:, 1 : 1 + k] ** 2 / 10.0
-        if self.n_features:
+        if n_features:
             x[:, 1 + n_terms :] = np.stack([np.asarray(o.features, dtype=float) for o in obs])
         return x
 
     def _model(self, pattern: tuple[str, ...]) -> _PatternModel:
         model = self._models.get(pattern)
         if model is None:
-            model = _PatternModel(len(pattern) + (self._learned is not None), self.n_features, self.prior)
+            model = _PatternModel(*self._shape(pattern), self.prior)
             pairs = self._pairs_with(pattern)
             if pairs:
                 y = np.array([o.values[self.top] for o in pairs])
