@@ -91,7 +91,7 @@ def main() -> None:
     ap.add_argument("--top-cost", type=float, default=10.5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache", type=Path, default=ROOT / "artifacts/bench/tier_cache.jsonl")
-    ap.add_argument("--rankers", default="shipped,+charges,+tanimoto-gp,graph",
+    ap.add_argument("--rankers", default="shipped,+charges,+tanimoto-gp,graph,stacked",
                     help="Comma list of rankers to compare (shipped is always fitted: the GP builds on it).")
     ap.add_argument("--epochs", type=int, default=60, help="Training epochs of the graph network.")
     args = ap.parse_args()
