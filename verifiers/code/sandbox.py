@@ -547,7 +547,9 @@ def _supervise(
         rc, cpu_s = proc.returncode if proc.returncode is not None else -9, 0.0
     proc.returncode = rc
     if reason is None:
-        if rc in (-signal.SIGXCPU, -signal.SIGKILL) and cpu_s >= limits.cpu_s - 0.05:
+        # Only RLIMIT_CPU sends SIGXCPU, so it is a CPU timeout whatever wait4 charged (its accounting can lag the
+        # kernel's limit check on a loaded machine). A SIGKILL is one only if the CPU time reached the hard limit.
+        if rc == -signal.SIGXCPU or (rc == -signal.SIGKILL and cpu_s >= limits.cpu_s - 0.05):
             reason = "timeout"
         else:
             reason = "success" if rc == 0 else "error"
