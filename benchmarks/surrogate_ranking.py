@@ -27,9 +27,9 @@ Rankers, side by side in one run:
   xTB gaps), trained on 90% of the N molecules, its std rescaled by split
   conformal calibration on the last 10%;
 - ``stacked``: what ``voi`` uses once the history is large enough:
-  ``Surrogate.fit_learned``, the network trained on 85% of the N and the
-  shipped linear model, weighted by the network's std, fitted on the rest with
-  the network's prediction as one more input.
+  ``Surrogate.fit_learned``, the ensemble trained on 85% of the N and a linear
+  recalibration of its prediction, weighted by its std, fitted on the rest
+  (also shown given the fast tier only).
 
 The cost column prices the ranking like the benchmark does: the fast and xTB
 tiers on the whole pool (their measured CPU-seconds) plus ``--top-cost`` per
@@ -154,18 +154,17 @@ def main() -> None:
             m4, s4 = model.predict([c.payload for c in pool_c], pool_tiers)
             rows.append((n, f"graph (x{factor:.2f} std)", m4, s4 * factor, time.perf_counter() - t0))
 
-        for lean in [flag for flag, name in ((True, "stacked"), (False, "stacked-full")) if name in rankers]:
+        if "stacked" in rankers:
             t0 = time.perf_counter()
             stacked = Surrogate(lower, top, len(hist[0].features))
             stacked.add([Observation(o.key, o.features, o.values, held_c[i].payload) for i, o in enumerate(hist)])
-            stacked.fit_learned(GraphModelConfig(epochs=args.epochs, seed=args.seed), lean=lean)
-            m5, s5 = stacked.predict([Observation(o.key, o.features, {k: v for k, v in o.values.items() if k != top},
-                                                  pool_c[i].payload) for i, o in enumerate(pool)])
-            label = "stacked" if lean else "stacked-full"
-            rows.append((n, f"{label} ({stacked.learned_pairs} train)", m5, s5, time.perf_counter() - t0))
-            m6, s6 = stacked.predict([Observation(o.key, o.features, {k: v for k, v in o.values.items() if k == lower[0]}, pool_c[i].payload)
-                                      for i, o in enumerate(pool)])
-            rows.append((n, f"{label}, {lower[0]} only", m6, s6, time.perf_counter() - t0))
+            stacked.fit_learned(GraphModelConfig(epochs=args.epochs, seed=args.seed))
+            for label, shown in (("", lambda k: k != top), (f", {lower[0]} only", lambda k: k == lower[0])):
+                m5, s5 = stacked.predict([
+                    Observation(o.key, o.features, {k: v for k, v in o.values.items() if shown(k)}, pool_c[i].payload)
+                    for i, o in enumerate(pool)
+                ])
+                rows.append((n, f"stacked ({stacked.learned_pairs} train){label}", m5, s5, time.perf_counter() - t0))
 
         if "+charges" in rankers:
             t0 = time.perf_counter()

@@ -23,7 +23,8 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +81,19 @@ def mol_graph(smiles: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     return np.array(atoms, dtype=np.float32), edge_index, edge_feats
 
 
+@contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    """Run torch on ``n`` threads inside the block (verifier workers may share the cores), then restore."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
 @dataclass(frozen=True)
 class GraphModelConfig:
     """Size and training schedule of the network (defaults: ~10^5 parameters, a few CPU-minutes on 10^4 molecules)."""
@@ -109,10 +123,6 @@ class GraphModel:
         self._nets: list = []
         self._stats: dict[str, np.ndarray] = {}
         self.history: list[float] = []
-
-    @property
-    def fitted(self) -> bool:
-        return bool(self._nets)
 
     # -- data ---------------------------------------------------------------
     def _graphs(self, smiles: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -197,14 +207,10 @@ class GraphModel:
         }
         graphs = self._graphs(smiles)
         y = torch.tensor((target - self._stats["y_mean"]) / self._stats["y_std"], dtype=torch.float32)
-        old_threads = torch.get_num_threads()
-        torch.set_num_threads(cfg.threads)
-        try:
+        with _torch_threads(cfg.threads):
             self.history, self._nets = [], []
             for member in range(cfg.members):
                 self._nets.append(self._fit_one(graphs, values, y, cfg.seed + 1000 * member, member, progress))
-        finally:
-            torch.set_num_threads(old_threads)
         return self
 
     def _fit_one(self, graphs, values, y, seed, member, progress):  # noqa: ANN001, ANN202
@@ -285,20 +291,15 @@ class GraphModel:
         graphs = self._graphs(smiles)
         glob = torch.from_numpy(self._globals(values))
         means, variances = [], []
-        old_threads = torch.get_num_threads()
-        torch.set_num_threads(self.config.threads)
-        try:
-            with torch.no_grad():
-                for start in range(0, len(graphs), batch_size):
-                    part = graphs[start : start + batch_size]
-                    x, ei, ef, owner = self._batch(part)
-                    outs = [net(x, ei, ef, owner, len(part), glob[start : start + len(part)]) for net in self._nets]
-                    mu = np.stack([m.numpy() for m, _ in outs]).astype(np.float64)
-                    var = np.stack([np.exp(2.0 * s.numpy()) for _, s in outs]).astype(np.float64)
-                    means.append(mu.mean(axis=0))
-                    variances.append(var.mean(axis=0) + mu.var(axis=0))
-        finally:
-            torch.set_num_threads(old_threads)
+        with _torch_threads(self.config.threads), torch.no_grad():
+            for start in range(0, len(graphs), batch_size):
+                part = graphs[start : start + batch_size]
+                x, ei, ef, owner = self._batch(part)
+                outs = [net(x, ei, ef, owner, len(part), glob[start : start + len(part)]) for net in self._nets]
+                mu = np.stack([m.numpy() for m, _ in outs]).astype(np.float64)
+                var = np.stack([np.exp(2.0 * s.numpy()) for _, s in outs]).astype(np.float64)
+                means.append(mu.mean(axis=0))
+                variances.append(var.mean(axis=0) + mu.var(axis=0))
         scale = float(self._stats["y_std"])
         return (
             np.concatenate(means) * scale + float(self._stats["y_mean"]),

@@ -29,8 +29,8 @@ candidate worth its few milliseconds.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,7 +177,6 @@ class Surrogate:
         self._learned: Any = None  # a fitted GraphModel, stacked under the linear models (see fit_learned)
         self._learned_keys: frozenset[str] = frozenset()  # the pairs it was trained on
         self._learned_memo: dict[tuple[str, tuple[str, ...]], tuple[float, float]] = {}
-        self._lean = True  # stack on the learned value alone (the network already reads the tiers)
 
     # -- data ---------------------------------------------------------------
     def add(self, observations: Sequence[Observation]) -> int:
@@ -214,15 +213,14 @@ class Surrogate:
         """How many pairs the learned model was trained on (0 without one)."""
         return len(self._learned_keys)
 
-    def fit_learned(
-        self, config: Any = None, calibration_share: float = 0.15, progress: Any = None, lean: bool = True
-    ) -> bool:
+    def fit_learned(self, config: Any = None, calibration_share: float = 0.15, progress: Any = None) -> bool:
         """Train a graph network on the pairs so far and stack it under the per-pattern linear models.
 
         The network is trained on all pairs but a ``calibration_share`` (chosen
         by a hash of the key, so the split is stable). From then on every
-        pattern's linear model takes the network's prediction as one more
-        input, and is fitted only on pairs the network has *not* seen: the
+        pattern's linear model regresses on the network's prediction alone (the
+        network already reads the tiers), weighted by the network's std, and
+        is fitted only on pairs the network has *not* seen: the
         calibration share and every pair added later (online answers). Its
         weights, conformal std and gross-error tail therefore measure how
         good the network is out of sample, and the network never grades its
@@ -252,7 +250,6 @@ class Surrogate:
             progress=progress,
         )
         self._learned_keys = frozenset(o.key for o in train)
-        self._lean = lean
         self._learned_memo.clear()
         self._models.clear()
         return True
@@ -375,20 +372,21 @@ class Surrogate:
         ]
 
     def _shape(self, pattern: tuple[str, ...]) -> tuple[int, int]:
-        """(value terms, cheap features) of a pattern's design: with a lean stack, the learned value only."""
-        if self._learned is not None and self._lean:
+        """(value terms, cheap features) of a pattern's design: the learned value alone once there is one."""
+        if self._learned is not None:
             return 1, 0
-        return len(pattern) + (self._learned is not None), self.n_features
+        return len(pattern), self.n_features
 
     def _design(self, pattern: tuple[str, ...], obs: Sequence[Observation]) -> np.ndarray:
-        """Rows ``[1, values..., (values^2 / 10)..., features...]``; the learned prediction is the last value."""
+        """Rows ``[1, values..., (values^2 / 10)..., features...]``; with a learned model, ``[1, g, g^2 / 10]``."""
         k, n_features = self._shape(pattern)
         n_terms = k * (2 if self.prior.quadratic else 1)
         x = np.ones((len(obs), 1 + n_terms + n_features))
-        for j, name in enumerate(pattern[: k - (self._learned is not None)]):
-            x[:, 1 + j] = [o.values[name] for o in obs]
         if self._learned is not None:
-            x[:, k] = self._learned_values(pattern, obs)[0]
+            x[:, 1] = self._learned_values(pattern, obs)[0]
+        else:
+            for j, name in enumerate(pattern):
+                x[:, 1 + j] = [o.values[name] for o in obs]
         if self.prior.quadratic and k:
             x[:, 1 + k : 1 + 2 * k] = x[:, 1 : 1 + k] ** 2 / 10.0
         if n_features:
