@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup run test test-fast clean
+.PHONY: setup run test test-fast test-all clean
 
 setup: $(VENV)/.installed
 
@@ -21,11 +21,17 @@ run: setup
 	$(BIN)/arl db upgrade
 	$(BIN)/arl run
 
+# CI's command: everything but the soak runs (about 10 minutes on 2 cores).
 test: setup
-	$(BIN)/pytest -m '' $(PYTEST_ARGS)
-
-test-fast: setup
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# Skips the slow tests too (a couple of minutes).
+test-fast: setup
+	$(BIN)/pytest -m 'not slow and not soak' $(PYTEST_ARGS)
+
+# Everything, soak runs included (random SIGKILL trials, the 2,000-candidate fault run, 20k fuzzed inputs).
+test-all: setup
+	$(BIN)/pytest -m '' $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
