@@ -207,11 +207,12 @@ def test_at_least_forty_attacks():
 def test_attack_fails_and_harms_nothing(world, name, category, code):
     result = run_attack(world, code)
     execution, tests = result["exec"], result["tests"]
-    # The sandbox ran them (policy off), so both are verdicts about the candidate...
+    # The sandbox ran them (policy off), so both are verdicts about the candidate (a value the judge cannot
+    # decode makes the candidate invalid)...
     assert execution.status == "ok", execution.feedback
-    assert tests.status == "ok", tests.feedback
+    assert tests.status in ("ok", "invalid"), tests.feedback
     # ...and every one is a failure at the top tier and in the reward.
-    assert tests.value == 0.0, tests.feedback
+    assert tests.value in (0.0, None), tests.feedback
     assert result["reward_sandbox_only"] < 1.0
     assert result["reward"] < 1.0
     assert world.harm(result["texts"]) == []

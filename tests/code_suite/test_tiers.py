@@ -113,8 +113,10 @@ TESTS_TABLE = [
     ("print(5050)", "ok", 0.0, "does not define solve()"),
     ("def solve(n):\n    return n * (n + 1) // 2 if n != 7 else 1 // 0", "ok", 0.0, "4/5 hidden tests passed; test 5 raised ZeroDivisionError"),
     ("def solve(n):\n    while True:\n        pass", "ok", 0.0, "did not complete"),
-    ("def solve(n):\n    return {1, 2}", "ok", 0.0, "raised TypeError"),  # not JSON: a set
-    ("def solve(n):\n    return float(n * (n + 1) // 2)", "ok", 1.0, "5/5"),  # 5050.0 == 5050 as numbers
+    ("def solve(n):\n    return {1, 2}", "invalid", None, "cannot decode (TypeError"),  # not JSON: a set
+    ("def solve(n):\n    return float(n * (n + 1) // 2)", "ok", 0.0, "0/5"),  # a float where an int is expected
+    ("def solve(n):\n    return n * (n + 1) // 2 + (n == 12345)", "ok", 0.0, "4/5"),  # off by one: exact ints
+    ("def solve(n):\n    return bool(n) if n < 2 else n * (n + 1) // 2", "ok", 0.0, "3/5"),  # True is not 1
     ("def solve(n):\n    return str(n * (n + 1) // 2)", "ok", 0.0, "wrong value"),  # '5050' is not 5050
     ("import os\ndef solve(n):\n    return 0", "invalid", None, "import of 'os'"),
 ]

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel, Verifier
-from verifiers.code.fast import CodeFormatParams, gate_for_execution
+from verifiers.code.fast import CodeFormatParams, gate_for_execution, verify_each
 from verifiers.code.sandbox import SandboxError, SandboxLimits, SandboxResult, run_python
 from verifiers.registry import register_verifier
 
@@ -94,7 +94,7 @@ class CodeExecution(Verifier[CodeExecutionParams]):
 
     name = "code-exec"
     tier = Tier.simulation
-    version = "1"
+    version = "2"
     suite = "code"
     Params = CodeExecutionParams
     cost_model = CostModel(base=0.03, per_unit=1e-6)
@@ -103,7 +103,7 @@ class CodeExecution(Verifier[CodeExecutionParams]):
         return float(len(candidate.payload))
 
     def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
-        return [self._verify_one(c) for c in candidates]
+        return verify_each(self, candidates, self._verify_one)
 
     def _verify_one(self, cand: Candidate) -> Verdict:
         with self.timed() as t:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,6 +29,7 @@ __all__ = [
     "check_code",
     "check_trajectory",
     "gate_for_execution",
+    "verify_each",
 ]
 
 DEFAULT_ALLOWED_IMPORTS = (
@@ -43,8 +44,16 @@ _FORBIDDEN_NAMES = frozenset({
     "delattr", "breakpoint", "input", "memoryview", "__builtins__", "__loader__", "__spec__", "exit", "quit",
     "help",
 })  # fmt: skip
+# Attribute access by string under another name: every one of these reaches what `getattr` would
+# (operator.attrgetter("_os")(random)), or evaluates strings as code (typing.get_type_hints on string
+# annotations). Refused as names, as attributes (operator.attrgetter) and as imported names.
+_GETATTR_EQUIVALENTS = frozenset({
+    "attrgetter", "methodcaller", "get_type_hints", "ForwardRef", "getattr_static", "__getattribute__",
+})  # fmt: skip
 _ALLOWED_DUNDER_NAMES = frozenset({"__name__", "__init__", "__repr__", "__str__", "__eq__", "__lt__", "__hash__", "__len__", "__iter__", "__next__"})
 _DUNDER_IN_STRING = re.compile(r"__\w+__")
+# A format-string field that reaches a private attribute or index: "{0._os}".format(random).
+_PRIVATE_IN_FORMAT_FIELD = re.compile(r"\{[^{}]*[.\[]\s*_")
 
 
 class CodeFormatParams(BaseModel):
@@ -84,8 +93,19 @@ def check_code(code: str, allowed_imports: Sequence[str] = DEFAULT_ALLOWED_IMPOR
             top = (node.module or "").split(".")[0]
             if top not in allowed:
                 return f"line {line}: import from {node.module!r} is not allowed (allowed: {', '.join(sorted(allowed))})"
+            for alias in node.names:
+                # `from random import _os` is `random._os` by another spelling.
+                if alias.name.startswith("_"):
+                    return f"line {line}: import of the private name {alias.name!r} is not allowed"
+                if alias.name in _FORBIDDEN_NAMES or alias.name in _GETATTR_EQUIVALENTS:
+                    return f"line {line}: import of {alias.name!r} is not allowed"
+        elif isinstance(node, ast.MatchClass):
+            # `case object(__class__=c)` reads an attribute by name, as `.__class__` would.
+            for attr in node.kwd_attrs:
+                if attr.startswith("_"):
+                    return f"line {line}: class pattern reaching the attribute {attr!r} is not allowed"
         elif isinstance(node, ast.Name):
-            if node.id in _FORBIDDEN_NAMES:
+            if node.id in _FORBIDDEN_NAMES or node.id in _GETATTR_EQUIVALENTS:
                 return f"line {line}: use of {node.id!r} is not allowed"
             if node.id.startswith("__") and node.id not in _ALLOWED_DUNDER_NAMES:
                 return f"line {line}: name {node.id!r} is not allowed"
@@ -96,10 +116,14 @@ def check_code(code: str, allowed_imports: Sequence[str] = DEFAULT_ALLOWED_IMPOR
                 # Modules keep their own imports as private names (random._os), a
                 # way around the import allow-list.
                 return f"line {line}: private attribute access '.{node.attr}' is not allowed"
+            if node.attr in _GETATTR_EQUIVALENTS or node.attr in ("getattr", "vars"):
+                return f"line {line}: use of '.{node.attr}' is not allowed"
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             m = _DUNDER_IN_STRING.search(node.value)
             if m and m.group(0) != "__main__":
                 return f"line {line}: the string {m.group(0)!r} looks like an attempt to reach interpreter internals"
+            if _PRIVATE_IN_FORMAT_FIELD.search(node.value):
+                return f"line {line}: a format field reaching a private attribute is not allowed"
         elif isinstance(node, (ast.Global, ast.Nonlocal)) and any(n.startswith("__") for n in node.names):
             return f"line {line}: dunder names are not allowed"
     return None
@@ -130,7 +154,7 @@ class CodeFormat(Verifier[CodeFormatParams]):
 
     name = "code-format"
     tier = Tier.fast
-    version = "1"
+    version = "2"
     suite = "code"
     Params = CodeFormatParams
     cost_model = CostModel(base=0.0005, per_unit=2e-7)
@@ -139,26 +163,23 @@ class CodeFormat(Verifier[CodeFormatParams]):
         return float(len(candidate.payload))
 
     def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
-        out = []
-        for cand in candidates:
-            with self.timed() as t:
-                result = check_trajectory(cand.payload, self.params)
-            if isinstance(result, str):
-                out.append(self.verdict(cand, Status.invalid, feedback=result, cost_s=t.cpu_s, wall_s=t.wall_s))
-            else:
-                out.append(
-                    self.verdict(
-                        cand,
-                        Status.ok,
-                        value=1.0,
-                        score=1.0,
-                        values={"turns": len(result.turns), "code_chars": sum(len(c) for c in result.codes)},
-                        feedback="well-formed; syntax and policy ok",
-                        cost_s=t.cpu_s,
-                        wall_s=t.wall_s,
-                    )
-                )
-        return out
+        return verify_each(self, candidates, self._verify_one)
+
+    def _verify_one(self, cand: Candidate) -> Verdict:
+        with self.timed() as t:
+            result = check_trajectory(cand.payload, self.params)
+        if isinstance(result, str):
+            return self.verdict(cand, Status.invalid, feedback=result, cost_s=t.cpu_s, wall_s=t.wall_s)
+        return self.verdict(
+            cand,
+            Status.ok,
+            value=1.0,
+            score=1.0,
+            values={"turns": len(result.turns), "code_chars": sum(len(c) for c in result.codes)},
+            feedback="well-formed; syntax and policy ok",
+            cost_s=t.cpu_s,
+            wall_s=t.wall_s,
+        )
 
 
 def gate_for_execution(candidate: Candidate, enforce_policy: bool, policy: Any) -> tuple[Any, ParsedTrajectory] | str:
@@ -178,3 +199,18 @@ def gate_for_execution(candidate: Candidate, enforce_policy: bool, policy: Any) 
         parsed_or_error = parse_answer(candidate.payload)
         parsed = f"format: {parsed_or_error}" if isinstance(parsed_or_error, FormatError) else parsed_or_error
     return parsed if isinstance(parsed, str) else (task, parsed)
+
+
+def verify_each(verifier: Verifier[Any], candidates: Sequence[Candidate], verify_one: Callable[[Candidate], Verdict]) -> list[Verdict]:
+    """One verdict per candidate, in order; an unexpected error while judging one is that candidate's ``failed``.
+
+    Every code tier judges its batch through this, so one candidate that trips the judge (whatever it returned)
+    never costs the others their verdicts, and a resumed run records a verdict instead of failing the batch again.
+    """
+    out: list[Verdict] = []
+    for cand in candidates:
+        try:
+            out.append(verify_one(cand))
+        except Exception as exc:  # one candidate's problem must not cost the batch
+            out.append(verifier.verdict(cand, Status.failed, feedback=f"verifier error: {type(exc).__name__}: {str(exc)[:200]}"))
+    return out

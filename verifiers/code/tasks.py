@@ -32,7 +32,7 @@ class UnknownTask(KeyError):
 
 
 class HiddenTest(BaseModel):
-    """One hidden call: ``function(*args)`` must return ``expected`` (compared as JSON values)."""
+    """One hidden call: ``function(*args)`` must return ``expected`` (compared exactly, see ``CodeTask``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -51,6 +51,18 @@ class CodeTask(BaseModel):
     expected_stdout: str = Field(description="Exact stdout of a correct program (compared whitespace-normalised).")
     tests: list[HiddenTest] = Field(min_length=1, description="Hidden tests; never shown to the policy.")
     reference: str = Field(description="A reference solution (program text).")
+    float_tolerance: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=0.1,
+        description="Relative and absolute tolerance for expected floats (math.isclose); None compares floats "
+        "exactly. Integers, strings, booleans and containers are always compared exactly.",
+    )
+    int_for_float: bool = Field(
+        default=False,
+        description="Accept an int where a float is expected (2 for 2.0). A float where an int is expected is "
+        "never a pass.",
+    )
 
 
 @functools.cache

@@ -17,9 +17,16 @@ How it resists the usual hacks of a policy trained against tests:
    runner wrote its single, nonce-stamped, complete line (``os._exit(0)`` at
    import, a crash, a timeout, extra writes on the pipe) fails the tier.
 
+Judging is exact (:func:`values_equal`): integers, strings, booleans, None
+and containers must be equal and of the same type; floats are compared with
+a tolerance only where the task declares one (``float_tolerance``), and an
+int stands for a float only where it says ``int_for_float``.
+
 Verdict semantics follow the execution tier: a candidate that fails or
 sabotages the tests gets ``ok`` with value 0.0 (that is a fact about the
-candidate), ``invalid`` means malformed or against policy, ``failed`` means
+candidate), ``invalid`` means malformed, against policy, or a return value
+the judge cannot decode (not JSON, past the int-str digit limit, nested past
+the recursion limit, more than ``_CHANNEL_BYTES`` in all), ``failed`` means
 the sandbox broke.
 """
 
@@ -36,12 +43,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel, Verifier
 from verifiers.code.execution import run_feedback
-from verifiers.code.fast import CodeFormatParams, gate_for_execution
+from verifiers.code.fast import CodeFormatParams, gate_for_execution, verify_each
 from verifiers.code.sandbox import SandboxError, SandboxLimits, channel_fd_placeholder, run_python
 from verifiers.code.tasks import CodeTask
 from verifiers.registry import register_verifier
 
-__all__ = ["CodeTests", "CodeTestsParams", "json_equal", "run_hidden_tests"]
+__all__ = ["CodeTests", "CodeTestsParams", "json_equal", "run_hidden_tests", "values_equal"]
+
+# Largest result line the judge reads back (all return values of one program, JSON-encoded).
+_CHANNEL_BYTES = 1 << 20
 
 # The test runner. It captures every function it needs before the candidate's
 # code runs, so monkeypatching json/os/builtins afterwards changes nothing it uses.
@@ -64,9 +74,13 @@ try:
     for _args in _cases:
         try:
             _v = _f(*_deepcopy(_args))
-            _results.append({"ok": True, "value": _loads(_dumps(_v))})
         except BaseException as _e:
             _results.append({"ok": False, "error": _exc_name(_e).__name__})
+            continue
+        try:
+            _results.append({"ok": True, "value": _loads(_dumps(_v, allow_nan=False))})
+        except BaseException as _e:
+            _results.append({"ok": False, "unencodable": (_exc_name(_e).__name__ + ": " + str(_e))[:200]})
 except BaseException as _e:
     _status, _error = "load_error", (_exc_name(_e).__name__ + ": " + str(_e))[:300]
 _write(_fd, (_dumps({"nonce": _nonce, "status": _status, "error": _error, "results": _results}) + "\n").encode())
@@ -90,23 +104,57 @@ class CodeTestsParams(BaseModel):
     policy: CodeFormatParams = Field(default_factory=CodeFormatParams, description="Static policy used when enforced.")
 
 
-def json_equal(got: Any, want: Any, tol: float = 1e-9) -> bool:
-    """Equality of JSON values; floats within ``tol`` (relative or absolute); bools are not numbers."""
+def values_equal(got: Any, want: Any, *, float_tolerance: float | None = None, int_for_float: bool = False) -> bool:
+    """Exact equality of decoded JSON values, by type: a wrong type is never equal.
+
+    Integers, strings, booleans, None and containers compare exactly (``True``
+    is not ``1``, ``5050.0`` is not ``5050``). An expected float matches a float
+    within ``float_tolerance`` (relative or absolute; exactly when None), and an
+    int only with ``int_for_float``. Recursion follows ``want``, so a deeply
+    nested ``got`` costs no more than the expected value's own depth.
+    """
     if isinstance(want, bool) or isinstance(got, bool):
-        return isinstance(want, bool) and isinstance(got, bool) and got == want
-    if isinstance(want, (int, float)) and isinstance(got, (int, float)):
-        return math.isclose(got, want, rel_tol=tol, abs_tol=tol)
-    if isinstance(want, list) and isinstance(got, list):
-        return len(got) == len(want) and all(json_equal(g, w, tol) for g, w in zip(got, want))
-    if isinstance(want, dict) and isinstance(got, dict):
-        return got.keys() == want.keys() and all(json_equal(got[k], want[k], tol) for k in want)
+        return type(got) is type(want) and got == want
+    if isinstance(want, float):
+        if not (type(got) is float or (int_for_float and type(got) is int)):
+            return False
+        if float_tolerance is None:
+            return got == want  # exact; int == float is exact in Python, even for huge ints
+        try:
+            return math.isclose(got, want, rel_tol=float_tolerance, abs_tol=float_tolerance)
+        except OverflowError:  # an int too large for a float is not close to any float
+            return False
+    if isinstance(want, list):
+        return (
+            type(got) is list
+            and len(got) == len(want)
+            and all(values_equal(g, w, float_tolerance=float_tolerance, int_for_float=int_for_float) for g, w in zip(got, want))
+        )
+    if isinstance(want, dict):
+        return (
+            type(got) is dict
+            and got.keys() == want.keys()
+            and all(
+                values_equal(got[k], want[k], float_tolerance=float_tolerance, int_for_float=int_for_float) for k in want
+            )
+        )
     return type(got) is type(want) and got == want
+
+
+def json_equal(got: Any, want: Any) -> bool:
+    """``values_equal`` with the defaults: everything exact, floats included."""
+    return values_equal(got, want)
 
 
 class HiddenTestReport(BaseModel):
     """What the hidden tests said about one program."""
 
     completed: bool = Field(description="The runner wrote its single complete result line.")
+    undecodable: bool = Field(
+        default=False,
+        description="The program returned something the judge cannot decode (too large, too deep, not JSON): "
+        "an invalid candidate, whatever its other results.",
+    )
     passed: int = 0
     total: int = 0
     feedback: str = ""
@@ -127,7 +175,9 @@ def run_hidden_tests(code: str, task: CodeTask, limits: SandboxLimits) -> Hidden
             "cases": [t.args for t in task.tests],
         }
     )
-    result = run_python(code, limits, stdin=message, bootstrap=_RUNNER, result_channel=True)
+    result = run_python(
+        code, limits, stdin=message, bootstrap=_RUNNER, result_channel=True, channel_bytes=_CHANNEL_BYTES
+    )
     total = len(task.tests)
     base = {
         "total": total,
@@ -136,9 +186,16 @@ def run_hidden_tests(code: str, task: CodeTask, limits: SandboxLimits) -> Hidden
         "leftover_after_cleanup": result.leftover_after_cleanup,
         "network_layer": result.network_layer,
     }
+    if result.channel_truncated:
+        return HiddenTestReport(
+            completed=False,
+            undecodable=True,
+            feedback=f"the program's return values exceed the judge's {_CHANNEL_BYTES} bytes",
+            **base,
+        )
     lines = [ln for ln in result.channel.splitlines() if ln.strip()]
     why = run_feedback(result, limits)
-    if len(lines) != 1 or result.channel_truncated:
+    if len(lines) != 1:
         detail = "no result" if not lines else f"{len(lines)} result lines on the runner's pipe (tampering)"
         return HiddenTestReport(
             completed=False,
@@ -147,14 +204,21 @@ def run_hidden_tests(code: str, task: CodeTask, limits: SandboxLimits) -> Hidden
         )
     try:
         report = json.loads(lines[0])
-        ok_shape = (
-            isinstance(report, dict)
-            and report.get("nonce") == nonce
-            and isinstance(report.get("results"), list)
-            and report.get("status") in ("done", "load_error")
+    except (ValueError, RecursionError, MemoryError) as exc:
+        # Digits past the int-str limit, nesting past the recursion limit, or garbage: the candidate's doing
+        # (the runner itself writes well-formed JSON).
+        return HiddenTestReport(
+            completed=False,
+            undecodable=True,
+            feedback=f"the program's return values cannot be decoded ({type(exc).__name__}: {str(exc)[:120]})",
+            **base,
         )
-    except ValueError:
-        ok_shape = False
+    ok_shape = (
+        isinstance(report, dict)
+        and report.get("nonce") == nonce
+        and isinstance(report.get("results"), list)
+        and report.get("status") in ("done", "load_error")
+    )
     if not ok_shape:
         return HiddenTestReport(completed=False, feedback="the runner's result line was forged or corrupted", **base)
     if report["status"] == "load_error":
@@ -165,9 +229,23 @@ def run_hidden_tests(code: str, task: CodeTask, limits: SandboxLimits) -> Hidden
             feedback=f"the hidden tests did not complete ({why or 'results incomplete'})",
             **base,
         )
+    for i, res in enumerate(report["results"], 1):
+        if isinstance(res, dict) and "unencodable" in res:
+            return HiddenTestReport(
+                completed=True,
+                undecodable=True,
+                feedback=f"test {i} returned a value the judge cannot decode ({str(res['unencodable'])[:120]})",
+                **base,
+            )
     passed, first_problem = 0, ""
     for i, (res, test) in enumerate(zip(report["results"], task.tests), 1):
-        good = isinstance(res, dict) and res.get("ok") is True and json_equal(res.get("value"), test.expected)
+        good = (
+            isinstance(res, dict)
+            and res.get("ok") is True
+            and values_equal(
+                res.get("value"), test.expected, float_tolerance=task.float_tolerance, int_for_float=task.int_for_float
+            )
+        )
         passed += good
         if not good and not first_problem:
             error = res.get("error") if isinstance(res, dict) else None
@@ -182,7 +260,7 @@ class CodeTests(Verifier[CodeTestsParams]):
 
     name = "code-tests"
     tier = Tier.high_fidelity
-    version = "1"
+    version = "2"
     suite = "code"
     Params = CodeTestsParams
     cost_model = CostModel(base=0.08, per_unit=1e-6)
@@ -191,7 +269,7 @@ class CodeTests(Verifier[CodeTestsParams]):
         return float(len(candidate.payload))
 
     def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
-        return [self._verify_one(c) for c in candidates]
+        return verify_each(self, candidates, self._verify_one)
 
     def _verify_one(self, cand: Candidate) -> Verdict:
         with self.timed() as t:
@@ -215,6 +293,8 @@ class CodeTests(Verifier[CodeTestsParams]):
             sandbox_cpu += report.cpu_s
             if report.leftover_after_cleanup:
                 return self.verdict(cand, Status.failed, feedback="sandbox could not kill the test run's processes")
+            if report.undecodable:
+                return self.verdict(cand, Status.invalid, feedback=report.feedback, cost_s=sandbox_cpu)
         all_passed = report.completed and report.passed == report.total
         return self.verdict(
             cand,
