@@ -93,9 +93,20 @@ def test_multi_turn_process_rewards():
 
 
 def test_unverified_tiers_do_not_score_zero():
-    r = code_reward(ONE_TURN, [FAST_OK, exec_ok(True), verdict(Tier.high_fidelity, Status.failed)], completion_tokens=1)
-    assert not r.complete and r.fidelity == Tier.simulation
-    assert r.components["outcome"] == 1.0
+    # Hidden tests asked for but not verified: the stdout match earns no outcome credit (a hard-coded print would).
+    for status in (Status.failed, Status.timeout, Status.pending):
+        r = code_reward(ONE_TURN, [FAST_OK, exec_ok(True), verdict(Tier.high_fidelity, status)], completion_tokens=1)
+        assert not r.complete and r.fidelity is None
+        assert "outcome" not in r.components
+        assert r.total == pytest.approx(0.2 + 0.3 + 0.15)
+        full = code_reward(ONE_TURN, [FAST_OK, exec_ok(True), hidden_ok(True)], completion_tokens=1)
+        assert r.total < full.total - 0.99
+    # ...but a wrong stdout still costs the `wrong` part.
+    r = code_reward(ONE_TURN, [FAST_OK, exec_ok(False), verdict(Tier.high_fidelity, Status.failed)], completion_tokens=1)
+    assert r.components["outcome"] == pytest.approx(-0.2) and not r.complete
+    # With no hidden-test verdict asked for, the stdout comparison is the outcome.
+    r = code_reward(ONE_TURN, [FAST_OK, exec_ok(True)], completion_tokens=1)
+    assert r.fidelity == Tier.simulation and r.components["outcome"] == 1.0
     r = code_reward(ONE_TURN, [FAST_OK, verdict(Tier.simulation, Status.timeout)], completion_tokens=1)
     assert not r.complete and "outcome" not in r.components and "execution" not in r.components
     assert r.total == pytest.approx(0.2)

@@ -11,10 +11,14 @@ additive parts for running and for being right, then shaping penalties.
     k-th repeat of the same code turn       -k * repeat_penalty (growing)
     process                                 +process_lambda * mean(per-turn process rewards)
 
-The outcome comes from the highest tier that answered ``ok`` (hidden tests,
-else stdout comparison). A tier that could not verify (``failed``,
-``timeout``, ``pending``) contributes nothing and marks the reward
-``complete=False``: "could not verify" is not a score of 0. A program that
+The outcome comes from the hidden tests when they answered ``ok``, and from
+the stdout comparison only when no hidden-test verdict was asked for. A tier
+that could not verify (``failed``, ``timeout``, ``pending``) contributes
+nothing and marks the reward ``complete=False``: "could not verify" is not a
+score of 0. When the hidden tests could not verify, the stdout comparison
+never stands in for them with credit (a program that only prints the expected
+output must not earn the hidden-test reward): the outcome part is ``wrong``
+if the stdout was wrong and absent otherwise. A program that
 loops or crashes is an ``ok`` verdict with the ``exec_error`` part, so
 looping never escapes a penalty.
 
@@ -149,10 +153,16 @@ def code_reward(
     if tests is not None and tests.status == Status.ok:
         components["outcome"] = w.correct if tests.value == 1.0 else w.wrong
         fidelity = Tier.high_fidelity
+    elif tests is not None:
+        # The hidden tests were asked for and could not verify. A matching stdout is no evidence of passing them
+        # (a hard-coded print matches), so the lower tier may only take credit away: `wrong` if its stdout was
+        # wrong, else nothing.
+        complete = False
+        if execution is not None and execution.status == Status.ok and execution.value != 1.0:
+            components["outcome"] = min(w.wrong, 0.0)
     elif execution is not None and execution.status == Status.ok:
         components["outcome"] = w.correct if execution.value == 1.0 else w.wrong
         fidelity = Tier.simulation
-        complete = complete and tests is None  # a tests tier that was asked but could not verify
     else:
         complete = False
 
