@@ -1,5 +1,7 @@
 """Strict trajectory parsing and candidate keys."""
 
+import json
+
 import pytest
 
 from verifiers.code.format import FormatError, canonical_code, make_candidate, normalise_code, parse_answer
@@ -64,7 +66,7 @@ def test_candidate_key_depends_on_code_not_thinking():
     d = make_candidate("factorial", "<think>one</think><code>print(5050)</code>")
     assert a.key == b.key
     assert a.key != c.key and a.key != d.key
-    assert a.key.startswith("code:sum-to-n:") and len(a.key.split(":")[-1]) == 64
+    assert a.key.startswith("code:sum-to-n:c2-") and len(a.key.split(":")[-1]) == 3 + 64
     assert a.suite == "code" and a.task_id == "sum-to-n" and a.meta["format_ok"] is True
 
 
@@ -72,7 +74,7 @@ def test_malformed_candidates_key_on_text():
     a = make_candidate("sum-to-n", "<think>x</think><code>print(1)")
     b = make_candidate("sum-to-n", "<think>y</think><code>print(1)")
     assert a.key != b.key and a.meta["format_ok"] is False
-    assert canonical_code("<think>x</think><code>print(1)").startswith("malformed")
+    assert json.loads(canonical_code("<think>x</think><code>print(1)")) == {"malformed": "<think>x</think><code>print(1)"}
 
 
 def test_unknown_task_is_a_clear_error():

@@ -18,12 +18,17 @@ trajectory or a :class:`FormatError` naming the first problem.
 The candidate key hashes the *normalised code of every turn*: two answers
 with the same code but different thinking share verdicts, because every
 verdict of this suite depends only on the code (the tiers re-run earlier
-turns themselves rather than trusting the observations).
+turns themselves rather than trusting the observations). The turns are
+encoded as a canonical JSON list, never joined with a separator a program
+could itself contain, so two different trajectories never share a key; the
+key carries the encoding's scheme (``KEY_SCHEME``) so keys of an older
+scheme are never looked up again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import textwrap
 
@@ -33,6 +38,7 @@ from storage.records import candidate_key
 from verifiers.base import Candidate
 
 __all__ = [
+    "KEY_SCHEME",
     "FormatError",
     "ParsedTrajectory",
     "ParsedTurn",
@@ -45,7 +51,8 @@ __all__ = [
 SUITE = "code"
 _TAGS = ("<think>", "</think>", "<code>", "</code>", "<observation>", "</observation>")
 _TAG_RE = re.compile("|".join(re.escape(t) for t in _TAGS))
-_TURN_SEPARATOR = "\n# ---- next turn ----\n"
+# Bumped whenever canonical_code's encoding changes; part of every key, so older keys never match.
+KEY_SCHEME = "c2"
 
 
 class ParsedTurn(BaseModel):
@@ -183,11 +190,13 @@ def parse_answer(text: str) -> ParsedTrajectory | FormatError:
 
 
 def canonical_code(answer_text: str) -> str:
-    """What the candidate key hashes: every turn's normalised code, or the raw text if malformed."""
+    """What the candidate key hashes: canonical JSON of every turn's normalised code, or of the raw text if malformed."""
     parsed = parse_answer(answer_text)
     if isinstance(parsed, FormatError):
-        return "malformed\n" + answer_text.replace("\r\n", "\n")
-    return _TURN_SEPARATOR.join(parsed.codes)
+        body: dict[str, object] = {"malformed": answer_text.replace("\r\n", "\n")}
+    else:
+        body = {"turns": parsed.codes}
+    return json.dumps(body, ensure_ascii=True, separators=(",", ":"), sort_keys=True)
 
 
 def make_candidate(task_id: str, answer_text: str) -> Candidate:
@@ -195,8 +204,8 @@ def make_candidate(task_id: str, answer_text: str) -> Candidate:
     from verifiers.code.tasks import get_task
 
     get_task(task_id)  # an unknown task is the caller's mistake; UnknownTask says which ids exist
-    canonical = canonical_code(answer_text)
-    digest = hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()  # lone surrogates too
+    canonical = canonical_code(answer_text)  # ASCII: json escapes lone surrogates too
+    digest = f"{KEY_SCHEME}-" + hashlib.sha256(canonical.encode("ascii")).hexdigest()
     parsed = parse_answer(answer_text)
     return Candidate(
         key=candidate_key(SUITE, digest, task_id=task_id),
