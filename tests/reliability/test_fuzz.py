@@ -535,3 +535,28 @@ def test_db_check_with_a_bad_port(cli: _CliFixture, url: str) -> None:
 def test_usage_errors_are_one_line(cli: _CliFixture, args: list[str]) -> None:
     code, _, err = arl(args)
     _assert_user_error(code, err)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("[CH128]", "lists 128 hydrogens"),  # RDKit: C++ pre-condition violation in DetectChemistryProblems
+        ("C[CH200]C", "lists 200 hydrogens"),
+        ("[CH260]", "lists 260 hydrogens"),  # RDKit wraps the count to 4: parsed as methane
+        ("[99999CH4]", "isotope 99999"),  # RDKit wraps the isotope to 34463
+        ("[C-128]", "charge beyond"),  # RDKit: "Atomic number not found" over several lines
+        ("[CH3+128]", "charge beyond"),
+        ("[C++++++++++++++++]", "charge beyond"),
+    ],
+)
+def test_bracket_atoms_beyond_smiles_bounds_are_invalid(text: str, reason: str) -> None:
+    """Numbers in a bracket atom past OpenSMILES' bounds are an invalid verdict with the reason, in every tier's path."""
+    with pytest.raises(InvalidMolecule, match=reason):
+        check_molecule(text)
+    _check_smiles(text)
+
+
+@pytest.mark.parametrize("text", ["[13CH4]", "[999CH4]", "C[13CH2]O", "c1cc[nH]c1", "C=[N+]=[N-]"])
+def test_bracket_atoms_within_bounds_still_parse(text: str) -> None:
+    _check_smiles(text)
+    check_molecule(text)

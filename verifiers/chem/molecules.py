@@ -157,6 +157,43 @@ def _bad_character(smiles: str) -> str:
     return "SMILES parse error: SMILES must be printable ASCII"
 
 
+# OpenSMILES bounds on the numbers inside a bracket atom: an isotope up to 999, a hydrogen count
+# of one digit, a charge from -15 to +15. RDKit reads larger numbers into narrow integers that
+# wrap ("[CH260]" parses as methane, "[99999C]" as isotope 34463) or that crash its valence code
+# ("[CH128]" raises a C++ pre-condition violation), so they are refused before RDKit sees them.
+_BRACKET_ATOM = re.compile(r"\[([^\[\]]*)\]")
+_ISOTOPE = re.compile(r"^(\d+)")
+_H_COUNT = re.compile(r"(?<!@T)(?<!@O)H(\d+)")  # "@TH1"/"@OH20" are chirality classes, not hydrogens
+_CHARGE = re.compile(r"[+-](\d+)|\++|-+")
+MAX_ISOTOPE, MAX_BRACKET_HYDROGENS, MAX_CHARGE = 999, 9, 15
+
+
+def _bracket_atom_problem(smiles: str) -> str | None:
+    """Why a bracket atom of ``smiles`` is outside the OpenSMILES bounds, or None."""
+    for match in _BRACKET_ATOM.finditer(smiles):
+        inside, where = match.group(1), f"bracket atom {match.group(0)[:20]!r} at position {match.start()}"
+        isotope = _ISOTOPE.match(inside)
+        if isotope and (len(isotope.group(1)) > 3 or int(isotope.group(1)) > MAX_ISOTOPE):
+            return f"SMILES parse error: {where} has isotope {isotope.group(1)[:10]}; isotopes run up to {MAX_ISOTOPE}"
+        for count in _H_COUNT.finditer(inside):
+            if len(count.group(1)) > 1 or int(count.group(1)) > MAX_BRACKET_HYDROGENS:
+                return (
+                    f"SMILES parse error: {where} lists {count.group(1)[:10]} hydrogens; "
+                    f"a bracket atom holds at most {MAX_BRACKET_HYDROGENS}"
+                )
+        for charge in _CHARGE.finditer(inside):
+            digits = charge.group(1)
+            size = len(charge.group(0)) if digits is None else (int(digits) if len(digits) <= 2 else MAX_CHARGE + 1)
+            if size > MAX_CHARGE:
+                return f"SMILES parse error: {where} has a charge beyond -{MAX_CHARGE}..+{MAX_CHARGE}"
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return " ".join(lines[:2]) if lines else type(exc).__name__
+
+
 def parse_smiles(text: str, max_length: int = 500) -> Chem.Mol:
     """Sanitized RDKit molecule of ``text``, or :class:`InvalidMolecule` with RDKit's reason."""
     if not isinstance(text, str):
@@ -172,18 +209,26 @@ def parse_smiles(text: str, max_length: int = 500) -> Chem.Mol:
     # cannot encode others (lone surrogates raise UnicodeEncodeError): SMILES is printable ASCII.
     if not (smiles.isascii() and smiles.isprintable()):
         raise InvalidMolecule(_bad_character(smiles))
+    bracket_problem = _bracket_atom_problem(smiles)
+    if bracket_problem:
+        raise InvalidMolecule(bracket_problem)
     log = io.StringIO()
     with contextlib.redirect_stderr(log):
         mol = Chem.MolFromSmiles(smiles, sanitize=False)
         if mol is None:
             raise InvalidMolecule(_parse_error(smiles, _rdkit_messages(log.getvalue())))
-        problems = Chem.DetectChemistryProblems(mol)
+        # RDKit's checks are C++ with pre-conditions of their own: whatever they raise is a verdict
+        # on this text (one line), never an exception for the caller's batch.
+        try:
+            problems = Chem.DetectChemistryProblems(mol)
+        except Exception as exc:  # noqa: BLE001 - RDKit raises RuntimeError and its own types
+            raise InvalidMolecule(f"RDKit cannot check this molecule: {_first_line(exc)}") from None
         if problems:
             raise InvalidMolecule("; ".join(_describe_problem(p) for p in problems))
         try:
             Chem.SanitizeMol(mol)
         except Exception as exc:  # noqa: BLE001 - RDKit raises several exception types
-            raise InvalidMolecule(f"sanitization failed: {exc}") from None
+            raise InvalidMolecule(f"sanitization failed: {_first_line(exc)}") from None
     if mol.GetNumAtoms() == 0:
         raise InvalidMolecule("SMILES contains no atoms")
     return mol
