@@ -113,14 +113,14 @@ class CodeExecution(Verifier[CodeExecutionParams]):
             task, parsed = gate
             codes = parsed.codes if self.params.all_turns else parsed.codes[-1:]
             turns: list[dict[str, Any]] = []
-            sandbox_cpu = 0.0
+            sandbox_charged = 0.0
             last: SandboxResult | None = None
             for code in codes:
                 try:
                     last = run_python(code, self.params.limits)
                 except SandboxError as exc:
                     return self.verdict(cand, Status.failed, feedback=f"sandbox failure: {exc}")
-                sandbox_cpu += last.cpu_s
+                sandbox_charged += last.charged_s  # max(CPU of all its processes, wall): see sandbox.py
                 if last.leftover_after_cleanup:
                     return self.verdict(
                         cand, Status.failed, feedback=f"sandbox could not kill {last.leftover_after_cleanup} processes"
@@ -151,9 +151,11 @@ class CodeExecution(Verifier[CodeExecutionParams]):
                 "turns": turns,
                 "network_layer": last.network_layer,
                 "mount_layer": last.mount_layer,
+                "process_layer": last.process_layer,
+                "socket_layer": last.socket_layer,
                 "uid_isolated": last.uid is not None,
             },
             feedback=final["feedback"],
-            cost_s=t.cpu_s + sandbox_cpu,
+            cost_s=t.cpu_s + sandbox_charged,
             wall_s=t.wall_s,
         )

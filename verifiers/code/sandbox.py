@@ -23,11 +23,35 @@ and records which ones were active, so a verdict says how it was produced:
 5. **Network**: a new, empty network namespace (only a downed loopback), or,
    where ``unshare`` is not allowed, an audit hook that refuses every
    ``socket.*`` event (weaker: ``ctypes`` can call libc directly).
+6. **Processes and IPC** (when we are root, ``private_pids_ipc``): new PID
+   and IPC namespaces. A trusted init (pid 1, our code, root) starts the
+   program as pid 2 under a fresh ``/proc`` mounted with ``hidepid=2``, so
+   the program sees its own processes only: not ours, not the host's, not
+   the init's command line. The init reaps every orphan (their CPU time is
+   charged to the run) and, when the program exits, kills everything left in
+   the namespace; the kernel then frees the IPC namespace with every SysV
+   shared memory segment, message queue and semaphore set and every POSIX
+   message queue in it. The namespace's IPC limits are lowered to
+   ``ipc_mb`` in all, so what a run pins outside its address space is
+   bounded, and it is gone when the run ends.
+7. **Socket families** (``socket_filter``): a seccomp filter (built with
+   libseccomp where the library is present) refuses ``socket``/``socketpair``
+   for every family but those the network namespace confines (``AF_UNIX``,
+   ``AF_INET``, ``AF_INET6``, ``AF_NETLINK``), so ``AF_VSOCK``, Bluetooth,
+   ``AF_ALG`` and the rest fail with ``EPERM``; ``io_uring_setup`` is refused
+   too (it can open sockets without the ``socket`` syscall). Without
+   libseccomp, an audit hook on ``socket.__new__`` refuses them (weaker:
+   ``ctypes`` bypasses it).
 
 The wall-clock timeout is enforced from outside, stdout and stderr are read
 with a cap (the process is killed when it overflows them, nothing large is
 ever buffered), and afterwards every process of the run's uid, or of its
 process group where we cannot switch uid, is killed.
+
+Cost: a run is charged ``max(CPU seconds of all its processes, wall seconds
+the worker was held)`` (``SandboxResult.charged_s``): CPU burnt in forked
+children counts (they are reaped by the run's init, or by the program), and
+a program that sleeps still holds a worker for as long as it sleeps.
 
 Nothing here decides whether a program is *correct*; that is the tiers' job.
 """
@@ -66,6 +90,12 @@ __all__ = [
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWNET = 0x40000000
+_CLONE_NEWPID = 0x20000000
+_CLONE_NEWIPC = 0x08000000
+_PR_SET_PDEATHSIG = 1
+_PR_SET_SECCOMP = 22
+_PR_SET_NO_NEW_PRIVS = 38
+_SECCOMP_MODE_FILTER = 2
 _MS_RDONLY = 1
 _MS_NOSUID = 2
 _MS_NODEV = 4
@@ -117,6 +147,22 @@ class SandboxLimits(BaseModel):
         default_factory=lambda: list(_DEFAULT_HIDDEN),
         description="Paths covered by an empty read-only tmpfs in the run's mount namespace (root only).",
     )
+    private_pids_ipc: bool = Field(
+        default=True,
+        description="New PID and IPC namespaces with a fresh /proc and a reaping init (root only). False keeps "
+        "the older layout (the host's /proc, the host's IPC objects); for comparison benchmarks only.",
+    )
+    ipc_mb: int = Field(
+        default=16,
+        ge=1,
+        description="SysV shared memory allowed in the run's IPC namespace, MiB (message queues and semaphores get "
+        "small fixed caps); freed when the run ends.",
+    )
+    socket_filter: bool = Field(
+        default=True,
+        description="Refuse socket families the network namespace does not confine (AF_VSOCK, AF_ALG, ...) and "
+        "io_uring: a seccomp filter, or an audit hook where libseccomp is missing.",
+    )
 
 
 class IsolationSupport(BaseModel):
@@ -126,6 +172,8 @@ class IsolationSupport(BaseModel):
     netns: bool = Field(description="unshare(CLONE_NEWNET) works.")
     mountns: bool = Field(description="unshare(CLONE_NEWNS) plus tmpfs mounts work.")
     setuid: bool = Field(description="The interpreter runs under a fresh unprivileged uid.")
+    pidns: bool = Field(default=False, description="PID and IPC namespaces with a fresh /proc and our init work.")
+    seccomp: bool = Field(default=False, description="A seccomp socket-family filter can be built (libseccomp).")
     python: str = Field(description="Interpreter used inside the sandbox.")
     detail: str = ""
 
@@ -147,8 +195,13 @@ class SandboxResult(BaseModel):
     wall_s: float = 0.0
     cpu_s: float = 0.0
     uid: int | None = Field(default=None, description="Sandbox uid, None when the run kept our uid.")
+    charged_s: float = Field(
+        default=0.0, description="What the run costs: max(CPU seconds of all its processes, wall seconds)."
+    )
     network_layer: str = Field(description="'netns', 'audit-hook' or 'none'.")
     mount_layer: str = Field(description="'tmpfs-hide' or 'none'.")
+    process_layer: str = Field(default="none", description="'pidns+ipcns' (private /proc, IPC, init) or 'none'.")
+    socket_layer: str = Field(default="none", description="'seccomp', 'audit-hook' or 'none'.")
     leftover_killed: int = Field(default=0, description="Processes still alive after the run that we killed.")
     leftover_after_cleanup: int = Field(default=0, description="Processes of the run alive after cleanup (must be 0).")
 
@@ -158,7 +211,193 @@ def _libc() -> ctypes.CDLL:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.unshare.argtypes = [ctypes.c_int]
     libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
     return libc
+
+
+# Families whose sockets the network namespace confines; every other family is refused.
+_ALLOWED_SOCKET_FAMILIES = (1, 2, 10, 16)  # AF_UNIX, AF_INET, AF_INET6, AF_NETLINK
+
+
+class _ScmpArgCmp(ctypes.Structure):
+    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+@functools.cache
+def _socket_filter() -> tuple[_SockFprog, ctypes.Array[ctypes.c_char]] | None:
+    """The seccomp BPF program refusing other socket families and io_uring, built once here with libseccomp.
+
+    Built in the parent so the forked child only calls ``prctl`` (no library loading after ``fork``).
+    None where libseccomp is not installed.
+    """
+    try:
+        lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
+    except OSError:
+        return None
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_rule_add_array.argtypes = [
+        ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint, ctypes.POINTER(_ScmpArgCmp)
+    ]  # fmt: skip
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SCMP_ACT_ALLOW, SCMP_ACT_ERRNO(EPERM)
+    eq, ge = 4, 5  # SCMP_CMP_EQ, SCMP_CMP_GE
+    ctx = lib.seccomp_init(allow)
+    if not ctx:
+        return None
+    try:
+        for name in (b"socket", b"socketpair"):
+            nr = lib.seccomp_syscall_resolve_name(name)
+            for family in range(64):
+                if family not in _ALLOWED_SOCKET_FAMILIES:
+                    cmp = _ScmpArgCmp(0, eq, family, 0)
+                    _check(lib.seccomp_rule_add_array(ctx, deny, nr, 1, ctypes.byref(cmp)), "seccomp rule")
+            # Past AF_MAX, and any value with high bits set (the kernel reads the family as an int).
+            cmp = _ScmpArgCmp(0, ge, 64, 0)
+            _check(lib.seccomp_rule_add_array(ctx, deny, nr, 1, ctypes.byref(cmp)), "seccomp rule")
+        nr = lib.seccomp_syscall_resolve_name(b"io_uring_setup")
+        if nr >= 0:
+            _check(lib.seccomp_rule_add_array(ctx, deny, nr, 0, None), "seccomp rule")
+        read_fd, write_fd = os.pipe()
+        try:
+            _check(lib.seccomp_export_bpf(ctx, write_fd), "seccomp export")
+            os.close(write_fd)
+            write_fd = -1
+            program = b""
+            while chunk := os.read(read_fd, 65536):
+                program += chunk
+        finally:
+            os.close(read_fd)
+            if write_fd >= 0:
+                os.close(write_fd)
+    except OSError:
+        return None
+    finally:
+        lib.seccomp_release(ctx)
+    if not program or len(program) % 8:
+        return None
+    buffer = ctypes.create_string_buffer(program, len(program))
+    return _SockFprog(len(program) // 8, ctypes.addressof(buffer)), buffer
+
+
+def _install_socket_filter(fprog: _SockFprog) -> None:
+    libc = _libc()
+    _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    _check(libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0), "seccomp")
+
+
+def _limit_ipc(ipc_mb: int) -> None:
+    """Lower the IPC limits of the (new, empty) IPC namespace we are in; they die with it."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    settings = {
+        "kernel/shmmax": ipc_mb << 20,
+        "kernel/shmall": (ipc_mb << 20) // page,
+        "kernel/shmmni": 32,
+        "kernel/msgmax": 8192,
+        "kernel/msgmnb": 65536,
+        "kernel/msgmni": 8,
+        "kernel/sem": "250 8192 32 32",  # per set, in all, per semop, sets
+        "fs/mqueue/queues_max": 4,
+        "fs/mqueue/msg_max": 10,
+        "fs/mqueue/msgsize_max": 8192,
+    }
+    for name, value in settings.items():
+        try:
+            with open(f"/proc/sys/{name}", "w", encoding="ascii") as fh:
+                fh.write(str(value))
+        except FileNotFoundError:  # a kernel without that IPC flavour has nothing to cap
+            continue
+
+
+def _close_fds_except(keep: int, devnull: int) -> None:
+    """stdin/stdout/stderr to /dev/null and every other descriptor but ``keep`` closed (a process that stays)."""
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 1 << 16)
+
+
+def _enter_private_pids(libc: ctypes.CDLL) -> None:
+    """Called after unshare(CLONE_NEWPID): fork the namespace's init; returns only in the program's process.
+
+    The process calling this (outside the namespace) waits for the init and then ends the way the program
+    ended (same exit code or signal), so the caller's ``wait4`` sees the program's status and, through the
+    reaped init, the CPU time of every process of the run. The init (pid 1, root) mounts a fresh /proc,
+    forks the program (pid 2) and reaps every process of the namespace; when the program exits it kills the
+    rest and reports the program's wait status on a pipe.
+    """
+    devnull = os.open("/dev/null", os.O_RDWR)
+    status_r, status_w = os.pipe()
+    init = os.fork()
+    if init:
+        os.close(status_w)
+        _close_fds_except(status_r, devnull)
+        _mirror_program(init, status_r)
+    os.close(status_r)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    # Mounted by the namespace's init, so it shows this namespace's processes; hidepid=2 hides the init's own.
+    _check(
+        libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, b"hidepid=2"), "mount /proc"
+    )
+    program = os.fork()
+    if program == 0:
+        os.close(status_w)
+        os.close(devnull)
+        return
+    _close_fds_except(status_w, devnull)
+    _reap_namespace(program, status_w)
+
+
+def _reap_namespace(program: int, status_w: int) -> None:
+    """The init's loop: reap everything; once the program is gone, kill the rest; report its status; exit."""
+    program_status: int | None = None
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        if pid == program:
+            program_status = status
+        if program_status is not None:
+            try:
+                os.kill(-1, signal.SIGKILL)  # pid 1 reaches every other process of its namespace
+            except ProcessLookupError:
+                pass
+    os.write(status_w, str(program_status if program_status is not None else signal.SIGKILL).encode())
+    os._exit(0)
+
+
+def _mirror_program(init: int, status_r: int) -> None:
+    """Wait for the init, then end with the program's exit code or signal."""
+    while True:
+        try:
+            os.waitpid(init, 0)
+            break
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            break
+    raw = os.read(status_r, 32)
+    status = int(raw) if raw.strip().isdigit() else int(signal.SIGKILL)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        except (OSError, ValueError):
+            pass
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
 def _check(rc: int, what: str) -> None:
@@ -203,6 +442,30 @@ def _probe(python: str, *, netns: bool, mountns: bool, uid: int | None) -> bool:
     return proc.returncode == 0
 
 
+def _probe_pidns(python: str) -> bool:
+    libc = _libc()
+
+    def pre() -> None:
+        _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC), "unshare")
+        _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount private")
+        _limit_ipc(1)
+        _enter_private_pids(libc)
+
+    try:
+        proc = subprocess.run(
+            [python, "-I", "-S", "-c", "import os; print(os.getpid(), len([p for p in os.listdir('/proc') if p.isdigit()]))"],
+            preexec_fn=pre,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    # Run as root in the probe, so hidepid hides nothing: the init and the program.
+    return proc.returncode == 0 and proc.stdout.split() == [b"2", b"2"]
+
+
 @functools.cache
 def isolation_support() -> IsolationSupport:
     """Probe (once) which isolation layers this machine allows."""
@@ -219,7 +482,17 @@ def isolation_support() -> IsolationSupport:
     detail = (
         "" if setuid or not root else "no interpreter runs as an unprivileged uid (is it under a 0700 directory?)"
     )
-    return IsolationSupport(root=root, netns=netns, mountns=mountns, setuid=setuid, python=python, detail=detail)
+    pidns = mountns and _probe_pidns(pythons[0])
+    return IsolationSupport(
+        root=root,
+        netns=netns,
+        mountns=mountns,
+        setuid=setuid,
+        pidns=pidns,
+        seccomp=_socket_filter() is not None,
+        python=python,
+        detail=detail,
+    )
 
 
 # Installed (as `-c` bootstrap) only when the audit-hook network layer is used:
@@ -231,6 +504,16 @@ _NET_HOOK = (
     "        raise PermissionError('network access is disabled in the sandbox')\n"
     "sys.addaudithook(_arl_no_net)\n"
     "del _arl_no_net\n"
+)
+
+# Installed when socket families must be refused and no seccomp filter can be built (weaker: ctypes bypasses it).
+_SOCKET_FAMILY_HOOK = (
+    "import sys\n"
+    "def _arl_families(event, args, _ok=" + repr(_ALLOWED_SOCKET_FAMILIES) + "):\n"
+    "    if event == 'socket.__new__' and args[1] not in _ok and args[1] != -1:\n"
+    "        raise PermissionError('this socket family is refused in the sandbox')\n"
+    "sys.addaudithook(_arl_families)\n"
+    "del _arl_families\n"
 )
 
 _RUN_MAIN = (
@@ -366,6 +649,9 @@ def run_python(
         net_layer = "audit-hook"
     hide = _hidden_roots(limits.hide_paths, python)
     mount_layer = "tmpfs-hide" if (support.mountns and hide) else "none"
+    private = limits.private_pids_ipc and support.pidns
+    fprog = _socket_filter() if limits.socket_filter else None
+    socket_layer = "seccomp" if fprog is not None else ("audit-hook" if limits.socket_filter else "none")
 
     top = Path(tempfile.mkdtemp(prefix="arl-sbx-"))
     work = top / "work"
@@ -382,7 +668,11 @@ def run_python(
         read_fd, write_fd = os.pipe()
         stdin = stdin.replace(channel_fd_placeholder(), str(write_fd))
 
-    launcher = (_NET_HOOK if net_layer == "audit-hook" else "import sys\n") + (bootstrap or _RUN_MAIN)
+    launcher = (
+        (_NET_HOOK if net_layer == "audit-hook" else "import sys\n")
+        + (_SOCKET_FAMILY_HOOK if socket_layer == "audit-hook" else "")
+        + (bootstrap or _RUN_MAIN)
+    )
     argv = [python, "-I", "-S", "-c", launcher, "main.py"]
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": str(work)}
     libc = _libc()
@@ -392,9 +682,14 @@ def run_python(
     work_opts = f"size={limits.disk_mb}m,mode=0700{owner}".encode()
 
     def preexec() -> None:  # runs in the forked child, after chdir(work) and setsid
-        flags = (_CLONE_NEWNET if net_layer == "netns" else 0) | (_CLONE_NEWNS if hide_bytes else 0)
+        flags = (_CLONE_NEWNET if net_layer == "netns" else 0) | (_CLONE_NEWNS if hide_bytes or private else 0)
+        flags |= (_CLONE_NEWPID | _CLONE_NEWIPC) if private else 0
         if flags:
             _check(libc.unshare(flags), "unshare")
+        if private:
+            _limit_ipc(limits.ipc_mb)
+            if not hide_bytes:
+                _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make mounts private")
         if hide_bytes:
             _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make mounts private")
             # A size-capped tmpfs as the working directory: RLIMIT_FSIZE caps one
@@ -410,13 +705,18 @@ def run_python(
                     libc.mount(b"tmpfs", p, b"tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, b"size=4k,mode=555"),
                     "hide path",
                 )
+        if private:
+            _enter_private_pids(libc)  # from here on: the program's process, pid 2 of the new namespace
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_mb * mb, limits.file_size_mb * mb))
         resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+        resource.setrlimit(resource.RLIMIT_MSGQUEUE, (256 * 1024, 256 * 1024))
         os.umask(0o077)
+        if fprog is not None:
+            _install_socket_filter(fprog[0])
         if uid is not None:
             os.setgroups([])
             os.setgid(uid)
@@ -466,9 +766,12 @@ def run_python(
         channel_truncated=truncated["channel"],
         wall_s=wall,
         cpu_s=cpu_s,
+        charged_s=max(cpu_s, wall),
         uid=uid,
         network_layer=net_layer,
         mount_layer=mount_layer,
+        process_layer="pidns+ipcns" if private else "none",
+        socket_layer=socket_layer,
         leftover_killed=killed,
         leftover_after_cleanup=alive,
     )
@@ -504,13 +807,17 @@ def _supervise(
     deadline = time.monotonic() + limits.wall_s
     reason: str | None = None
     exited_at: float | None = None
+    reaped: tuple[int, resource.struct_rusage] | None = None
     while sel.get_map() and reason is None:
         now = time.monotonic()
         if now >= deadline:
             reason = "timeout"
             break
-        if exited_at is None and proc.poll() is not None:
-            exited_at = now
+        if exited_at is None:
+            # wait4, not poll(): reaping must keep the rusage (the CPU time of the run's processes).
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                reaped, exited_at = (status, usage), now
         # After the main process exits, a leftover child may hold the pipes
         # open; give it a moment to flush, then stop reading (it is killed).
         if exited_at is not None and now - exited_at > 0.2:
@@ -538,9 +845,12 @@ def _supervise(
             pass
     for stream in (proc.stdout, proc.stderr):
         stream.close()
-    # Reap with wait4 to charge the child's own CPU time.
+    # Reap with wait4 to charge the child's CPU time, and that of every process it (or the run's init) reaped.
     try:
-        _, status, usage = os.wait4(proc.pid, 0)
+        if reaped is None:
+            _, status, usage = os.wait4(proc.pid, 0)
+            reaped = (status, usage)
+        status, usage = reaped
         rc = os.waitstatus_to_exitcode(status)
         cpu_s = usage.ru_utime + usage.ru_stime
     except ChildProcessError:

@@ -160,6 +160,7 @@ class HiddenTestReport(BaseModel):
     feedback: str = ""
     outcome: str = Field(default="", description="Sandbox outcome of the test run.")
     cpu_s: float = 0.0
+    charged_s: float = Field(default=0.0, description="What the test run costs (SandboxResult.charged_s).")
     leftover_after_cleanup: int = 0
     network_layer: str = ""
 
@@ -183,6 +184,7 @@ def run_hidden_tests(code: str, task: CodeTask, limits: SandboxLimits) -> Hidden
         "total": total,
         "outcome": result.outcome,
         "cpu_s": result.cpu_s,
+        "charged_s": result.charged_s,
         "leftover_after_cleanup": result.leftover_after_cleanup,
         "network_layer": result.network_layer,
     }
@@ -278,23 +280,23 @@ class CodeTests(Verifier[CodeTestsParams]):
                 return self.verdict(cand, Status.invalid, feedback=gate)
             task, parsed = gate
             code = parsed.final_code
-            sandbox_cpu = 0.0
+            sandbox_charged = 0.0
             own_outcome = "skipped"
             try:
                 if self.params.own_run:
                     own = run_python(code, self.params.limits)
-                    sandbox_cpu += own.cpu_s
+                    sandbox_charged += own.charged_s  # max(CPU of all its processes, wall): see sandbox.py
                     own_outcome = own.outcome
                     if own.leftover_after_cleanup:
                         return self.verdict(cand, Status.failed, feedback="sandbox could not kill the program's processes")
                 report = run_hidden_tests(code, task, self.params.limits)
             except SandboxError as exc:
                 return self.verdict(cand, Status.failed, feedback=f"sandbox failure: {exc}")
-            sandbox_cpu += report.cpu_s
+            sandbox_charged += report.charged_s
             if report.leftover_after_cleanup:
                 return self.verdict(cand, Status.failed, feedback="sandbox could not kill the test run's processes")
             if report.undecodable:
-                return self.verdict(cand, Status.invalid, feedback=report.feedback, cost_s=sandbox_cpu)
+                return self.verdict(cand, Status.invalid, feedback=report.feedback, cost_s=sandbox_charged)
         all_passed = report.completed and report.passed == report.total
         return self.verdict(
             cand,
@@ -310,6 +312,6 @@ class CodeTests(Verifier[CodeTestsParams]):
                 "network_layer": report.network_layer,
             },
             feedback=report.feedback,
-            cost_s=t.cpu_s + sandbox_cpu,
+            cost_s=t.cpu_s + sandbox_charged,
             wall_s=t.wall_s,
         )
