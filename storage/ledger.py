@@ -27,7 +27,16 @@ from typing import Any
 import orjson
 from sqlalchemy import Engine, create_engine, event, func, select, text, update
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DatabaseError,
+    DataError,
+    IntegrityError,
+    NoSuchModuleError,
+    OperationalError,
+    ProgrammingError,
+    SQLAlchemyError,
+)
 from sqlalchemy.orm import Session, sessionmaker
 
 from storage.models import (
@@ -67,10 +76,17 @@ DATABASE_URL_ENV = "ARL_DATABASE_URL"
 _CHUNK = 2000  # keys per IN (...) query; well under SQLite's 32,766 variable limit
 _LOOKUP_CHUNK = 10_000  # the cache lookup is hot: fewer, larger statements (still under both limits)
 _MIGRATION_LOCK_ID = 740_221_773  # PostgreSQL advisory lock key for migrations
+_RUN_ID_MAX = 64  # the length of the runs.id column
+_SQL_MAX_INT = 2**63 - 1  # larger Python ints cannot be sent as SQL integers (OverflowError)
 
 
 class LedgerError(RuntimeError):
     """A ledger problem the user can act on (bad URL, unknown run, duplicate lab result)."""
+
+
+# Database errors that mean ARL's own code is wrong; every other one is about the database itself.
+_BUG_ERRORS = (IntegrityError, DataError, ProgrammingError)
+_DAMAGED = " (if the file is damaged, `arl db check` reports what it can read; restore a backup or use a new ledger)"
 
 
 def default_database_url() -> str:
@@ -106,8 +122,8 @@ def _make_engine(url: str) -> Engine:
         parsed = parsed.set(drivername="postgresql+psycopg")
     if backend == "sqlite":
         database = parsed.database or ""
-        if database and database != ":memory:":
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        if database and database != ":memory:" and not database.startswith("file:"):
+            _check_sqlite_path(Path(database).expanduser(), url)
         try:
             engine = create_engine(parsed, connect_args={"timeout": 60, "isolation_level": None})
         except (NoSuchModuleError, ArgumentError) as exc:
@@ -121,6 +137,58 @@ def _make_engine(url: str) -> Engine:
         return create_engine(parsed, pool_pre_ping=True)
     except (NoSuchModuleError, ArgumentError, ImportError) as exc:
         raise LedgerError(f"cannot use {url!r}: {exc} (install the postgres extra: pip install 'arl[postgres]')") from None
+
+
+def _check_sqlite_path(path: Path, url: str) -> None:
+    """The ledger file must be a regular file, or a name in a folder we can create (one line otherwise)."""
+    hint = "; point ARL_DATABASE_URL (or --url) at an ARL ledger file, or ARL_HOME at a folder"
+    try:
+        if path.exists() and not path.is_file():
+            kind = "a folder" if path.is_dir() else "not a regular file"
+            raise LedgerError(f"the ledger path {str(path)!r} of {url!r} is {kind}{hint}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LedgerError(f"cannot create the ledger's folder {str(path.parent)!r}: {exc.strerror or exc}{hint}") from None
+    foreign = _foreign_sqlite_tables(path)
+    if foreign:
+        raise _foreign_database_error(make_url(url).render_as_string(hide_password=True), foreign)
+
+
+def _foreign_sqlite_tables(path: Path) -> list[str]:
+    """Tables of an existing SQLite file that has no migration record (someone else's database), read-only.
+
+    Checked before the engine connects, because connecting switches the file
+    to WAL mode: a file that is not ours must not be changed at all.
+    """
+    import sqlite3
+    from urllib.parse import quote
+
+    if not path.is_file() or path.stat().st_size == 0:
+        return []
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=60)
+        try:
+            names = [str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        finally:
+            conn.close()
+    except (sqlite3.Error, UnicodeDecodeError, OSError):
+        return []  # not readable as SQLite: opening the engine reports it in its own words
+    tables = sorted(n for n in names if not n.startswith("sqlite_"))
+    return [] if "alembic_version" in tables else tables
+
+
+def _foreign_database_error(url: str, tables: list[str]) -> LedgerError:
+    shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+    return LedgerError(
+        f"{url} is not an ARL ledger: it holds other tables ({shown}) and no alembic_version; "
+        "point the URL at an ARL ledger or at a new file"
+    )
+
+
+def _plain(exc: BaseException) -> str:
+    """A database error as one line of its driver's words (no SQL, no links)."""
+    orig = getattr(exc, "orig", None) or exc
+    return " ".join(str(orig).split())[:300] or type(orig).__name__
 
 
 def _short_repr(value: Any) -> str:
@@ -182,12 +250,18 @@ class Ledger:
                 conn.exec_driver_sql("SELECT 1")
         except OperationalError as exc:
             raise LedgerError(f"cannot connect to the ledger at {self._safe_url}: {exc.orig}") from None
-        except DatabaseError as exc:  # SQLite: "file is not a database"
+        except DatabaseError as exc:  # SQLite: "file is not a database", "database disk image is malformed"
             raise LedgerError(
-                f"cannot open the ledger at {self._safe_url}: {exc.orig} (point the URL at an ARL ledger, "
-                "or at a path where a new one can be created)"
+                f"cannot open the ledger at {self._safe_url}: {_plain(exc)} (point the URL at an ARL ledger, "
+                "or at a path where a new one can be created; a damaged ledger needs a backup)"
+            ) from None
+        except UnicodeDecodeError as exc:  # SQLite's schema text is not UTF-8: a damaged file
+            raise LedgerError(
+                f"cannot open the ledger at {self._safe_url}: the file is damaged (its schema is not UTF-8 text: "
+                f"{exc.reason}); restore a backup or use a new ledger"
             ) from None
         if migrate:
+            self._refuse_foreign_database()
             self.upgrade()
 
     @property
@@ -230,6 +304,19 @@ class Ledger:
             except SQLAlchemyError:
                 return None
 
+    def _refuse_foreign_database(self) -> None:
+        """A database with tables but no migration record is someone else's: never create ours among them."""
+        from sqlalchemy import inspect
+
+        try:
+            if self.current_revision() is not None:
+                return
+            tables = sorted(inspect(self._engine).get_table_names())
+        except (DatabaseError, UnicodeDecodeError) as exc:
+            raise LedgerError(f"cannot read the ledger at {self._safe_url}: {_plain(exc)}{_DAMAGED}") from None
+        if tables:
+            raise _foreign_database_error(self._safe_url, tables)
+
     def upgrade(self, revision: str = "head") -> None:
         """Apply Alembic migrations up to ``revision`` (safe to call from several processes)."""
         if revision == "head" and self.current_revision() == self._head():
@@ -242,23 +329,52 @@ class Ledger:
 
     def _migrate(self, direction: str, revision: str) -> None:
         from alembic import command
+        from alembic.util import CommandError
 
-        with self._engine.connect().execution_options(arl_write=True) as conn:
-            with conn.begin():
-                if self.dialect == "postgresql":
-                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK_ID})
-                getattr(command, direction)(self._alembic_config(conn), revision)
+        try:
+            with self._engine.connect().execution_options(arl_write=True) as conn:
+                with conn.begin():
+                    if self.dialect == "postgresql":
+                        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK_ID})
+                    getattr(command, direction)(self._alembic_config(conn), revision)
+        except CommandError as exc:  # an unknown revision, or a ledger made by a newer ARL
+            raise LedgerError(
+                f"cannot {direction} the ledger at {self._safe_url} to {_short_repr(revision)}: {' '.join(str(exc).split())[:300]} "
+                f"(this ARL knows revisions up to {self._head()}; see `arl db upgrade --help`)"
+            ) from None
+        except (OperationalError, UnicodeDecodeError) as exc:
+            raise LedgerError(f"cannot {direction} the ledger at {self._safe_url}: {_plain(exc)}{_DAMAGED}") from None
+        except DatabaseError as exc:
+            if isinstance(exc, _BUG_ERRORS):
+                raise
+            raise LedgerError(f"cannot {direction} the ledger at {self._safe_url}: {_plain(exc)}{_DAMAGED}") from None
 
     # ------------------------------------------------------------------ sessions
     @contextmanager
     def _write(self) -> Iterator[Session]:
-        with self._writer.begin() as session:
+        with self._database_errors(), self._writer.begin() as session:
             yield session
 
     @contextmanager
     def _read(self) -> Iterator[Session]:
-        with self._reader() as session:
+        with self._database_errors(), self._reader() as session:
             yield session
+
+    @contextmanager
+    def _database_errors(self) -> Iterator[None]:
+        """A ledger the database cannot read or write (damaged file, disk full, no such table) is a LedgerError.
+
+        Errors that mean a bug in ARL (a constraint or type the code got wrong)
+        pass through unchanged.
+        """
+        try:
+            yield
+        except UnicodeDecodeError as exc:  # SQLite text that is not UTF-8: a damaged page
+            raise LedgerError(f"cannot read the ledger at {self._safe_url}: text that is not UTF-8 ({exc.reason}){_DAMAGED}") from None
+        except DatabaseError as exc:
+            if isinstance(exc, _BUG_ERRORS):
+                raise
+            raise LedgerError(f"the ledger at {self._safe_url} failed: {_plain(exc)}{_DAMAGED}") from None
 
     def _insert(self, table: Any) -> Any:
         if self.dialect == "postgresql":
@@ -275,23 +391,30 @@ class Ledger:
         return record
 
     def get_run(self, run_id: str) -> RunRecord:
-        if not _is_utf8(run_id):  # no stored id has a lone surrogate (e.g. from a non-UTF-8 argv)
-            raise LedgerError(f"no run with id {run_id!r} (see `arl runs list`)")
+        """The run whose id is ``run_id`` or starts with it (a unique prefix, as users copy short ids)."""
+        unknown = LedgerError(f"no run with id {_short_repr(run_id)} (see `arl runs list`)")
+        # No stored id is longer than the column, or holds a lone surrogate (e.g. from a non-UTF-8 argv).
+        if not isinstance(run_id, str) or not run_id or len(run_id) > _RUN_ID_MAX or not _is_utf8(run_id):
+            raise unknown
         with self._read() as s:
             row = s.get(RunRow, run_id)
             if row is None:
-                # Accept a unique prefix, as users copy short ids from tables; '%' and '_' are literal.
-                prefix = RunRow.id.startswith(run_id, autoescape=True)
-                rows = s.scalars(select(RunRow).where(prefix).limit(2)).all() if run_id else []
+                # A prefix compared as a substring, not with LIKE: '%' and '_' are literal, and the
+                # pattern-length limit of LIKE does not apply.
+                prefix = func.substr(RunRow.id, 1, len(run_id)) == run_id
+                rows = s.scalars(select(RunRow).where(prefix).limit(2)).all()
                 if len(rows) != 1:
-                    raise LedgerError(f"no run with id {run_id!r} (see `arl runs list`)")
+                    raise unknown
                 row = rows[0]
             return _run(row)
 
     def list_runs(self, limit: int | None = None) -> list[RunRecord]:
+        """Runs, newest first; ``limit`` None or 0 means all (a limit beyond any ledger's size is the same)."""
+        if limit is not None and limit < 0:
+            raise LedgerError(f"a run list limit must be 0 (all) or more, got {limit}")
         with self._read() as s:
             q = select(RunRow).order_by(RunRow.created_at.desc(), RunRow.id)
-            if limit:
+            if limit and limit < _SQL_MAX_INT:
                 q = q.limit(limit)
             return [_run(r) for r in s.scalars(q)]
 
@@ -828,8 +951,36 @@ class Ledger:
         ]
 
     def integrity_problems(self) -> list[str]:
-        """Plain-word descriptions of anything inconsistent in the ledger (empty list: healthy)."""
-        problems: list[str] = []
+        """Plain-word descriptions of anything inconsistent in the ledger (empty list: healthy).
+
+        A damaged database is reported as problems too (what SQLite's own
+        check finds, or the first read that fails), never raised.
+        """
+        problems = self._storage_problems()
+        if problems:
+            return problems
+        try:
+            self._consistency_problems(problems)
+        except LedgerError as exc:
+            problems.append(f"part of the ledger cannot be read, so the checks stopped early: {exc}")
+        except (ValueError, TypeError) as exc:  # a row that reads back but is not a valid record
+            problems.append(f"a row of the ledger holds a value ARL cannot read back: {' '.join(str(exc).split())[:300]}")
+        return problems
+
+    def _storage_problems(self) -> list[str]:
+        """What the database engine itself finds wrong with its file (SQLite's quick_check; nothing on PostgreSQL)."""
+        if self.dialect != "sqlite":
+            return []
+        try:
+            with self._engine.connect() as conn:
+                rows = [str(r[0]) for r in conn.exec_driver_sql("PRAGMA quick_check(20)")]
+        except (DatabaseError, UnicodeDecodeError) as exc:
+            return [f"the database file is damaged: SQLite cannot check it ({_plain(exc)}); restore a backup or use a new ledger"]
+        if rows == ["ok"]:
+            return []
+        return [f"the database file is damaged (SQLite's quick_check): {' '.join(r.split())[:300]}" for r in rows]
+
+    def _consistency_problems(self, problems: list[str]) -> None:
         with self._read() as s:
             orphan_traj = s.scalar(
                 select(func.count()).select_from(TrajectoryRow).outerjoin(RunRow, RunRow.id == TrajectoryRow.run_id)
@@ -877,7 +1028,6 @@ class Ledger:
             )
             if pending_done:
                 problems.append(f"{pending_done} answered lab requests still have a pending verdict")
-        return problems
 
 
 # ---------------------------------------------------------------------- row <-> record
