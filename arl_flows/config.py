@@ -9,11 +9,12 @@ one line naming the field and what is allowed (:func:`load_config`).
 
 from __future__ import annotations
 
+import math
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from policies import PretrainConfig, TrainerConfig
 from verifiers.code import RewardWeights
@@ -27,6 +28,7 @@ __all__ = [
     "RunConfig",
     "TierConfig",
     "load_config",
+    "read_toml",
 ]
 
 
@@ -45,14 +47,36 @@ class TierConfig(_Section):
     params: dict[str, Any] = Field(default_factory=dict, description="Params of the verifier (see `arl tiers show NAME`).")
 
 
+# Upper bounds far above any sensible run and far below what breaks something (a SQL integer, a
+# list of that many prompts in memory): a typo of a few extra zeros is an error, not a week of compute.
+MAX_STEPS = 100_000
+MAX_PROMPTS_PER_STEP = 10_000
+MAX_GROUP_SIZE = 1_024
+MAX_TIER_CONCURRENCY = 1_024
+MAX_NAME_LENGTH = 200  # the runs.name column
+
+
 class RolloutConfig(_Section):
     """What the policy is asked each step."""
 
-    prompts_per_step: int = Field(default=4, ge=1, description="Goal prompts per step; each gets trainer.group_size samples.")
+    prompts_per_step: int = Field(
+        default=4, ge=1, le=MAX_PROMPTS_PER_STEP, description="Goal prompts per step; each gets trainer.group_size samples."
+    )
     goal_windows: list[tuple[float, float]] = Field(
         default_factory=list,
+        max_length=1000,
         description="Goal windows (low, high) in eV to prompt with, cycled over prompts; empty: the scheduler's target window.",
     )
+
+    @field_validator("goal_windows")
+    @classmethod
+    def _windows_are_finite_and_ordered(cls, windows: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        for i, (low, high) in enumerate(windows):
+            if not (math.isfinite(low) and math.isfinite(high)):
+                raise ValueError(f"window {i} ({low}, {high}) must be two finite numbers in eV, e.g. [3.0, 4.0]")
+            if not low < high:
+                raise ValueError(f"window {i} ({low}, {high}) needs low below high; write it as [{min(low, high)}, {max(low, high)}]")
+        return windows
 
 
 class HindsightConfig(_Section):
@@ -82,7 +106,12 @@ class HindsightConfig(_Section):
 class RunConfig(_Section):
     """Everything a training run needs; `arl run --config FILE.toml` reads it."""
 
-    name: str = Field(default="gap-window", description="Run name shown in `arl runs list` and the Prefect UI.")
+    name: str = Field(
+        default="gap-window",
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        description="Run name shown in `arl runs list` and the Prefect UI (printable text, one line).",
+    )
     suite: Literal["molecules", "code"] = Field(
         default="molecules",
         description="Task suite: 'molecules' (design by gap window, tiny SMILES policy) or 'code' (Python tasks; "
@@ -95,7 +124,9 @@ class RunConfig(_Section):
     )
     code_tasks: list[str] = Field(default_factory=list, description="Code-suite task ids to prompt with (empty: all).")
     code_reward: RewardWeights = Field(default_factory=RewardWeights, description="Weights of the code reward.")
-    steps: int = Field(default=6, ge=1, description="Training steps (rollout -> verify -> GRPO -> hindsight -> checkpoint).")
+    steps: int = Field(
+        default=6, ge=1, le=MAX_STEPS, description="Training steps (rollout -> verify -> GRPO -> hindsight -> checkpoint)."
+    )
     seed: int = Field(default=0, description="Seeds sampling (per step) and the scheduler.")
     tiers: list[TierConfig] = Field(
         default_factory=lambda: [
@@ -121,8 +152,35 @@ class RunConfig(_Section):
     dask_address: str | None = Field(default=None, description="tcp://HOST:PORT of a Dask scheduler; None starts a LocalCluster.")
     tier_concurrency: dict[str, int] = Field(
         default_factory=lambda: {"pyscf-b3lyp": 1, "gfn2-xtb": 2},
-        description="Global Prefect concurrency limit per expensive verifier (tasks tagged 'arl-tier:NAME').",
+        description="Global Prefect concurrency limit per expensive verifier (tasks tagged 'arl-tier:NAME'), "
+        f"1 to {MAX_TIER_CONCURRENCY}.",
     )
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_one_line(cls, name: str) -> str:
+        if not name.isprintable():
+            bad = next(ch for ch in name if not ch.isprintable())
+            raise ValueError(f"a run name is printable text on one line; it holds {ascii(bad)}")
+        return name
+
+    @field_validator("seed")
+    @classmethod
+    def _seed_fits(cls, seed: int) -> int:
+        if not 0 <= seed < 2**32:
+            raise ValueError(f"a seed is an integer from 0 to {2**32 - 1}, got {seed}")
+        return seed
+
+    @field_validator("tier_concurrency")
+    @classmethod
+    def _concurrency_is_positive(cls, limits: dict[str, int]) -> dict[str, int]:
+        for verifier, limit in limits.items():
+            if not 1 <= limit <= MAX_TIER_CONCURRENCY:
+                raise ValueError(
+                    f"{verifier!r}: {limit} is not a usable limit; give 1 to {MAX_TIER_CONCURRENCY} concurrent "
+                    "tasks (leave the verifier out for no limit)"
+                )
+        return limits
 
     @model_validator(mode="before")
     @classmethod
@@ -138,6 +196,8 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _ladder_is_usable(self) -> RunConfig:
+        if not 2 <= self.trainer.group_size <= MAX_GROUP_SIZE:
+            raise ValueError(f"trainer.group_size: {self.trainer.group_size} samples per prompt; use 2 to {MAX_GROUP_SIZE}")
         if len(self.tiers) < 2:
             raise ValueError("tiers: a ladder needs at least two verifiers (a fast one and a top one)")
         names = [t.verifier for t in self.tiers]
@@ -184,15 +244,61 @@ def _loc_part(part: object) -> object:
 def _describe(exc: ValidationError, source: str) -> str:
     parts = []
     for err in exc.errors()[:3]:
-        loc = ".".join(p if isinstance(p, str) and p.isprintable() and " " not in p else repr(p) for p in map(_loc_part, err["loc"])) or "(top level)"
-        msg = err["msg"]
+        loc = ".".join(p[:60] if isinstance(p, str) and p.isprintable() and " " not in p else repr(p)[:60] for p in map(_loc_part, err["loc"]))
+        msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown field; check the spelling (see examples/*.toml for every field)"
         elif err["type"] == "literal_error":
             msg = msg.replace("Input should be", "allowed values are")
-        parts.append(f"{loc}: {' '.join(str(msg).split())}")
+        msg = " ".join(msg.split())
+        # A check of the whole config names its own field ("tiers: ..."); a field's check gets its path.
+        parts.append(f"{loc}: {msg}" if loc else msg)
     more = f" (and {len(exc.errors()) - 3} more)" if len(exc.errors()) > 3 else ""
     return f"{source}: " + "; ".join(parts) + more
+
+
+MAX_CONFIG_BYTES = 2**20  # a run config is a page of TOML; anything this large is the wrong file
+MAX_CONFIG_DEPTH = 20  # tables and arrays nested deeper than any field of RunConfig goes
+
+
+def _depth(value: Any, limit: int) -> int:
+    """Nesting depth of TOML data, counting no further than ``limit`` + 1 (iterative: no recursion limit)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if deepest > limit:
+            break
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+    return deepest
+
+
+def read_toml(p: Path) -> dict[str, Any]:
+    """The TOML table in ``p``, or one ConfigError line saying why it cannot be read."""
+    try:
+        if not p.exists():
+            raise ConfigError(f"config file {p} does not exist")
+        if not p.is_file():
+            raise ConfigError(f"config file {p} is not a regular file (a folder, device or pipe); give a .toml file")
+        if p.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"config file {p} is {p.stat().st_size:,} bytes; a run config is under {MAX_CONFIG_BYTES:,}")
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{p} is not UTF-8 text (byte {exc.start}); save it as UTF-8 TOML") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {p}: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p} is not valid TOML: {' '.join(str(exc).split())}") from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise ConfigError(f"{p} nests arrays or tables too deeply to read; a run config needs {MAX_CONFIG_DEPTH} levels at most") from None
+    if _depth(data, MAX_CONFIG_DEPTH) > MAX_CONFIG_DEPTH:
+        raise ConfigError(f"{p} nests arrays or tables more than {MAX_CONFIG_DEPTH} levels deep; no run config field needs that")
+    return data
 
 
 def load_config(path: str | Path | None = None, profile: str = "default", overrides: dict[str, Any] | None = None) -> RunConfig:
@@ -204,12 +310,7 @@ def load_config(path: str | Path | None = None, profile: str = "default", overri
     if path is not None:
         p = Path(path)
         source = str(p)
-        if not p.is_file():
-            raise ConfigError(f"config file {p} does not exist")
-        try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{p} is not valid TOML: {exc}") from None
+        data = read_toml(p)
     data.update(overrides or {})
     try:
         config = RunConfig.model_validate(data)
