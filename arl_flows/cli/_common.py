@@ -1,4 +1,12 @@
-"""Shared bits of the CLI: consoles, the user-error type, ledger opening, JSON output."""
+"""Shared bits of the CLI: consoles, the user-error type, ledger opening, JSON output.
+
+User text (run names, ids, SMILES, paths, verifier feedback) never reaches
+rich as markup: pass it through :func:`shown` when it goes into a markup
+string or a table cell, so ``[/x]`` prints as itself instead of crashing
+the command, and control characters print as escapes instead of moving the
+cursor or splitting a line. The consoles also leave ``:name:`` emoji codes
+alone, since a SMILES or a path may contain them.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +14,31 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
-__all__ = ["UserError", "console", "err_console", "open_ledger", "print_json"]
+__all__ = ["UserError", "console", "err_console", "open_ledger", "print_json", "shown"]
 
-console = Console()
-err_console = Console(stderr=True)
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 
 class UserError(Exception):
     """A mistake the user can fix; printed as one line, exit code 2."""
+
+
+def shown(value: object, limit: int | None = None) -> str:
+    """``value`` as text safe to put in rich markup: one line, markup escaped, at most ``limit`` characters.
+
+    Characters that are not printable (newlines, ESC, NUL, lone surrogates)
+    are written as Python escapes (``\\n``, ``\\x1b``, ``\\udcff``); a cut
+    text ends with ``...`` and says how long it was.
+    """
+    text = value if isinstance(value, str) else str(value)
+    if limit is not None and len(text) > limit:
+        text = f"{text[:limit]}... ({len(text):,} characters)"
+    if not text.isprintable():
+        text = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+    return escape(text)
 
 
 def open_ledger(url: str | None = None):  # noqa: ANN201 - avoids importing SQLAlchemy for --help

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, err_console, open_ledger
+from arl_flows.cli._common import UserError, console, err_console, open_ledger, shown
 
 __all__ = ["bench_app"]
 
@@ -223,6 +223,31 @@ def _write_png(report: dict[str, Any], path: Path, n_hits: int) -> None:
     fig.savefig(path, dpi=120)
 
 
+def _positive(option: str, value: float | None, *, allow_inf: bool = False) -> None:
+    """A CPU-second or width option: a positive number (click's own range checks let NaN through)."""
+    if value is None:
+        return
+    if math.isnan(value) or value <= 0 or (math.isinf(value) and not allow_inf):
+        raise UserError(f"{option} must be a positive {'number' if allow_inf else 'finite number'}, got {value}")
+
+
+def _count(option: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise UserError(f"{option} must be from {low:,} to {high:,}, got {value}")
+
+
+def _window(window: tuple[float, float]) -> tuple[float, float]:
+    low, high = window
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise UserError(f"--window {low} {high}: give two finite numbers LO HI (eV)")
+    if not low < high:
+        raise UserError(f"--window {low} {high}: LO must be below HI; swap them")
+    return low, high
+
+
+_MAX_POOL = 10_000_000  # far more molecules than any pool file holds; a larger number is a typo
+
+
 def _policies(text: str, allowed: Sequence[str]) -> list[str]:
     names = [p.strip() for p in text.split(",") if p.strip()]
     bad = [p for p in names if p not in allowed]
@@ -262,11 +287,11 @@ def bench_scheduler(
     from verifiers.scheduler import molecule_features, retrieval_benchmark
     from verifiers.scheduler.config import LearnedSurrogateConfig
 
-    low, high = window
-    if not low < high:
-        raise UserError(f"--window {low} {high}: LO must be below HI")
-    if top_cost <= 0:
-        raise UserError("--top-cost must be positive")
+    low, high = _window(window)
+    _positive("--top-cost", top_cost)
+    _positive("--step-budget", step_budget)
+    _count("--limit", limit, 10, _MAX_POOL)
+    _count("--held-out", held_out, 0, _MAX_POOL)
     names = _policies(policies, ("voi", "all", "cascade", "random", "oracle", "fast-only"))
     data = _setup(pool, limit, held_out, seed, top_cost, cache, ledger, low, high)
     t0 = time.perf_counter()
@@ -342,16 +367,21 @@ def bench_advantages(
     from verifiers.scheduler import advantage_benchmark, molecule_features
     from verifiers.scheduler.config import LearnedSurrogateConfig
 
-    low, high = window
-    if not low < high:
-        raise UserError(f"--window {low} {high}: LO must be below HI")
-    if group_size < 2 or groups < 1:
-        raise UserError("--group-size must be at least 2 and --groups at least 1")
+    low, high = _window(window)
+    if math.isnan(softness) or not 0 <= softness < math.inf:
+        raise UserError(f"--softness must be a finite number >= 0 (eV), got {softness}")
+    _positive("--top-cost", top_cost)
+    _count("--group-size", group_size, 2, 1024)
+    _count("--groups", groups, 1, _MAX_POOL)
+    _count("--limit", limit, 10, _MAX_POOL)
+    _count("--held-out", held_out, 0, _MAX_POOL)
     names = _policies(policies, ("voi", "voi-discovery", "all", "random", "fast-only"))
     try:
         fracs = [float(f) for f in fractions.split(",") if f.strip()]
     except ValueError:
-        raise UserError(f"--fractions {fractions!r} must be a comma list of numbers") from None
+        raise UserError(f"--fractions {fractions[:100]!r} must be a comma list of numbers") from None
+    if not fracs or not all(0 < f <= 1 for f in fracs):  # NaN fails the comparison too
+        raise UserError(f"--fractions {fractions[:100]!r}: give fractions of the cost of 'all' in (0, 1], e.g. 0.05,0.1")
     data = _setup(pool, limit, held_out, seed, top_cost, cache, ledger, low, high)
     members = list(data["pool"])
     if len(members) < group_size * groups:
@@ -426,8 +456,6 @@ def learning(
     png_out: Annotated[Path | None, typer.Option("--png", help="Save the curves (audited top-10 vs spend) here.")] = None,
 ) -> None:
     """Learning under a verification budget (issue 9): GRPO per verification regime, audited top-10 vs spend."""
-    import tomllib
-
     from arl_flows.bench_learning import REGIMES, LearningBenchConfig, learning_benchmark, merge_reports
 
     if merge:
@@ -436,25 +464,33 @@ def learning(
             raise UserError(f"--merge: no such report(s): {', '.join(missing)}")
         try:
             report = merge_reports([json.loads(p.read_text()) for p in merge])
-        except (ValueError, KeyError) as exc:
-            raise UserError(f"--merge: {exc}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not a report this command wrote
+            raise UserError(f"--merge: not a learning-benchmark report ({type(exc).__name__}: {exc})") from None
         _print_learning(report, json_out, png_out)
         return
 
     names = [r.strip() for r in regimes.split(",") if r.strip()]
-    unknown = [r for r in names if r not in REGIMES]
+    unknown = [r[:40] for r in names if r not in REGIMES]
     if unknown or not names:
-        raise UserError(f"--regimes: unknown {', '.join(unknown) or '(none given)'}; use {', '.join(REGIMES)}")
-    if seeds < 1:
-        raise UserError("--seeds must be at least 1")
+        raise UserError(f"--regimes: unknown {', '.join(unknown[:5]) or '(none given)'}; use {', '.join(REGIMES)}")
+    _positive("--budget", budget)
+    _positive("--step-budget", step_budget)
+    _count("--seeds", seeds, 1, 1000)
+    _count("--first-seed", first_seed, 0, 2**31 - seeds)
+    _count("--max-steps", max_steps, 1, 1_000_000)
+    _count("--proxy-max-steps", proxy_max_steps, 1, 1_000_000)
+    _count("--audit-points", audit_points, 1, 10_000)
+    _count("--history", history, 0, _MAX_POOL)
+    if workdir.exists() and not workdir.is_dir():
+        raise UserError(f"--workdir {str(workdir)[:300]!r} is not a folder")
     overrides: dict[str, Any] = {}
     if config is not None:
-        if not config.is_file():
-            raise UserError(f"config file {config} does not exist")
+        from arl_flows.config import ConfigError, read_toml
+
         try:
-            overrides = tomllib.loads(config.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise UserError(f"{config} is not valid TOML: {exc}") from None
+            overrides = read_toml(config)
+        except ConfigError as exc:
+            raise UserError(str(exc)) from None
     try:
         bench = LearningBenchConfig(
             budget=budget, seeds=list(range(first_seed, first_seed + seeds)), regimes=names, budget_per_step=step_budget, max_steps=max_steps,
@@ -481,14 +517,14 @@ def _print_learning(report: dict[str, Any], json_out: Path | None, png_out: Path
     rows = summary_table(report)
     t = Table(
         title=f"Learning under a {report['budget']:g} CPU-s verification budget, {len(report['seeds'])} seed(s), "
-        f"top tier {report['top_tier']}"
+        f"top tier {shown(report['top_tier'])}"
     )
     for col in rows[0]:
-        t.add_column(col, justify="right")
+        t.add_column(shown(col), justify="right")
     for row in rows[1:]:
-        t.add_row(*row)
+        t.add_row(*(shown(cell) for cell in row))
     console.print(t)
-    console.print("top-10 AUC ratios: " + ", ".join(f"{k} {_fmt(v, 2)}" for k, v in report["ratios"].items()))
+    console.print("top-10 AUC ratios: " + ", ".join(f"{shown(k)} {_fmt(v, 2)}" for k, v in report["ratios"].items()))
     if json_out:
         write_json(report, json_out)
     if png_out:

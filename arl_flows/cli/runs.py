@@ -6,7 +6,7 @@ import typer
 from rich.table import Table
 
 from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, open_ledger, print_json
+from arl_flows.cli._common import UserError, console, open_ledger, print_json, shown
 
 runs_app = typer.Typer(help="Training runs recorded in the ledger.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
@@ -17,7 +17,7 @@ URL_OPTION = typer.Option(None, "--url", help="Database URL (default: $ARL_DATAB
 @runs_app.command("list")
 def list_runs(
     url: str | None = URL_OPTION,
-    limit: int = typer.Option(50, help="Show at most this many runs."),
+    limit: int = typer.Option(50, min=0, help="Show at most this many runs (0: all)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Runs, newest first."""
@@ -26,12 +26,12 @@ def list_runs(
     if json_out:
         print_json([r.model_dump(mode="json", exclude={"config"}) for r in runs])
         return
-    table = Table(title=f"runs in {ledger._safe_url}")
+    table = Table(title=f"runs in {shown(ledger._safe_url)}")
     for col in ("id", "name", "status", "steps", "created"):
         table.add_column(col)
     for r in runs:
         total = r.config.get("steps", "?")
-        table.add_row(r.id[:12], r.name, r.status.value, f"{r.steps_done}/{total}", r.created_at.strftime("%Y-%m-%d %H:%M:%S"))
+        table.add_row(shown(r.id[:12]), shown(r.name, 200), r.status.value, shown(f"{r.steps_done}/{total}"), r.created_at.strftime("%Y-%m-%d %H:%M:%S"))
     console.print(table)
 
 
@@ -52,14 +52,14 @@ def show_run(
     if json_out:
         print_json(summary)
         return
-    table = Table(title=f"run {summary['id']} ({summary['name']})", show_header=False)
+    table = Table(title=f"run {shown(summary['id'])} ({shown(summary['name'], 200)})", show_header=False)
     table.add_column("field")
     table.add_column("value")
     for key in ("status", "steps_done", "steps_total", "trajectories", "candidates", "best_reward", "mean_reward", "checkpoints", "lab_pending", "created_at", "updated_at"):
         value = summary[key]
-        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
+        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else shown(value))
     for tier, cost in sorted(summary["spend_by_tier"].items()):
-        table.add_row(f"spend/{tier}", f"{cost:.2f} CPU-s")
+        table.add_row(f"spend/{shown(tier)}", f"{cost:.2f} CPU-s")
     for status, n in sorted(summary["verdicts_by_status"].items()):
-        table.add_row(f"verdicts/{status}", str(n))
+        table.add_row(f"verdicts/{shown(status)}", str(n))
     console.print(table)

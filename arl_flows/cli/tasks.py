@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, print_json
+from arl_flows.cli._common import UserError, console, print_json, shown
 
 tasks_app = typer.Typer(help="Bundled tasks of a suite.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
@@ -20,7 +20,7 @@ def list_tasks(
 ) -> None:
     """List task ids and prompts."""
     if suite not in _SUITES_WITH_TASKS:
-        raise UserError(f"suite {suite!r} has no bundled task list; suites with tasks: {', '.join(_SUITES_WITH_TASKS)}")
+        raise UserError(f"suite {suite[:100]!r} has no bundled task list; suites with tasks: {', '.join(_SUITES_WITH_TASKS)}")
     from verifiers.code.tasks import load_tasks
 
     tasks = load_tasks()
@@ -29,9 +29,9 @@ def list_tasks(
         return
     from rich.table import Table
 
-    table = Table(title=f"{len(tasks)} {suite} tasks")
+    table = Table(title=f"{len(tasks)} {shown(suite)} tasks")
     table.add_column("id", no_wrap=True)
     table.add_column("prompt")
     for t in tasks:
-        table.add_row(t.id, t.prompt)
+        table.add_row(shown(t.id), shown(t.prompt))
     console.print(table)

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, print_json
+from arl_flows.cli._common import UserError, console, print_json, shown
 
 tiers_app = typer.Typer(help="Registered verifier tiers (built-in, entry points, config references).", no_args_is_help=True)
 app.add_typer(tiers_app, name="tiers")
@@ -60,7 +60,7 @@ def list_tiers(
     for column in columns:
         table.add_column(column, no_wrap=column in ("name", "tier"))
     for row in rows:
-        table.add_row(*(str(row[c]) if row[c] is not None else "any" for c in columns))
+        table.add_row(*(shown(row[c]) if row[c] is not None else "any" for c in columns))
     console.print(table)
 
 
@@ -84,4 +84,4 @@ def show_tier(
     if as_json:
         print_json(data)
     else:
-        console.print(json.dumps(data, indent=2, default=str), highlight=False)
+        console.print(json.dumps(data, indent=2, default=str), highlight=False, markup=False)

@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, open_ledger, print_json
+from arl_flows.cli._common import UserError, console, open_ledger, print_json, shown
 
 URL_OPTION = typer.Option(None, "--url", help="Ledger URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db).")
 UI_HOST, UI_PORT = "127.0.0.1", 4200
@@ -39,7 +39,7 @@ def _running_ui() -> dict[str, Any] | None:
     try:
         state = json.loads(path.read_text())
         os.kill(int(state["pid"]), 0)
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError, OverflowError):  # a hand-edited or damaged state file
         return None
     return state
 
@@ -96,7 +96,7 @@ class _ProgressView:
 
 
 def _summary_table(summary: dict[str, Any], rows: list[Any]) -> Table:
-    table = Table(title=f"run {summary['id']} ({summary['name']}): {summary['status']}")
+    table = Table(title=f"run {summary['id']} ({shown(summary['name'], 200)}): {summary['status']}")
     for col in ("step", "reward mean", "reward max", "validity", "calls", "seconds"):
         table.add_column(col)
     for r in rows:
@@ -212,7 +212,7 @@ def report(
         path = build_report(ledger, run_id).write(out)
     except LedgerError as exc:
         raise UserError(str(exc)) from None
-    console.print(f"report written to {path}")
+    console.print(f"report written to {shown(path)}")
 
 
 # ---------------------------------------------------------------------- lab
@@ -231,6 +231,13 @@ def lab_list(
     from storage.records import Status
 
     ledger = open_ledger(url)
+    if run_id is not None:
+        from storage.ledger import LedgerError
+
+        try:  # an unknown run is a mistake to report, not an empty list
+            run_id = ledger.get_run(run_id).id
+        except LedgerError as exc:
+            raise UserError(f"--run: {exc}") from None
     requests = ledger.lab_requests(None if all_ else Status.pending, run_id=run_id)
     if json_out:
         print_json([r.model_dump(mode="json") for r in requests])
@@ -239,8 +246,8 @@ def lab_list(
     for col in ("request id", "candidate", "status", "value", "created"):
         table.add_column(col)
     for r in requests:
-        table.add_row(r.id, r.payload or r.candidate_key, r.status.value, "" if r.value is None else f"{r.value:g}", r.created_at.strftime("%Y-%m-%d %H:%M"))
-    console.print(table)
+        table.add_row(shown(r.id), shown(r.payload or r.candidate_key, 500), r.status.value, "" if r.value is None else f"{r.value:g}", r.created_at.strftime("%Y-%m-%d %H:%M"))
+    console.print(table if requests else f"no {'' if all_ else 'pending '}lab requests" + (f" for run {run_id}" if run_id else ""))
 
 
 @lab_app.command("submit")
@@ -262,7 +269,7 @@ def lab_submit(
         verdict = ledger.submit_lab_result(request, number, notes)
     except LedgerError as exc:
         raise UserError(str(exc)) from None
-    console.print(f"recorded {verdict.candidate_key} = {verdict.value:g} (request {request})")
+    console.print(f"recorded {shown(verdict.candidate_key, 500)} = {verdict.value:g} (request {shown(request)})")
 
 
 # ---------------------------------------------------------------------- ui and deployments
@@ -270,7 +277,7 @@ def lab_submit(
 def ui(
     background: bool = typer.Option(False, "--background", help="Start the server detached and return."),
     stop: bool = typer.Option(False, "--stop", help="Stop a server started with --background."),
-    port: int = typer.Option(UI_PORT, "--port", help="Port on 127.0.0.1."),
+    port: int = typer.Option(UI_PORT, "--port", min=1, max=65535, help="Port on 127.0.0.1."),
 ) -> None:
     """Start a Prefect server with its UI on 127.0.0.1:4200; earlier runs show up there."""
     state_file = _ui_state_file()
@@ -284,7 +291,7 @@ def ui(
         return
     if _running_ui():
         state = _running_ui()
-        console.print(f"a Prefect server is already running: {state['ui_url']}")  # type: ignore[index]
+        console.print(f"a Prefect server is already running: {shown(state['ui_url'])}")  # type: ignore[index]
         return
     prefect = Path(sys.executable).with_name("prefect")
     cmd = [str(prefect), "server", "start", "--host", UI_HOST, "--port", str(port)]
@@ -338,15 +345,17 @@ def deploy(
 
         CronSchedule(cron=cron)
     except ValueError as exc:
-        raise UserError(f"--cron {cron!r} is not a valid cron expression: {exc}") from None
+        raise UserError(f"--cron {cron[:100]!r} is not a valid cron expression: {exc}") from None
+    if not name or len(name) > 100 or not name.isprintable() or "/" in name:
+        raise UserError(f"--name {name[:100]!r}: a deployment name is 1 to 100 printable characters without '/'")
+    ledger_url = open_ledger(url).url  # before Prefect starts: a bad URL is one line, not a served deployment
     _quiet_prefect(verbose=True)
     from prefect import serve
 
     from arl_flows.flows import lab_results, training_run
 
-    ledger_url = open_ledger(url).url
     params = {"config_path": str(config.resolve()) if config else None, "profile": profile, "database_url": ledger_url}
-    console.print(f"serving deployments 'training_run/{name}' (cron {cron!r}) and 'lab_results/lab-results'; Ctrl-C stops")
+    console.print(f"serving deployments 'training_run/{shown(name)}' (cron {shown(repr(cron))}) and 'lab_results/lab-results'; Ctrl-C stops")
     serve(
         training_run.to_deployment(name=name, cron=cron, parameters=params),
         lab_results.to_deployment(name="lab-results", parameters={"database_url": ledger_url}),

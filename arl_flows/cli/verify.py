@@ -7,6 +7,7 @@ verdicts (and lab requests) when one is wanted.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import typer
 from rich.table import Table
 
 from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, open_ledger, print_json
+from arl_flows.cli._common import UserError, console, open_ledger, print_json, shown
 
 _STATUS_STYLE = {"ok": "green", "invalid": "red", "failed": "yellow", "timeout": "magenta", "pending": "cyan"}
 
@@ -22,12 +23,28 @@ _STATUS_STYLE = {"ok": "green", "invalid": "red", "failed": "yellow", "timeout":
 def _read_inputs(smiles: list[str], input_file: Path | None) -> list[str]:
     texts = list(smiles)
     if input_file is not None:
+        _check_readable_file("--input", input_file)
         try:
             lines = input_file.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError as exc:
             raise UserError(f"cannot read --input {input_file}: {exc.strerror}") from None
         texts += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
     return texts
+
+
+_MAX_INPUT_BYTES = 200 * 2**20
+
+
+def _check_readable_file(option: str, path: Path) -> None:
+    """A regular file of sane size (not a folder, a FIFO or /dev/zero, which would never finish reading)."""
+    try:
+        if not path.is_file():
+            raise UserError(f"{option} {str(path)[:300]!r} is not a regular file")
+        size = path.stat().st_size
+    except OSError as exc:
+        raise UserError(f"cannot read {option} {str(path)[:300]!r}: {exc.strerror or exc}") from None
+    if size > _MAX_INPUT_BYTES:
+        raise UserError(f"{option} {str(path)[:300]!r} is {size:,} bytes; split it into files under {_MAX_INPUT_BYTES:,}")
 
 
 def _resolve_verifiers(suite: str, tiers: str) -> list[Any]:
@@ -84,12 +101,14 @@ def verify(
     ),
     goal_low: float | None = typer.Option(None, "--goal-low", help="Molecules: low end of the target gap window (eV)."),
     goal_high: float | None = typer.Option(None, "--goal-high", help="Molecules: high end of the target gap window (eV)."),
-    threads: int | None = typer.Option(None, "--threads", min=1, help="Threads per worker for xTB/DFT (default: their params)."),
-    timeout_s: float | None = typer.Option(None, "--timeout", min=0.001, help="Per-candidate timeout for isolated tiers (s)."),
+    threads: int | None = typer.Option(None, "--threads", min=1, max=1024, help="Threads per worker for xTB/DFT (default: their params)."),
+    timeout_s: float | None = typer.Option(None, "--timeout", min=0.001, max=86_400, help="Per-candidate timeout for isolated tiers (s)."),
     ledger_url: str | None = typer.Option(None, "--ledger", help="Also store the verdicts in this ledger."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Run the named tiers on candidates and print one verdict per candidate and verifier."""
+    if timeout_s is not None and not math.isfinite(timeout_s):  # click's range check lets NaN through
+        raise UserError(f"--timeout must be a number of seconds, got {timeout_s}")
     if suite == "molecules":
         if task or answer_file:
             raise UserError("--task/--answer-file are for --suite code; give molecules with --smiles or --input")
@@ -100,8 +119,10 @@ def verify(
             raise UserError("give both --goal-low and --goal-high, or neither")
         goal = None
         if goal_low is not None and goal_high is not None:
+            if not (math.isfinite(goal_low) and math.isfinite(goal_high)):
+                raise UserError(f"--goal-low {goal_low} and --goal-high {goal_high} must be finite numbers (eV)")
             if goal_low > goal_high:
-                raise UserError(f"--goal-low {goal_low} is above --goal-high {goal_high}")
+                raise UserError(f"--goal-low {goal_low} is above --goal-high {goal_high}; swap them")
             goal = {"property": "gap_ev", "low": goal_low, "high": goal_high}
         from verifiers.chem import make_candidate
 
@@ -111,6 +132,7 @@ def verify(
             raise UserError("--smiles/--input are for --suite molecules; give --task and --answer-file")
         if not task or answer_file is None:
             raise UserError("--suite code needs --task TASK_ID and --answer-file FILE")
+        _check_readable_file("--answer-file", answer_file)
         try:
             answer = answer_file.read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
@@ -120,7 +142,7 @@ def verify(
         try:
             candidates = [make_code_candidate(task, answer)]
         except (KeyError, LookupError, ValueError) as exc:
-            raise UserError(f"cannot verify task {task!r}: {exc}") from None
+            raise UserError(f"cannot verify task {task[:100]!r}: {exc}") from None
         texts = [str(answer_file)]
     else:
         raise UserError(f"unknown suite {suite!r}; use 'molecules' or 'code'")
@@ -129,7 +151,10 @@ def verify(
     all_verdicts: list[tuple[str, Any]] = []
     lab_requests = []
     for cls in classes:
-        verifier = cls(_make_params(cls, threads, timeout_s))
+        try:
+            verifier = cls(_make_params(cls, threads, timeout_s))
+        except ValueError as exc:  # pydantic's ValidationError: --threads/--timeout outside what this tier takes
+            raise UserError(f"{cls.name}: --threads/--timeout: {' '.join(str(exc).split())[:300]}") from None
         try:
             verdicts = verifier.verify_batch(candidates)
         finally:
@@ -157,7 +182,7 @@ def verify(
     if as_json:
         print_json(rows)
         return
-    table = Table(title=f"verdicts ({suite}); cost in CPU-seconds")
+    table = Table(title=f"verdicts ({shown(suite)}); cost in CPU-seconds")
     for column in ("input", "verifier", "tier", "value", "score", "cost"):
         table.add_column(column, no_wrap=True, overflow="ellipsis", max_width=20 if column == "input" else None)
     table.add_column("status: feedback", overflow="fold")
@@ -165,15 +190,15 @@ def verify(
     rows.sort(key=lambda r: texts.index(r["input"]))
     for row in rows:
         style = _STATUS_STYLE.get(row["status"], "")
-        status = f"[{style}]{row['status']}[/]" if style else row["status"]
+        status = f"[{style}]{row['status']}[/]" if style else shown(row["status"])
         table.add_row(
-            row["input"] or "(empty)",
-            row["verifier"],
-            row["tier"],
+            shown(row["input"], 1000) or "(empty)",
+            shown(row["verifier"]),
+            shown(row["tier"]),
             "" if row["value"] is None else f"{row['value']:.2f}",
             "" if row["score"] is None else f"{row['score']:.2f}",
             f"{row['cost_s']:.3g}",
-            f"{status}: {row['feedback']}" if row["feedback"] else status,
+            f"{status}: {shown(row['feedback'], 2000)}" if row["feedback"] else status,
             end_section=False,
         )
     console.print(table)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import collections
 import math
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,6 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from storage.ledger import Ledger, LedgerError
 from storage.records import LabRequest, Status, Tier, Verdict
@@ -47,6 +45,9 @@ from verifiers.chem import make_candidate as molecule_candidate
 from verifiers.code import CodeFormat, check_trajectory, load_tasks, parse_answer
 from verifiers.code import make_candidate as code_candidate
 from verifiers.code.format import FormatError, ParsedTrajectory
+
+from cli_runner import arl  # tests/reliability is on sys.path (conftest.py)
+from cli_runner import assert_user_error as _assert_user_error
 
 # Inputs tried per property (default and slow runs alike); the slow total is asserted at the end.
 TRIED: collections.Counter[str] = collections.Counter()
@@ -339,34 +340,6 @@ test_ledger_roundtrip, test_ledger_roundtrip_slow = (
 # --------------------------------------------------------------------------
 # CLI arguments
 # --------------------------------------------------------------------------
-
-
-def arl(args: list[str]) -> tuple[int, str, str]:
-    """Run the real console entry point (``arl_flows.cli.main``) on ``args``: exit code, stdout, stderr."""
-    from arl_flows.cli import main
-
-    runner = CliRunner()
-    with runner.isolation() as (out, err, _):
-        saved = sys.argv
-        sys.argv = ["arl", *args]
-        try:
-            main()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        finally:
-            sys.argv = saved
-            sys.stdout.flush()  # print() output sits in the text wrapper until flushed
-            sys.stderr.flush()
-        return code, out.getvalue().decode("utf-8", "replace"), err.getvalue().decode("utf-8", "replace")
-
-
-def _assert_user_error(code: int, err: str, allowed: tuple[int, ...] = (2,)) -> None:
-    assert code in allowed, (code, err)
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.strip()]
-    # Our own errors are one line; click's usage errors end with one "Error: ..." line.
-    assert len(lines) == 1 and lines[0].startswith("error: ") or lines and lines[-1].startswith("Error: "), err
 
 
 # Arguments that look like options give click usage errors (exit 2). NUL cannot be in

@@ -1,0 +1,50 @@
+"""Run the real ``arl`` entry point in process and check the shape of its failures.
+
+``arl(args)`` calls ``arl_flows.cli.main`` with ``sys.argv`` set (as the
+console script does) and returns the exit code, stdout and stderr.
+``assert_user_error`` is the contract for a user mistake: exit code 2, no
+traceback, and either one ``error: ...`` line or click's usage text ending in
+one ``Error: ...`` line. An ``internal error:`` line (the last-resort guard)
+fails it: that is a bug the guard only kept off the terminal.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from typer.testing import CliRunner
+
+__all__ = ["arl", "assert_no_traceback", "assert_user_error"]
+
+
+def arl(args: list[str]) -> tuple[int, str, str]:
+    """Run the real console entry point (``arl_flows.cli.main``) on ``args``: exit code, stdout, stderr."""
+    from arl_flows.cli import main
+
+    runner = CliRunner()
+    with runner.isolation() as (out, err, _):
+        saved = sys.argv
+        sys.argv = ["arl", *args]
+        try:
+            main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        finally:
+            sys.argv = saved
+            sys.stdout.flush()  # print() output sits in the text wrapper until flushed
+            sys.stderr.flush()
+        return code, out.getvalue().decode("utf-8", "replace"), err.getvalue().decode("utf-8", "replace")
+
+
+def assert_no_traceback(code: int, out: str, err: str) -> None:
+    assert "Traceback" not in err and "Traceback" not in out, err[-3000:]
+    assert "internal error:" not in err, err[-3000:]
+
+
+def assert_user_error(code: int, err: str, allowed: tuple[int, ...] = (2,), out: str = "") -> None:
+    assert_no_traceback(code, out, err)
+    assert code in allowed, (code, err[-3000:])
+    lines = [line for line in err.splitlines() if line.strip()]
+    # Our own errors are one line; click's usage errors end with one "Error: ..." line.
+    assert (len(lines) == 1 and lines[0].startswith("error: ")) or (lines and lines[-1].startswith("Error: ")), err[-3000:]
