@@ -1,22 +1,37 @@
-"""Sandbox overhead: sandboxed executions/s of a trivial program vs a bare subprocess.run.
+"""Sandbox overhead: executions/s of a trivial program, bare vs the old isolation vs the current one.
 
-    OMP_NUM_THREADS=1 python benchmarks/sandbox.py [--runs 50]
+    OMP_NUM_THREADS=1 python benchmarks/sandbox.py [--runs 50] [--rounds 3] [--parent-mb 0]
 
-Both sides run the same interpreter the sandbox uses, with ``-I -S``, on
-``print(1)``. The sandbox side adds everything the code tiers pay per run:
-temp directory, uid switch, namespaces and mounts, rlimits, capped reads and
-the /proc scan that kills leftovers.
+All sides run the interpreter the sandbox uses, with ``-I -S``, on
+``print(1)``:
+
+* ``bare``: ``subprocess.run``;
+* ``old``: ``run_python`` with ``private_pids_ipc=False, socket_filter=False``
+  (fresh uid, network and mount namespaces, tmpfs working directory,
+  rlimits, capped reads, the /proc scan that kills leftovers);
+* ``new``: ``run_python`` with every layer (adds PID and IPC namespaces, the
+  fresh /proc and the reaping init, the IPC caps and the seccomp
+  socket-family filter).
+
+Rounds interleave the three sides so a change in the machine's load hits
+them alike; the medians per side and the ratios are printed. ``--parent-mb``
+first allocates and touches that much memory in this process, as a
+training process holding a model would: the sandbox forks the verifier
+(twice more with the PID namespace), and a fork copies page tables.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import time
 
 from verifiers.code.sandbox import SandboxLimits, isolation_support, run_python
 
 PROGRAM = "print(1)\n"
+OLD = SandboxLimits(private_pids_ipc=False, socket_filter=False)
+NEW = SandboxLimits()
 
 
 def bare(python: str, runs: int) -> float:
@@ -27,29 +42,47 @@ def bare(python: str, runs: int) -> float:
     return runs / (time.perf_counter() - start)
 
 
-def sandboxed(runs: int) -> float:
-    limits = SandboxLimits()
+def sandboxed(runs: int, limits: SandboxLimits, layer: str) -> float:
     start = time.perf_counter()
     for _ in range(runs):
         r = run_python(PROGRAM, limits)
-        assert r.outcome == "success" and r.stdout == "1\n", r
+        assert r.outcome == "success" and r.stdout == "1\n" and r.process_layer == layer, r
     return runs / (time.perf_counter() - start)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=50, help="executions per side and round")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians are reported")
+    parser.add_argument("--parent-mb", type=int, default=0, help="memory this process holds while forking")
     args = parser.parse_args()
+    ballast = bytearray(args.parent_mb << 20)
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1
     support = isolation_support()
+    new_layer = "pidns+ipcns" if support.pidns else "none"
     bare(support.python, 3)  # warm the page cache
-    sandboxed(3)
-    b = bare(support.python, args.runs)
-    s = sandboxed(args.runs)
+    sandboxed(3, OLD, "none")
+    sandboxed(3, NEW, new_layer)
+    rates: dict[str, list[float]] = {"bare": [], "old": [], "new": []}
+    for _ in range(args.rounds):
+        rates["bare"].append(bare(support.python, args.runs))
+        rates["old"].append(sandboxed(args.runs, OLD, "none"))
+        rates["new"].append(sandboxed(args.runs, NEW, new_layer))
+    med = {k: statistics.median(v) for k, v in rates.items()}
     print(f"isolation: {support.model_dump()}")
-    print(f"{'runner':<22}{'executions/s':>14}{'ms/run':>10}")
-    print(f"{'bare subprocess.run':<22}{b:>14.1f}{1000 / b:>10.1f}")
-    print(f"{'sandbox (run_python)':<22}{s:>14.1f}{1000 / s:>10.1f}")
-    print(f"ratio bare/sandbox: {b / s:.2f}x")
+    print(f"parent holds {args.parent_mb} MiB; {args.rounds} rounds x {args.runs} runs per side")
+    print(f"{'runner':<34}{'executions/s':>14}{'ms/run':>10}   per round")
+    names = {
+        "bare": "bare subprocess.run",
+        "old": "old sandbox (no pid/ipc ns, no filter)",
+        "new": "new sandbox (every layer)",
+    }
+    for k in ("bare", "old", "new"):
+        rounds = " ".join(f"{r:.1f}" for r in rates[k])
+        print(f"{names[k]:<34}{med[k]:>14.1f}{1000 / med[k]:>10.1f}   {rounds}")
+    print(f"ratio bare/old: {med['bare'] / med['old']:.2f}x  bare/new: {med['bare'] / med['new']:.2f}x  "
+          f"old/new: {med['old'] / med['new']:.2f}x  (new costs {1000 / med['new'] - 1000 / med['old']:+.1f} ms/run)")
 
 
 if __name__ == "__main__":

@@ -342,6 +342,14 @@ def test_policy_bypasses_are_refused_and_harmless(world, name, task, code):
     assert_nothing_left(world, r["texts"])
 
 
+@needs_private
+def test_program_cannot_pass_for_a_sandbox_failure(world):
+    """Mimicking the init's failure line (exit 125, 'arl-sandbox ...:') is the program's own error, not `failed`."""
+    code = "import sys\nsys.stderr.write('arl-sandbox probe: mount /proc: gone\\n')\nsys.exit(125)\n"
+    (v,) = CodeExecution({"limits": LIMITS, "enforce_policy": False}).verify_batch([make_candidate("sum-to-n", answer(code))])
+    assert v.status == "ok" and v.values["outcome"] == "error" and v.value == 0.0
+
+
 def test_at_least_forty_new_attacks():
     assert len(ATTACKS2) >= 40
     assert len({a[0] for a in ATTACKS2}) == len(ATTACKS2)

@@ -61,10 +61,12 @@ from __future__ import annotations
 import ctypes
 import functools
 import json
+import marshal
 import os
 import pwd
 import random
 import resource
+import secrets
 import selectors
 import shutil
 import signal
@@ -92,7 +94,6 @@ _CLONE_NEWNS = 0x00020000
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWPID = 0x20000000
 _CLONE_NEWIPC = 0x08000000
-_PR_SET_PDEATHSIG = 1
 _PR_SET_SECCOMP = 22
 _PR_SET_NO_NEW_PRIVS = 38
 _SECCOMP_MODE_FILTER = 2
@@ -223,16 +224,12 @@ class _ScmpArgCmp(ctypes.Structure):
     _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
 
 
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-
 @functools.cache
-def _socket_filter() -> tuple[_SockFprog, ctypes.Array[ctypes.c_char]] | None:
+def _socket_filter() -> bytes | None:
     """The seccomp BPF program refusing other socket families and io_uring, built once here with libseccomp.
 
-    Built in the parent so the forked child only calls ``prctl`` (no library loading after ``fork``).
-    None where libseccomp is not installed.
+    Built in the verifier and handed to the namespace's init as bytes, which installs it with ``prctl`` just
+    before the program's exec. None where libseccomp is not installed.
     """
     try:
         lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
@@ -282,122 +279,20 @@ def _socket_filter() -> tuple[_SockFprog, ctypes.Array[ctypes.c_char]] | None:
         lib.seccomp_release(ctx)
     if not program or len(program) % 8:
         return None
-    buffer = ctypes.create_string_buffer(program, len(program))
-    return _SockFprog(len(program) // 8, ctypes.addressof(buffer)), buffer
+    return program
 
 
-def _install_socket_filter(fprog: _SockFprog) -> None:
+def _install_socket_filter(bpf: bytes) -> None:
+    """Install the seccomp program (in the child, before exec; the old layout only)."""
     libc = _libc()
+    buffer = ctypes.create_string_buffer(bpf, len(bpf))
+    fprog = _SockFprog(len(bpf) // 8, ctypes.addressof(buffer))
     _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     _check(libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0), "seccomp")
 
 
-def _limit_ipc(ipc_mb: int) -> None:
-    """Lower the IPC limits of the (new, empty) IPC namespace we are in; they die with it."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    settings = {
-        "kernel/shmmax": ipc_mb << 20,
-        "kernel/shmall": (ipc_mb << 20) // page,
-        "kernel/shmmni": 32,
-        "kernel/msgmax": 8192,
-        "kernel/msgmnb": 65536,
-        "kernel/msgmni": 8,
-        "kernel/sem": "250 8192 32 32",  # per set, in all, per semop, sets
-        "fs/mqueue/queues_max": 4,
-        "fs/mqueue/msg_max": 10,
-        "fs/mqueue/msgsize_max": 8192,
-    }
-    for name, value in settings.items():
-        try:
-            with open(f"/proc/sys/{name}", "w", encoding="ascii") as fh:
-                fh.write(str(value))
-        except FileNotFoundError:  # a kernel without that IPC flavour has nothing to cap
-            continue
-
-
-def _close_fds_except(keep: int, devnull: int) -> None:
-    """stdin/stdout/stderr to /dev/null and every other descriptor but ``keep`` closed (a process that stays)."""
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
-    os.closerange(3, keep)
-    os.closerange(keep + 1, 1 << 16)
-
-
-def _enter_private_pids(libc: ctypes.CDLL) -> None:
-    """Called after unshare(CLONE_NEWPID): fork the namespace's init; returns only in the program's process.
-
-    The process calling this (outside the namespace) waits for the init and then ends the way the program
-    ended (same exit code or signal), so the caller's ``wait4`` sees the program's status and, through the
-    reaped init, the CPU time of every process of the run. The init (pid 1, root) mounts a fresh /proc,
-    forks the program (pid 2) and reaps every process of the namespace; when the program exits it kills the
-    rest and reports the program's wait status on a pipe.
-    """
-    devnull = os.open("/dev/null", os.O_RDWR)
-    status_r, status_w = os.pipe()
-    init = os.fork()
-    if init:
-        os.close(status_w)
-        _close_fds_except(status_r, devnull)
-        _mirror_program(init, status_r)
-    os.close(status_r)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    # Mounted by the namespace's init, so it shows this namespace's processes; hidepid=2 hides the init's own.
-    _check(
-        libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, b"hidepid=2"), "mount /proc"
-    )
-    program = os.fork()
-    if program == 0:
-        os.close(status_w)
-        os.close(devnull)
-        return
-    _close_fds_except(status_w, devnull)
-    _reap_namespace(program, status_w)
-
-
-def _reap_namespace(program: int, status_w: int) -> None:
-    """The init's loop: reap everything; once the program is gone, kill the rest; report its status; exit."""
-    program_status: int | None = None
-    while True:
-        try:
-            pid, status = os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-        except InterruptedError:
-            continue
-        if pid == program:
-            program_status = status
-        if program_status is not None:
-            try:
-                os.kill(-1, signal.SIGKILL)  # pid 1 reaches every other process of its namespace
-            except ProcessLookupError:
-                pass
-    os.write(status_w, str(program_status if program_status is not None else signal.SIGKILL).encode())
-    os._exit(0)
-
-
-def _mirror_program(init: int, status_r: int) -> None:
-    """Wait for the init, then end with the program's exit code or signal."""
-    while True:
-        try:
-            os.waitpid(init, 0)
-            break
-        except InterruptedError:
-            continue
-        except ChildProcessError:
-            break
-    raw = os.read(status_r, 32)
-    status = int(raw) if raw.strip().isdigit() else int(signal.SIGKILL)
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        try:
-            signal.signal(sig, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
-        except (OSError, ValueError):
-            pass
-        os.kill(os.getpid(), sig)
-        os._exit(128 + sig)
-    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
 def _check(rc: int, what: str) -> None:
@@ -442,19 +337,25 @@ def _probe(python: str, *, netns: bool, mountns: bool, uid: int | None) -> bool:
     return proc.returncode == 0
 
 
+# The namespace's init (see _namespace_init.py): run with ``python -I -S -c`` in the child, as root.
+_INIT_SOURCE = (Path(__file__).with_name("_namespace_init.py")).read_text(encoding="utf-8")
+
+
+def _init_argv(python: str, **config: object) -> list[str]:
+    """The command line of the set-up and init program; ``config`` as described in ``_namespace_init.py``."""
+    return [python, "-I", "-S", "-c", _INIT_SOURCE, marshal.dumps(config).hex()]
+
+
 def _probe_pidns(python: str) -> bool:
-    libc = _libc()
-
-    def pre() -> None:
-        _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC), "unshare")
-        _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount private")
-        _limit_ipc(1)
-        _enter_private_pids(libc)
-
+    probe = "import os; print(os.getpid(), len([p for p in os.listdir('/proc') if p.isdigit()]))"
+    argv = _init_argv(
+        python, netns=False, ipc_mb=1, work="", work_opts="", hide=[], rlimits=[], uid=None, bpf="", token="probe",
+        argv=[python, "-I", "-S", "-c", probe],
+    )  # fmt: skip
     try:
         proc = subprocess.run(
-            [python, "-I", "-S", "-c", "import os; print(os.getpid(), len([p for p in os.listdir('/proc') if p.isdigit()]))"],
-            preexec_fn=pre,
+            argv,
+            start_new_session=True,
             cwd="/",
             env={"PATH": "/usr/bin:/bin"},
             capture_output=True,
@@ -650,8 +551,8 @@ def run_python(
     hide = _hidden_roots(limits.hide_paths, python)
     mount_layer = "tmpfs-hide" if (support.mountns and hide) else "none"
     private = limits.private_pids_ipc and support.pidns
-    fprog = _socket_filter() if limits.socket_filter else None
-    socket_layer = "seccomp" if fprog is not None else ("audit-hook" if limits.socket_filter else "none")
+    bpf = _socket_filter() if limits.socket_filter else None
+    socket_layer = "seccomp" if bpf is not None else ("audit-hook" if limits.socket_filter else "none")
 
     top = Path(tempfile.mkdtemp(prefix="arl-sbx-"))
     work = top / "work"
@@ -674,22 +575,35 @@ def run_python(
         + (bootstrap or _RUN_MAIN)
     )
     argv = [python, "-I", "-S", "-c", launcher, "main.py"]
+    mb = 1024 * 1024
+    rlimits = [
+        (resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 1),
+        (resource.RLIMIT_AS, limits.memory_mb * mb, limits.memory_mb * mb),
+        (resource.RLIMIT_FSIZE, limits.file_size_mb * mb, limits.file_size_mb * mb),
+        (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
+        (resource.RLIMIT_CORE, 0, 0),
+        (resource.RLIMIT_NPROC, limits.processes, limits.processes),
+        (resource.RLIMIT_MSGQUEUE, 256 * 1024, 256 * 1024),
+    ]
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": str(work)}
     libc = _libc()
     hide_bytes = [p.encode() for p in hide] if mount_layer != "none" else []
-    mb = 1024 * 1024
     owner = f",uid={uid},gid={uid}" if uid is not None else ""
     work_opts = f"size={limits.disk_mb}m,mode=0700{owner}".encode()
+    init_token = secrets.token_hex(8)
+    if private:
+        # Every privileged step and every fork happens in the small set-up program (see _namespace_init.py), so
+        # this process, however large, is never forked: without a preexec_fn, subprocess can vfork.
+        argv = _init_argv(
+            python, netns=net_layer == "netns", ipc_mb=limits.ipc_mb, work=str(work) if hide_bytes else "",
+            work_opts=work_opts.decode(), hide=[h.decode() for h in hide_bytes], rlimits=rlimits, uid=uid,
+            bpf=(bpf or b"").hex(), token=init_token, argv=argv,
+        )  # fmt: skip
 
-    def preexec() -> None:  # runs in the forked child, after chdir(work) and setsid
-        flags = (_CLONE_NEWNET if net_layer == "netns" else 0) | (_CLONE_NEWNS if hide_bytes or private else 0)
-        flags |= (_CLONE_NEWPID | _CLONE_NEWIPC) if private else 0
+    def preexec() -> None:  # the old layout only; runs in the forked child, after chdir(work) and setsid
+        flags = (_CLONE_NEWNET if net_layer == "netns" else 0) | (_CLONE_NEWNS if hide_bytes else 0)
         if flags:
             _check(libc.unshare(flags), "unshare")
-        if private:
-            _limit_ipc(limits.ipc_mb)
-            if not hide_bytes:
-                _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make mounts private")
         if hide_bytes:
             _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make mounts private")
             # A size-capped tmpfs as the working directory: RLIMIT_FSIZE caps one
@@ -705,18 +619,11 @@ def run_python(
                     libc.mount(b"tmpfs", p, b"tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, b"size=4k,mode=555"),
                     "hide path",
                 )
-        if private:
-            _enter_private_pids(libc)  # from here on: the program's process, pid 2 of the new namespace
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_mb * mb, limits.file_size_mb * mb))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-        resource.setrlimit(resource.RLIMIT_MSGQUEUE, (256 * 1024, 256 * 1024))
+        for which, soft, hard in rlimits:
+            resource.setrlimit(which, (soft, hard))
         os.umask(0o077)
-        if fprog is not None:
-            _install_socket_filter(fprog[0])
+        if bpf is not None:
+            _install_socket_filter(bpf)
         if uid is not None:
             os.setgroups([])
             os.setgid(uid)
@@ -731,7 +638,7 @@ def run_python(
             stderr=subprocess.PIPE,
             cwd=work,
             env=env,
-            preexec_fn=preexec,
+            preexec_fn=None if private else preexec,
             start_new_session=True,
             pass_fds=(write_fd,) if result_channel else (),
         )
@@ -755,6 +662,10 @@ def run_python(
             os.close(read_fd)
         shutil.rmtree(top, ignore_errors=True)
     wall = time.perf_counter() - start
+    marker = f"arl-sandbox {init_token}:".encode()
+    if private and rc == 125 and marker in streams["stderr"]:
+        message = streams["stderr"].split(marker, 1)[1].decode("utf-8", errors="replace").strip()
+        raise SandboxError(f"could not start the sandbox: {message}")
     return SandboxResult(
         outcome=outcome,
         returncode=rc,

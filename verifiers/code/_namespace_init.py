@@ -1,0 +1,213 @@
+"""The sandbox's set-up and PID-namespace init, run as ``python -I -S -c <this file> CONFIG`` (stdlib only).
+
+Why a separate interpreter: the verifier may hold gigabytes (a training
+process with its model), and every ``fork`` of it copies its page tables.
+The sandbox therefore starts this small program with no ``preexec_fn``
+(so ``subprocess`` can ``vfork``), as root, in a new session, and every
+privileged step and every fork happens here:
+
+* this process enters new mount, network, IPC and PID namespaces, lowers
+  the IPC namespace's limits, mounts the size-capped tmpfs working
+  directory (rewriting ``main.py`` into it) and the empty read-only mounts
+  over the hidden paths;
+* it then forks the namespace's init (``unshare(CLONE_NEWPID)`` moves only
+  later children), waits
+  for it and then ends the way the program ended (same exit code, or the
+  same signal), so the verifier's ``wait4`` sees the program's status and,
+  through the reaped init, the CPU time of every process of the run;
+* the init (pid 1, root) mounts a fresh ``/proc`` with ``hidepid=2``, forks
+  the program (pid 2) and reaps every process of the namespace, orphans
+  included; once the program exits it kills everything left and reports the
+  program's wait status on a pipe;
+* the program's process sets the rlimits, installs the seccomp filter,
+  drops to the run's uid and execs the sandboxed interpreter.
+
+CONFIG is a dict, ``marshal``-ed and hex-encoded (``json`` would import ``re``, a third of
+this program's start-up time): ``netns`` (bool), ``ipc_mb``, ``work`` (the working
+directory, "" for none), ``work_opts`` (its tmpfs options), ``hide`` (paths
+to cover), ``rlimits`` ([resource number, soft, hard] triples), ``uid`` (or
+null), ``bpf`` (hex of the seccomp program, or ""), ``argv``
+(what to exec), ``token``. A failure before the exec exits 125 with one
+line on stderr starting ``arl-sandbox <token>:``: an infrastructure failure,
+told apart from a program's own output by the token it never sees.
+"""
+
+import ctypes
+import marshal
+import os
+import resource
+import signal
+import sys
+
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8, 16384, 1 << 18
+_CLONE_NEWNS, _CLONE_NEWNET, _CLONE_NEWPID, _CLONE_NEWIPC = 0x00020000, 0x40000000, 0x20000000, 0x08000000
+_PR_SET_PDEATHSIG, _PR_SET_SECCOMP, _PR_SET_NO_NEW_PRIVS = 1, 22, 38
+_SECCOMP_MODE_FILTER = 2
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+_TOKEN = ""
+
+
+def _fail(what):
+    os.write(2, f"arl-sandbox {_TOKEN}: {what}\n".encode())
+    os._exit(125)
+
+
+def _check(rc, what):
+    if rc != 0:
+        _fail(f"{what}: {os.strerror(ctypes.get_errno())}")
+
+
+def _limit_ipc(ipc_mb):
+    """Lower the limits of the (new, empty) IPC namespace we are in; they die with it."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    settings = {
+        "kernel/shmmax": ipc_mb << 20,
+        "kernel/shmall": (ipc_mb << 20) // page,
+        "kernel/shmmni": 32,
+        "kernel/msgmax": 8192,
+        "kernel/msgmnb": 65536,
+        "kernel/msgmni": 8,
+        "kernel/sem": "250 8192 32 32",  # per set, in all, per semop, sets
+        "fs/mqueue/queues_max": 4,
+        "fs/mqueue/msg_max": 10,
+        "fs/mqueue/msgsize_max": 8192,
+    }
+    for name, value in settings.items():
+        try:
+            with open(f"/proc/sys/{name}", "w", encoding="ascii") as fh:
+                fh.write(str(value))
+        except FileNotFoundError:  # a kernel without that IPC flavour has nothing to cap
+            continue
+
+
+def _enter_namespaces(libc, config):
+    flags = _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC | (_CLONE_NEWNET if config["netns"] else 0)
+    _check(libc.unshare(flags), "unshare")
+    _limit_ipc(config["ipc_mb"])
+    _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make mounts private")
+    work = config["work"]
+    if work:
+        # A size-capped tmpfs as the working directory: RLIMIT_FSIZE caps one file, this caps them all.
+        with open(os.path.join(work, "main.py"), "rb") as fh:
+            program = fh.read()
+        _check(libc.mount(b"tmpfs", work.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, config["work_opts"].encode()),
+               "mount workdir")
+        os.chdir(work)
+        fd = os.open("main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        os.write(fd, program)
+        os.close(fd)
+    for path in config["hide"]:
+        flags = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+        _check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", flags, b"size=4k,mode=555"), "hide path")
+
+
+def _close_fds_except(keep, devnull):
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 1 << 16)
+
+
+def _mirror_program(init, status_r):
+    init_status = signal.SIGKILL
+    while True:
+        try:
+            init_status = os.waitpid(init, 0)[1]
+            break
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            break
+    raw = os.read(status_r, 32)
+    if not raw.strip().isdigit():  # the init failed before the program ran (it said why on stderr)
+        os._exit(os.WEXITSTATUS(init_status) if os.WIFEXITED(init_status) else 125)
+    status = int(raw)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        except (OSError, ValueError):
+            pass
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def _reap_namespace(program, status_w):
+    program_status = None
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        if pid == program:
+            program_status = status
+        if program_status is not None:
+            try:
+                os.kill(-1, signal.SIGKILL)  # pid 1 reaches every other process of its namespace
+            except ProcessLookupError:
+                pass
+    os.write(status_w, str(program_status if program_status is not None else int(signal.SIGKILL)).encode())
+    os._exit(0)
+
+
+def main():
+    global _TOKEN
+    config = marshal.loads(bytes.fromhex(sys.argv[1]))
+    _TOKEN = config["token"]
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    libc.unshare.argtypes = [ctypes.c_int]
+    _enter_namespaces(libc, config)
+    bpf = bytes.fromhex(config["bpf"])
+    buffer = ctypes.create_string_buffer(bpf, len(bpf)) if bpf else None
+    fprog = _SockFprog(len(bpf) // 8, ctypes.addressof(buffer)) if bpf else None
+
+    devnull = os.open("/dev/null", os.O_RDWR)
+    status_r, status_w = os.pipe()
+    init = os.fork()
+    if init:
+        os.close(status_w)
+        _close_fds_except(status_r, devnull)
+        _mirror_program(init, status_r)
+    os.close(status_r)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    # Mounted by the namespace's init, so it shows this namespace's processes; hidepid=2 hides the init's own.
+    _check(libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, b"hidepid=2"), "mount /proc")
+    program = os.fork()
+    if program:
+        _close_fds_except(status_w, devnull)
+        _reap_namespace(program, status_w)
+    os.close(status_w)
+    os.close(devnull)
+    try:
+        for which, soft, hard in config["rlimits"]:
+            resource.setrlimit(which, (soft, hard))
+        os.umask(0o077)
+        if fprog is not None:
+            if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+                _fail("no_new_privs")
+            if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) != 0:
+                _fail(f"seccomp: {os.strerror(ctypes.get_errno())}")
+        uid = config["uid"]
+        if uid is not None:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+        argv = config["argv"]
+        os.execv(argv[0], argv)
+    except OSError as exc:
+        _fail(f"starting the program: {exc}")
+
+
+main()
