@@ -254,7 +254,8 @@ def render_table() -> str:
             harm = w.harm(r["texts"])
             fast = "ok" if r["fast"].status == "ok" else "invalid"
             exec_out = r["exec"].values.get("outcome", r["exec"].status)
-            tests = f"{r['tests'].value:g} ({r['tests'].feedback[:48]})".replace("|", "/")
+            shown = f"{r['tests'].value:g}" if r["tests"].value is not None else r["tests"].status
+            tests = f"{shown} ({r['tests'].feedback[:48]})".replace("|", "/")
             rows.append(
                 f"| {name} | {category} | {fast} | {exec_out} | {tests} | {r['reward_sandbox_only']:+.2f} "
                 f"| {r['reward']:+.2f} | {'; '.join(harm) or 'none'} |"

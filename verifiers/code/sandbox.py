@@ -24,7 +24,10 @@ and records which ones were active, so a verdict says how it was produced:
    where ``unshare`` is not allowed, an audit hook that refuses every
    ``socket.*`` event (weaker: ``ctypes`` can call libc directly).
 6. **Processes and IPC** (when we are root, ``private_pids_ipc``): new PID
-   and IPC namespaces. A trusted init (pid 1, our code, root) starts the
+   and IPC namespaces. Every privileged step of this layout runs in a small
+   separate interpreter (``_namespace_init.py``, started without a
+   ``preexec_fn`` so ``subprocess`` can ``vfork``: a large verifier is never
+   forked). A trusted init (pid 1, our code, root) starts the
    program as pid 2 under a fresh ``/proc`` mounted with ``hidepid=2``, so
    the program sees its own processes only: not ours, not the host's, not
    the init's command line. The init reaps every orphan (their CPU time is
