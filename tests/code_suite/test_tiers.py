@@ -29,6 +29,14 @@ FAST_TABLE = [
     (answer("x = ().__class__"), "invalid", "dunder attribute access '.__class__'"),
     (answer("import random\nrandom._os"), "invalid", "private attribute access '._os'"),
     (answer("print('{0.__class__}'.format(1))"), "invalid", "the string '__class__'"),
+    (answer("from random import _os"), "invalid", "private name '_os'"),
+    (answer("match 1:\n    case object(__class__=c):\n        pass"), "invalid", "class pattern reaching"),
+    (answer("import operator\noperator.attrgetter('x')"), "invalid", "'.attrgetter'"),
+    (answer("from operator import methodcaller"), "invalid", "import of 'methodcaller'"),
+    (answer("import string\nstring.Formatter().get_field('0._os', (1,), {})"), "invalid", "'.get_field'"),
+    (answer("print('{0._os}'.format(1))"), "invalid", "format field reaching a private attribute"),
+    (answer("vars()"), "invalid", "use of 'vars'"),
+    (answer("match p:\n    case Point(x=0):\n        print(f'{p:_>5}')"), "ok", ""),
     (answer("if __name__ == '__main__':\n    print(1)"), "ok", ""),
     (answer("x = 1\n" * 1000), "invalid", "code too long"),
 ]
@@ -143,6 +151,8 @@ def test_isolation_layers_recorded():
     support = isolation_support()
     assert v.values["network_layer"] == ("netns" if support.netns else "audit-hook")
     assert v.values["uid_isolated"] == support.setuid
+    assert v.values["process_layer"] == ("pidns+ipcns" if support.pidns else "none")
+    assert v.values["socket_layer"] == ("seccomp" if support.seccomp else "audit-hook")
 
 
 def test_registered_in_registry():

@@ -210,4 +210,5 @@ def main():
         _fail(f"starting the program: {exc}")
 
 
-main()
+if __name__ == "__main__":  # `python -c` runs it as __main__; importing it does nothing
+    main()

@@ -49,6 +49,7 @@ _FORBIDDEN_NAMES = frozenset({
 # annotations). Refused as names, as attributes (operator.attrgetter) and as imported names.
 _GETATTR_EQUIVALENTS = frozenset({
     "attrgetter", "methodcaller", "get_type_hints", "ForwardRef", "getattr_static", "__getattribute__",
+    "get_field", "get_value",  # string.Formatter().get_field("0._os", (random,), {})
 })  # fmt: skip
 _ALLOWED_DUNDER_NAMES = frozenset({"__name__", "__init__", "__repr__", "__str__", "__eq__", "__lt__", "__hash__", "__len__", "__iter__", "__next__"})
 _DUNDER_IN_STRING = re.compile(r"__\w+__")
