@@ -182,6 +182,17 @@ ATTACKS2: list[tuple[str, str, str, str]] = [
      "for i in range(100):\n    a = Attr(0, 10, 8192, 0)\n"
      "    q = libc.mq_open(f'/fill{i}'.encode(), os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o600, ctypes.byref(a))\n"
      "    if q < 0:\n        break\n    while libc.mq_send(q, body, 8192, 0) == 0:\n        total += 8192\nprint('PINNED', total)\n"),
+    ("fork-allocate-total", "memory-pinning", "sum-to-n",  # each child within RLIMIT_AS; together far past it
+     "import os, time\nr, w = os.pipe()\nfor _ in range(6):\n    if os.fork() == 0:\n        b = bytearray(150 << 20)\n"
+     "        for j in range(0, len(b), 4096):\n            b[j] = 1\n        os.write(w, b'x')\n        time.sleep(3)\n"
+     "        os._exit(0)\nos.close(w)\ngot = 0\nwhile os.read(r, 1):\n    got += 1\n    print('PINNED', got * (150 << 20), flush=True)\n"),
+    ("memfd-fork-fill", "memory-pinning", "sum-to-n",  # each child pins its own open_files x file_size_mb of memfds
+     "import os, signal, time\nsignal.signal(signal.SIGXFSZ, signal.SIG_IGN)\nr, w = os.pipe()\nchunk = b'z' * (1 << 20)\n"
+     "for _ in range(6):\n    if os.fork() == 0:\n        fds = []\n        try:\n            for i in range(64):\n"
+     "                fd = os.memfd_create(f'm{i}')\n                fds.append(fd)\n                for _ in range(2):\n"
+     "                    os.write(fd, chunk)\n                    os.write(w, b'x')\n        except OSError:\n            pass\n"
+     "        time.sleep(3)\n        os._exit(0)\nos.close(w)\ngot = 0\nwhile os.read(r, 1):\n    got += 1\n"
+     "    print('PINNED', got << 20, flush=True)\n"),
     # -- socket families the network namespace does not confine -------------------------------------------------------
     ("af-vsock", "socket-family", "sum-to-n",  # would reach the hypervisor's agents, outside every namespace
      "import socket\ntry:\n    s = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)\n    print('CREATED', s)\n"
@@ -260,3 +271,5 @@ PIN_BOUNDS = {
     "semaphore-mass": 8192 * 64,
     "mqueue-fill": 4 * 10 * 8192,
 }
+# Across processes only the run's memory cgroup bounds the total: memory_mb (256 MiB) for everything.
+CGROUP_BOUNDS = {"fork-allocate-total": 256 << 20, "memfd-fork-fill": 256 << 20}

@@ -26,7 +26,8 @@ CONFIG is a dict, ``marshal``-ed and hex-encoded (``json`` would import ``re``, 
 this program's start-up time): ``netns`` (bool), ``ipc_mb``, ``work`` (the working
 directory, "" for none), ``work_opts`` (its tmpfs options), ``hide`` (paths
 to cover), ``rlimits`` ([resource number, soft, hard] triples), ``uid`` (or
-null), ``bpf`` (hex of the seccomp program, or ""), ``argv``
+null), ``bpf`` (hex of the seccomp program, or ""), ``cgroup`` (the run's memory
+cgroup's ``cgroup.procs``, or ""), ``argv``
 (what to exec), ``token``. A failure before the exec exits 125 with one
 line on stderr starting ``arl-sandbox <token>:``: an infrastructure failure,
 told apart from a program's own output by the token it never sees.
@@ -191,6 +192,11 @@ def main():
     os.close(status_w)
     os.close(devnull)
     try:
+        if config["cgroup"]:
+            # Joined here, as root, before the uid drop: the program and all it forks are charged to the run's
+            # memory cgroup; its files are root's, so the program cannot leave it or raise its limit.
+            with open(config["cgroup"], "w", encoding="ascii") as fh:
+                fh.write(str(os.getpid()))
         for which, soft, hard in config["rlimits"]:
             resource.setrlimit(which, (soft, hard))
         os.umask(0o077)

@@ -73,6 +73,8 @@ def run_feedback(result: SandboxResult, limits: SandboxLimits) -> str:
     if result.outcome == "output_limit":
         return f"output exceeded {limits.output_bytes} bytes; the run was killed"
     if result.outcome == "error":
+        if result.memory_limit_hit and result.returncode == -9:
+            return f"killed at the run's memory limit ({limits.memory_mb} MiB for all its processes)"
         return _last_line(result.stderr) or f"exited with status {result.returncode}"
     return ""
 

@@ -36,7 +36,11 @@ and records which ones were active, so a verdict says how it was produced:
    shared memory segment, message queue and semaphore set and every POSIX
    message queue in it. The namespace's IPC limits are lowered to
    ``ipc_mb`` in all, so what a run pins outside its address space is
-   bounded, and it is gone when the run ends.
+   bounded, and it is gone when the run ends. Where the machine has a
+   cgroup v1 memory controller we may write to, the run also gets its own
+   memory cgroup limited to ``memory_mb``: every process of the run, its
+   shared memory, memfds and working-directory files count against that one
+   total (``RLIMIT_AS`` alone is per process).
 7. **Socket families** (``socket_filter``): a seccomp filter (built with
    libseccomp where the library is present) refuses ``socket``/``socketpair``
    for every family but those the network namespace confines (``AF_UNIX``,
@@ -151,6 +155,12 @@ class SandboxLimits(BaseModel):
         default_factory=lambda: list(_DEFAULT_HIDDEN),
         description="Paths covered by an empty read-only tmpfs in the run's mount namespace (root only).",
     )
+    memory_cgroup: bool = Field(
+        default=True,
+        description="Put the run in its own memory cgroup limited to memory_mb, where the machine has one (root, "
+        "cgroup v1 memory controller, with the PID/IPC layout): every process, shared memory, memfds and the "
+        "working directory's tmpfs count against one total.",
+    )
     private_pids_ipc: bool = Field(
         default=True,
         description="New PID and IPC namespaces with a fresh /proc and a reaping init (root only). False keeps "
@@ -178,6 +188,9 @@ class IsolationSupport(BaseModel):
     setuid: bool = Field(description="The interpreter runs under a fresh unprivileged uid.")
     pidns: bool = Field(default=False, description="PID and IPC namespaces with a fresh /proc and our init work.")
     seccomp: bool = Field(default=False, description="A seccomp socket-family filter can be built (libseccomp).")
+    memcg: str = Field(
+        default="", description="Directory under which per-run memory cgroups are made (cgroup v1), '' if none."
+    )
     python: str = Field(description="Interpreter used inside the sandbox.")
     detail: str = ""
 
@@ -205,6 +218,9 @@ class SandboxResult(BaseModel):
     network_layer: str = Field(description="'netns', 'audit-hook' or 'none'.")
     mount_layer: str = Field(description="'tmpfs-hide' or 'none'.")
     process_layer: str = Field(default="none", description="'pidns+ipcns' (private /proc, IPC, init) or 'none'.")
+    memory_layer: str = Field(default="rlimit", description="'cgroup' (one total per run) or 'rlimit' (per process).")
+    memory_peak_mb: float | None = Field(default=None, description="Peak memory of the run's cgroup, MiB.")
+    memory_limit_hit: bool = Field(default=False, description="The run's cgroup reached its limit at least once.")
     socket_layer: str = Field(default="none", description="'seccomp', 'audit-hook' or 'none'.")
     leftover_killed: int = Field(default=0, description="Processes still alive after the run that we killed.")
     leftover_after_cleanup: int = Field(default=0, description="Processes of the run alive after cleanup (must be 0).")
@@ -344,6 +360,68 @@ def _probe(python: str, *, netns: bool, mountns: bool, uid: int | None) -> bool:
 _INIT_SOURCE = (Path(__file__).with_name("_namespace_init.py")).read_text(encoding="utf-8")
 
 
+@functools.cache
+def _memory_cgroup_root() -> Path | None:
+    """Our own cgroup v1 memory directory, if per-run child cgroups can be made in it (probed once)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text(encoding="ascii").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "memory" not in controllers.split(","):
+            continue
+        root = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+        probe = root / f"arl-probe-{os.getpid()}"
+        try:
+            probe.mkdir()
+            try:
+                (probe / "memory.limit_in_bytes").write_text(str(64 << 20))
+            finally:
+                probe.rmdir()
+        except OSError:
+            return None
+        return root
+    return None
+
+
+def _make_memory_cgroup(name: str, limit_bytes: int) -> Path | None:
+    root = _memory_cgroup_root()
+    if root is None:
+        return None
+    cg = root / name
+    try:
+        cg.mkdir(mode=0o755)
+        (cg / "memory.limit_in_bytes").write_text(str(limit_bytes))
+        swap = cg / "memory.memsw.limit_in_bytes"  # present only with swap accounting
+        if swap.exists():
+            swap.write_text(str(limit_bytes))
+    except OSError:
+        _remove_memory_cgroup(cg)
+        return None
+    return cg
+
+
+def _remove_memory_cgroup(cg: Path) -> tuple[float | None, bool]:
+    """Read the run's peak and whether it hit the limit, then remove the (now empty) cgroup."""
+    peak, hit = None, False
+    try:
+        peak = int((cg / "memory.max_usage_in_bytes").read_text()) / (1 << 20)
+        oom = dict(line.split() for line in (cg / "memory.oom_control").read_text().splitlines() if line.strip())
+        hit = int((cg / "memory.failcnt").read_text()) > 0 or int(oom.get("oom_kill", 0)) > 0
+    except (OSError, ValueError):
+        pass
+    for _ in range(100):  # the last processes may still be exiting
+        try:
+            cg.rmdir()
+            break
+        except FileNotFoundError:
+            break
+        except OSError:
+            time.sleep(0.01)
+    return peak, hit
+
+
 def _init_argv(python: str, **config: object) -> list[str]:
     """The command line of the set-up and init program; ``config`` as described in ``_namespace_init.py``."""
     return [python, "-I", "-S", "-c", _INIT_SOURCE, marshal.dumps(config).hex()]
@@ -353,7 +431,7 @@ def _probe_pidns(python: str) -> bool:
     probe = "import os; print(os.getpid(), len([p for p in os.listdir('/proc') if p.isdigit()]))"
     argv = _init_argv(
         python, netns=False, ipc_mb=1, work="", work_opts="", hide=[], rlimits=[], uid=None, bpf="", token="probe",
-        argv=[python, "-I", "-S", "-c", probe],
+        cgroup="", argv=[python, "-I", "-S", "-c", probe],
     )  # fmt: skip
     try:
         proc = subprocess.run(
@@ -394,6 +472,7 @@ def isolation_support() -> IsolationSupport:
         setuid=setuid,
         pidns=pidns,
         seccomp=_socket_filter() is not None,
+        memcg=str(_memory_cgroup_root() or "") if root else "",
         python=python,
         detail=detail,
     )
@@ -594,13 +673,17 @@ def run_python(
     owner = f",uid={uid},gid={uid}" if uid is not None else ""
     work_opts = f"size={limits.disk_mb}m,mode=0700{owner}".encode()
     init_token = secrets.token_hex(8)
+    cgroup = None
+    if private and limits.memory_cgroup:
+        cgroup = _make_memory_cgroup(f"arl-{init_token}", limits.memory_mb << 20)
     if private:
         # Every privileged step and every fork happens in the small set-up program (see _namespace_init.py), so
         # this process, however large, is never forked: without a preexec_fn, subprocess can vfork.
         argv = _init_argv(
             python, netns=net_layer == "netns", ipc_mb=limits.ipc_mb, work=str(work) if hide_bytes else "",
             work_opts=work_opts.decode(), hide=[h.decode() for h in hide_bytes], rlimits=rlimits, uid=uid,
-            bpf=(bpf or b"").hex(), token=init_token, argv=argv,
+            bpf=(bpf or b"").hex(), token=init_token, cgroup=str(cgroup / "cgroup.procs") if cgroup else "",
+            argv=argv,
         )  # fmt: skip
 
     def preexec() -> None:  # the old layout only; runs in the forked child, after chdir(work) and setsid
@@ -650,6 +733,8 @@ def run_python(
             if fd >= 0:
                 os.close(fd)
         shutil.rmtree(top, ignore_errors=True)
+        if cgroup is not None:
+            _remove_memory_cgroup(cgroup)
         raise SandboxError(f"could not start the sandbox: {exc}") from exc
     if result_channel:
         os.close(write_fd)
@@ -664,6 +749,7 @@ def run_python(
         if result_channel:
             os.close(read_fd)
         shutil.rmtree(top, ignore_errors=True)
+        peak_mb, limit_hit = _remove_memory_cgroup(cgroup) if cgroup is not None else (None, False)
     wall = time.perf_counter() - start
     marker = f"arl-sandbox {init_token}:".encode()
     if private and rc == 125 and marker in streams["stderr"]:
@@ -685,6 +771,9 @@ def run_python(
         network_layer=net_layer,
         mount_layer=mount_layer,
         process_layer="pidns+ipcns" if private else "none",
+        memory_layer="cgroup" if cgroup is not None else "rlimit",
+        memory_peak_mb=peak_mb,
+        memory_limit_hit=limit_hit,
         socket_layer=socket_layer,
         leftover_killed=killed,
         leftover_after_cleanup=alive,
