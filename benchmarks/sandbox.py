@@ -9,9 +9,11 @@ All sides run the interpreter the sandbox uses, with ``-I -S``, on
 * ``old``: ``run_python`` with ``private_pids_ipc=False, socket_filter=False``
   (fresh uid, network and mount namespaces, tmpfs working directory,
   rlimits, capped reads, the /proc scan that kills leftovers);
-* ``new``: ``run_python`` with every layer (adds PID and IPC namespaces, the
-  fresh /proc and the reaping init, the IPC caps and the seccomp
-  socket-family filter).
+* ``new-nocg``: ``run_python`` with every layer but the memory cgroup (adds
+  PID and IPC namespaces, the fresh /proc and the reaping init, the IPC caps
+  and the seccomp socket-family filter);
+* ``new``: every layer, the per-run memory cgroup included (where the
+  machine has one).
 
 Rounds interleave the three sides so a change in the machine's load hits
 them alike; the medians per side and the ratios are printed. ``--parent-mb``
@@ -31,6 +33,7 @@ from verifiers.code.sandbox import SandboxLimits, isolation_support, run_python
 
 PROGRAM = "print(1)\n"
 OLD = SandboxLimits(private_pids_ipc=False, socket_filter=False)
+NEW_NO_CGROUP = SandboxLimits(memory_cgroup=False)
 NEW = SandboxLimits()
 
 
@@ -64,25 +67,32 @@ def main() -> None:
     bare(support.python, 3)  # warm the page cache
     sandboxed(3, OLD, "none")
     sandboxed(3, NEW, new_layer)
-    rates: dict[str, list[float]] = {"bare": [], "old": [], "new": []}
+    sandboxed(3, NEW_NO_CGROUP, new_layer)
+    rates: dict[str, list[float]] = {"bare": [], "old": [], "new-nocg": [], "new": []}
     for _ in range(args.rounds):
         rates["bare"].append(bare(support.python, args.runs))
         rates["old"].append(sandboxed(args.runs, OLD, "none"))
+        rates["new-nocg"].append(sandboxed(args.runs, NEW_NO_CGROUP, new_layer))
         rates["new"].append(sandboxed(args.runs, NEW, new_layer))
     med = {k: statistics.median(v) for k, v in rates.items()}
     print(f"isolation: {support.model_dump()}")
     print(f"parent holds {args.parent_mb} MiB; {args.rounds} rounds x {args.runs} runs per side")
-    print(f"{'runner':<34}{'executions/s':>14}{'ms/run':>10}   per round")
+    print(f"{'runner':<42}{'executions/s':>14}{'ms/run':>10}   per round")
     names = {
         "bare": "bare subprocess.run",
         "old": "old sandbox (no pid/ipc ns, no filter)",
+        "new-nocg": "new sandbox, no memory cgroup",
         "new": "new sandbox (every layer)",
     }
-    for k in ("bare", "old", "new"):
+    for k in names:
         rounds = " ".join(f"{r:.1f}" for r in rates[k])
-        print(f"{names[k]:<34}{med[k]:>14.1f}{1000 / med[k]:>10.1f}   {rounds}")
-    print(f"ratio bare/old: {med['bare'] / med['old']:.2f}x  bare/new: {med['bare'] / med['new']:.2f}x  "
-          f"old/new: {med['old'] / med['new']:.2f}x  (new costs {1000 / med['new'] - 1000 / med['old']:+.1f} ms/run)")
+        print(f"{names[k]:<42}{med[k]:>14.1f}{1000 / med[k]:>10.1f}   {rounds}")
+    ms = {k: 1000 / v for k, v in med.items()}
+    print(
+        f"ratio old/bare: {ms['old'] / ms['bare']:.2f}x  new/old: {ms['new'] / ms['old']:.2f}x  "
+        f"new-nocg/old: {ms['new-nocg'] / ms['old']:.2f}x  (new costs {ms['new'] - ms['old']:+.1f} ms/run over old, "
+        f"of which the memory cgroup {ms['new'] - ms['new-nocg']:+.1f})"
+    )
 
 
 if __name__ == "__main__":

@@ -26,8 +26,8 @@ CONFIG is a dict, ``marshal``-ed and hex-encoded (``json`` would import ``re``, 
 this program's start-up time): ``netns`` (bool), ``ipc_mb``, ``work`` (the working
 directory, "" for none), ``work_opts`` (its tmpfs options), ``hide`` (paths
 to cover), ``rlimits`` ([resource number, soft, hard] triples), ``uid`` (or
-null), ``bpf`` (hex of the seccomp program, or ""), ``cgroup`` (the run's memory
-cgroup's ``cgroup.procs``, or ""), ``argv``
+null), ``bpf`` (hex of the seccomp program, or ""), ``cgroup`` (the name of the run's
+memory cgroup this process waits to be moved into, or ""), ``argv``
 (what to exec), ``token``. A failure before the exec exits 125 with one
 line on stderr starting ``arl-sandbox <token>:``: an infrastructure failure,
 told apart from a program's own output by the token it never sees.
@@ -161,10 +161,31 @@ def _reap_namespace(program, status_w):
     os._exit(0)
 
 
+def _await_cgroup(name):
+    """Wait until the verifier has moved us into the run's memory cgroup (it does so while we start up).
+
+    Everything forked from here on (the init, the program and all it forks) is then charged to it; its
+    files are root's, so the program cannot leave it or raise its limit.
+    """
+    import time
+
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        with open("/proc/self/cgroup", encoding="ascii") as fh:
+            for line in fh:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if "memory" in controllers.split(",") and path.endswith("/" + name):
+                    return
+        time.sleep(0.001)
+    _fail("not moved into the run's memory cgroup")
+
+
 def main():
     global _TOKEN
     config = marshal.loads(bytes.fromhex(sys.argv[1]))
     _TOKEN = config["token"]
+    if config["cgroup"]:
+        _await_cgroup(config["cgroup"])
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
     libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
@@ -192,11 +213,6 @@ def main():
     os.close(status_w)
     os.close(devnull)
     try:
-        if config["cgroup"]:
-            # Joined here, as root, before the uid drop: the program and all it forks are charged to the run's
-            # memory cgroup; its files are root's, so the program cannot leave it or raise its limit.
-            with open(config["cgroup"], "w", encoding="ascii") as fh:
-                fh.write(str(os.getpid()))
         for which, soft, hard in config["rlimits"]:
             resource.setrlimit(which, (soft, hard))
         os.umask(0o077)

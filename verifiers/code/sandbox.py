@@ -675,6 +675,8 @@ def run_python(
     init_token = secrets.token_hex(8)
     cgroup = None
     if private and limits.memory_cgroup:
+        # The run's two small set-up processes join it too (what they allocate once in it is counted, a few MiB);
+        # should the limit be hit, the kernel's OOM killer picks the largest process, the program's.
         cgroup = _make_memory_cgroup(f"arl-{init_token}", limits.memory_mb << 20)
     if private:
         # Every privileged step and every fork happens in the small set-up program (see _namespace_init.py), so
@@ -682,7 +684,7 @@ def run_python(
         argv = _init_argv(
             python, netns=net_layer == "netns", ipc_mb=limits.ipc_mb, work=str(work) if hide_bytes else "",
             work_opts=work_opts.decode(), hide=[h.decode() for h in hide_bytes], rlimits=rlimits, uid=uid,
-            bpf=(bpf or b"").hex(), token=init_token, cgroup=str(cgroup / "cgroup.procs") if cgroup else "",
+            bpf=(bpf or b"").hex(), token=init_token, cgroup=cgroup.name if cgroup else "",
             argv=argv,
         )  # fmt: skip
 
@@ -736,6 +738,20 @@ def run_python(
         if cgroup is not None:
             _remove_memory_cgroup(cgroup)
         raise SandboxError(f"could not start the sandbox: {exc}") from exc
+    if cgroup is not None:
+        # Moving a process between cgroups waits for an RCU grace period (~10-20 ms); done here, it overlaps
+        # the set-up program's interpreter start-up, which waits for it before forking anything.
+        try:
+            (cgroup / "cgroup.procs").write_text(str(proc.pid))
+        except OSError as exc:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            for fd in (read_fd, write_fd):
+                if fd >= 0:
+                    os.close(fd)
+            shutil.rmtree(top, ignore_errors=True)
+            _remove_memory_cgroup(cgroup)
+            raise SandboxError(f"could not move the run into its memory cgroup: {exc}") from exc
     if result_channel:
         os.close(write_fd)
     pgid = proc.pid
