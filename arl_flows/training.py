@@ -53,7 +53,17 @@ from storage.records import (
 from verifiers import Candidate, Verifier, registry
 from verifiers.scheduler import Scheduler, StepResult
 
-__all__ = ["RunSession", "StepSummary", "TierInterrupted", "TierRunner", "arl_home", "build_ladder", "run_dir"]
+__all__ = [
+    "RunSession",
+    "StepSummary",
+    "TierInterrupted",
+    "TierRunner",
+    "arl_home",
+    "build_ladder",
+    "run_dir",
+    "teach_from_ledger",
+    "verify_candidates",
+]
 
 TierRunner = Callable[[str, list[Candidate]], list[Verdict]]
 """Runs one verifier (by name) on a batch of candidates; flows pass a Prefect task here."""
@@ -181,19 +191,7 @@ class RunSession:
             self.trainer.optimizer.load_state_dict(torch.load(state, weights_only=True))
 
     def _teach_surrogate_from_ledger(self) -> None:
-        """Paired observations already in the ledger (any run) calibrate the surrogate before step 0."""
-        values = {v.name: self.ledger.ok_values(v.name) for v in self.ladder}
-        top = values[self.ladder[-1].name]
-        observations = []
-        for key in top:
-            cand = self.suite.history_candidate(key)
-            if cand is None:
-                continue
-            observations.append(self.scheduler.observation(cand, {n: vals[key] for n, vals in values.items() if key in vals}))
-        if observations:
-            # With enough history this trains the surrogate's graph network (scheduler.learned), once.
-            log = logging.getLogger("arl.scheduler")
-            self.scheduler.add_history(observations, progress=log.info)
+        teach_from_ledger(self.scheduler, self.ledger, self.suite)
 
     @property
     def start_step(self) -> int:
@@ -278,43 +276,10 @@ class RunSession:
     def verify(self, step: int, run_tier: TierRunner | None = None, max_batch: int | None = None) -> StepResult:
         """Route the step's candidates through the tiers under the budget; write verdicts as they come."""
         state = self.steps[step]
-        run_tier = run_tier or self._run_tier_inline
-        keys = [c.key for c in state.candidates]
-        cached = self.ledger.verdicts_for(keys, verifiers=[v.name for v in self.ladder])
-        plan = self.scheduler.plan_step(
-            state.candidates,
-            group_ids=[t.group_id for t in state.trajectories],
-            trajectory_ids=[t.id for t in state.trajectories],
-            cached=cached,
-            step=step,
-            run_id=self.run.id,
+        result = verify_candidates(
+            self.ledger, self.scheduler, self.suite, self.run.id, step, state.trajectories, state.candidates,
+            run_tier=run_tier or self._run_tier_inline, max_batch=max_batch,
         )
-        tiers = {v.name: v.tier for v in self.ladder}
-        while requests := plan.next_round():
-            for name, batch in requests.items():
-                size = max_batch or len(batch)
-                for i in range(0, len(batch), size):
-                    try:
-                        verdicts = run_tier(name, batch[i : i + size])
-                    except TierInterrupted as stop:
-                        # Ctrl-C / SIGTERM while a batch ran: keep what it finished, then stop.
-                        done = {v.candidate_key for v in stop.verdicts}
-                        cands = [c for c in batch if c.key in done]
-                        spend = _spend(self.run.id, step, name, tiers[name], stop.verdicts, self.scheduler.verifier(name), cands)
-                        self.ledger.put_verdicts(stop.verdicts, spend=spend)
-                        raise stop.cause from None
-                    # Verdicts and their bill land in one transaction (and the bill is never deleted):
-                    # a crash leaves no paid call unbilled and no verdict unpaid for.
-                    spend = _spend(self.run.id, step, name, tiers[name], verdicts, self.scheduler.verifier(name), batch[i : i + size])
-                    plan.observe(self.ledger.put_verdicts(verdicts, spend=spend))
-        result = plan.result()
-        if result.lab_requests:
-            self.ledger.create_lab_requests(result.lab_requests)
-        verdicts: dict[str, list[Verdict]] = {}
-        for v in [*cached, *result.verdicts]:
-            verdicts.setdefault(v.candidate_key, []).append(v)
-        result.estimates = self.suite.rewards(state.trajectories, state.candidates, verdicts, result.estimates)
-        self.ledger.add_reward_estimates(result.estimates)
         state.result = result
         state.estimates = result.estimates
         return result
@@ -430,6 +395,99 @@ class RunSession:
         metrics["step/seconds"] = time.perf_counter() - t0
         self.checkpoint(step, metrics)
         return self.summary(step, metrics, metrics["step/seconds"])
+
+
+def teach_from_ledger(scheduler: Scheduler, ledger: Ledger, suite: Suite) -> int:
+    """Paired observations already in the ledger (any run) calibrate the scheduler's surrogate; returns how many.
+
+    Call it before the first step: with enough history this trains the
+    surrogate's graph network (``scheduler.learned``), once.
+    """
+    values = {v.name: ledger.ok_values(v.name) for v in scheduler.ladder}
+    top = values[scheduler.ladder[-1].name]
+    observations = []
+    for key in top:
+        cand = suite.history_candidate(key)
+        if cand is None:
+            continue
+        observations.append(scheduler.observation(cand, {n: vals[key] for n, vals in values.items() if key in vals}))
+    if not observations:
+        return 0
+    log = logging.getLogger("arl.scheduler")
+    return scheduler.add_history(observations, progress=log.info)
+
+
+def verify_candidates(
+    ledger: Ledger,
+    scheduler: Scheduler,
+    suite: Suite,
+    run_id: str,
+    step: int,
+    trajectories: list[Trajectory],
+    candidates: list[Candidate],
+    *,
+    run_tier: TierRunner | None = None,
+    max_batch: int | None = None,
+    budget: float | None = None,
+    deadline: float | None = None,
+) -> StepResult:
+    """Route candidates (one per trajectory, already in the ledger) through the tiers under the budget.
+
+    Cached verdicts come from the ledger and are never paid for again; each
+    tier batch's verdicts land in the ledger with their bill in one
+    transaction before the next round is planned; the suite turns verdicts
+    into rewards, which are written too. ``budget`` (CPU-seconds) defaults to
+    the scheduler's step budget capped by what its run has left.
+    ``deadline`` (a ``time.monotonic()`` value) stops starting new batches
+    once passed: the rewards then come from the verdicts in hand, so a
+    caller is never held much past it (at most one batch of ``max_batch``,
+    whose isolated verifiers have their own timeouts).
+    """
+    run_tier = run_tier or (lambda name, batch: scheduler.verifier(name).verify_batch(batch))
+    names = [v.name for v in scheduler.ladder]
+    tiers = {v.name: v.tier for v in scheduler.ladder}
+    cached = ledger.verdicts_for([c.key for c in candidates], verifiers=names)
+    plan = scheduler.plan_step(
+        candidates,
+        group_ids=[t.group_id for t in trajectories],
+        trajectory_ids=[t.id for t in trajectories],
+        cached=cached,
+        budget=budget,
+        step=step,
+        run_id=run_id,
+    )
+    late = False
+    while not late and (requests := plan.next_round()):
+        for name, batch in requests.items():
+            size = max_batch or len(batch)
+            for i in range(0, len(batch), size):
+                if deadline is not None and time.monotonic() >= deadline:
+                    late = True
+                    break
+                try:
+                    verdicts = run_tier(name, batch[i : i + size])
+                except TierInterrupted as stop:
+                    # Ctrl-C / SIGTERM while a batch ran: keep what it finished, then stop.
+                    done = {v.candidate_key for v in stop.verdicts}
+                    cands = [c for c in batch if c.key in done]
+                    spend = _spend(run_id, step, name, tiers[name], stop.verdicts, scheduler.verifier(name), cands)
+                    ledger.put_verdicts(stop.verdicts, spend=spend)
+                    raise stop.cause from None
+                # Verdicts and their bill land in one transaction (and the bill is never deleted):
+                # a crash leaves no paid call unbilled and no verdict unpaid for.
+                spend = _spend(run_id, step, name, tiers[name], verdicts, scheduler.verifier(name), batch[i : i + size])
+                plan.observe(ledger.put_verdicts(verdicts, spend=spend))
+            if late:
+                break
+    result = plan.result()
+    if result.lab_requests:
+        ledger.create_lab_requests(result.lab_requests)
+    by_key: dict[str, list[Verdict]] = {}
+    for v in [*cached, *result.verdicts]:
+        by_key.setdefault(v.candidate_key, []).append(v)
+    result.estimates = suite.rewards(trajectories, candidates, by_key, result.estimates)
+    ledger.add_reward_estimates(result.estimates)
+    return result
 
 
 def _rollout_from_tokens(

@@ -1,0 +1,645 @@
+"""ARL's verification layer for other trainers and for inference: TRL, verl, Best-of-N.
+
+:class:`TieredReward` is a reward function of the shape TRL's ``GRPOTrainer``
+calls (``reward(prompts, completions, **kwargs) -> list[float]``) around the
+same pieces an ARL run uses, called rather than copied:
+
+- the suite (:mod:`arl_flows.suites`) turns each completion into a candidate
+  and, for the code suite, verdicts into the composed reward;
+- the ladder comes from :func:`arl_flows.training.build_ladder`, so native
+  tiers run in their worker processes with their timeouts, as in a flow;
+- :func:`arl_flows.training.verify_candidates` routes the batch through the
+  tiers with the scheduler under ``budget_per_call``, reads cached verdicts
+  from the ledger first (never paying twice for one), and writes each tier
+  batch's verdicts with their bill in one transaction;
+- the ledger holds the calls as a run of their own: one step per call, with
+  prompts, trajectories, reward estimates, spend and step metrics, so
+  ``arl runs list/show`` and ``arl report`` show it like any run.
+
+The reward is the scheduler's posterior mean (the code suite: the composed
+code reward); the posterior std, the tier each completion reached, its spend
+and whether its verdicts came from the cache are in ``last_details``, and
+are handed to TRL's logging hooks (``log_metric``/``log_extra``) when the
+trainer passes them.
+
+Time: a call never starts a tier batch after ``max_wait_s`` wall seconds
+(default: ``budget_per_call``); the rewards then come from the verdicts in
+hand. :meth:`TieredReward.ascore` runs the call in a worker thread so an
+event loop is never blocked; ``reward.as_async()`` is the async form TRL
+runs on its own loop.
+
+:func:`rerank` is Best-of-N at inference over the same machinery, and
+:func:`compute_score` / :func:`compute_score_batch` are the shapes verl's
+``naive`` and ``batch`` reward managers call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from arl_flows.config import RunConfig, TierConfig
+from arl_flows.suites import Suite, suite_for
+from arl_flows.training import build_ladder, teach_from_ledger, verify_candidates
+from storage.ledger import Ledger
+from storage.records import Prompt, RunStatus, TrainingStepRecord, Trajectory, tier_rank
+from verifiers.scheduler import Objective, Scheduler
+
+__all__ = [
+    "Ranked",
+    "RerankItem",
+    "RerankResult",
+    "RewardDetail",
+    "TieredReward",
+    "Window",
+    "compute_score",
+    "compute_score_batch",
+    "rerank",
+]
+
+SUITES = ("molecules", "code")
+
+
+class Window(BaseModel):
+    """The molecules objective: a window on the top tier's value (the HOMO-LUMO gap, eV)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    low: float = Field(default=3.0, description="Lower edge of the target window (eV).")
+    high: float = Field(default=4.0, description="Upper edge of the target window (eV).")
+    softness: float = Field(
+        default=0.5, ge=0.0, description="Gaussian fall-off outside the window (eV); 0 gives a hard 0/1 reward."
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Window:
+        if not (math.isfinite(self.low) and math.isfinite(self.high) and self.low < self.high):
+            raise ValueError(f"window ({self.low}, {self.high}) needs finite low < high, e.g. Window(low=3.0, high=4.0)")
+        return self
+
+
+@dataclass
+class RewardDetail:
+    """What the verification layer knows about one completion after a call."""
+
+    completion: str
+    candidate_key: str
+    reward: float  # posterior mean reward (what the trainer gets)
+    std: float  # posterior std of the reward
+    tier: str | None  # highest tier with an ok verdict (None: no tier could give a value)
+    status: str  # 'ok', 'invalid' (a real 0), or 'unverified' (no ok verdict: could not verify)
+    value_mean: float | None  # posterior mean of the top tier's value (molecules), else None
+    value_std: float | None
+    cached: int  # verdicts reused from the ledger (paid for before this call)
+    new: int  # verdicts computed in this call
+    spend_s: float  # CPU-seconds this call charged for this completion's candidate
+
+
+@dataclass
+class CallSummary:
+    """One call of a :class:`TieredReward`: its step in the ledger run, spend and cache use."""
+
+    step: int
+    completions: int
+    spend_s: float
+    calls: dict[str, int]
+    cache_hits: int  # completions whose verdicts all came from the ledger
+    seconds: float
+    stopped_by_deadline: bool
+
+
+def _tier_configs(tiers: Sequence[str | Mapping[str, Any] | TierConfig | tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    out = []
+    for t in tiers:
+        if isinstance(t, TierConfig):
+            out.append(t.model_dump())
+        elif isinstance(t, str):
+            out.append({"verifier": t})
+        elif isinstance(t, tuple):
+            out.append({"verifier": t[0], "params": dict(t[1])})
+        else:
+            out.append(dict(t))
+    return out
+
+
+def verification_config(
+    suite: str,
+    *,
+    objective: Window | tuple[float, float] | None = None,
+    tiers: Sequence[Any] | None = None,
+    budget_per_call: float = 60.0,
+    budget_total: float = math.inf,
+    policy: str = "voi",
+    routing: Objective | str = Objective.advantage,
+    name: str | None = None,
+    seed: int = 0,
+) -> RunConfig:
+    """The run config of a verification-only run (no policy is trained or loaded by ARL)."""
+    if suite not in SUITES:
+        raise ValueError(f"suite {suite!r} is not one of {', '.join(SUITES)}")
+    window = objective if isinstance(objective, Window) else Window(low=objective[0], high=objective[1]) if objective else Window()
+    data: dict[str, Any] = {"name": name or f"tiered-reward-{suite}", "suite": suite, "seed": seed}
+    if tiers is not None:
+        data["tiers"] = _tier_configs(tiers)
+    scheduler = {
+        "policy": policy,
+        "objective": Objective(routing).value,
+        "budget_per_step": budget_per_call,
+        "budget_per_run": budget_total,
+        "seed": seed,
+    }
+    if suite == "molecules":
+        scheduler |= {"target_low": window.low, "target_high": window.high, "window_softness": window.softness}
+    else:
+        scheduler |= {"target_low": 0.5, "target_high": 1.0}
+        # The code suite's run check asks for a policy to train; here the trainer owns the policy.
+        data["policy_path"] = "(owned by the calling trainer)"
+    data["scheduler"] = scheduler
+    return RunConfig.model_validate(data)
+
+
+def _text(message: Any) -> str:
+    """A TRL prompt or completion as text: a string, or the content of a conversation's messages."""
+    if isinstance(message, str):
+        return message
+    if isinstance(message, Mapping):
+        return str(message.get("content", ""))
+    if isinstance(message, Sequence):
+        return "".join(_text(m) for m in message)
+    return str(message)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+class TieredReward:
+    """A reward function that verifies completions through ARL's tiers, under a budget, into the ledger.
+
+    ``suite``: 'molecules' (completions are SMILES) or 'code' (completions are
+    ``<think>..</think><code>..</code>`` answers; pass ``task_id`` per
+    completion, as TRL passes dataset columns). ``objective``: for molecules,
+    a :class:`Window` or ``(low, high)`` on the gap (eV). ``budget_per_call``:
+    CPU-seconds one call may spend across tiers. ``ledger_url``: the
+    SQLAlchemy URL of the ledger (default: ``ARL_DATABASE_URL`` or
+    ``~/.arl/arl.db``). ``tiers``: the ladder, cheapest first (names,
+    ``(name, params)`` pairs or ``{"verifier": ..., "params": ...}``; default:
+    the suite's). ``policy``/``routing``: the scheduler's escalation policy
+    and what ``voi`` maximises ('advantage' for training, 'discovery' for
+    finding hits). ``max_wait_s``: wall seconds after which a call starts no
+    new tier batch (default: ``budget_per_call``). ``history``: teach the
+    scheduler's surrogate from the ledger's paired verdicts first.
+    """
+
+    def __init__(
+        self,
+        suite: str = "molecules",
+        objective: Window | tuple[float, float] | None = None,
+        budget_per_call: float = 60.0,
+        ledger_url: str | None = None,
+        *,
+        tiers: Sequence[Any] | None = None,
+        budget_total: float = math.inf,
+        policy: str = "voi",
+        routing: Objective | str = Objective.advantage,
+        max_wait_s: float | None = None,
+        max_batch: int = 8,
+        run_name: str | None = None,
+        history: bool = True,
+        seed: int = 0,
+        ledger: Ledger | None = None,
+    ) -> None:
+        self.config = verification_config(
+            suite, objective=objective, tiers=tiers, budget_per_call=budget_per_call, budget_total=budget_total,
+            policy=policy, routing=routing, name=run_name, seed=seed,
+        )
+        self.window = Window(
+            low=self.config.scheduler.target_low, high=self.config.scheduler.target_high,
+            softness=self.config.scheduler.window_softness,
+        )
+        self.budget_per_call = float(budget_per_call)
+        self.max_wait_s = float(max_wait_s) if max_wait_s is not None else self.budget_per_call
+        self.max_batch = max_batch
+        self.suite: Suite = suite_for(self.config)
+        self.ledger = ledger if ledger is not None else Ledger(ledger_url)
+        self.ladder = build_ladder(self.config)
+        self.ledger.record_tiers([v.spec() for v in self.ladder])
+        self.scheduler = Scheduler(self.ladder, self.config.scheduler, featurize=self.suite.featurize)
+        if history:
+            teach_from_ledger(self.scheduler, self.ledger, self.suite)
+        self.run_id: str | None = None
+        self.step = 0
+        self.last_details: list[RewardDetail] = []
+        self.last_call: CallSummary | None = None
+        self._lock = threading.Lock()
+        self.__name__ = f"arl_{suite}"  # TRL names a reward function's metrics after it
+
+    # ------------------------------------------------------------------ the trainer-facing forms
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
+        """TRL's reward-function shape: one float per completion (the posterior mean reward)."""
+        details = self.score(prompts, completions, **kwargs)
+        self._log_to_trainer(details, kwargs)
+        return [d.reward for d in details]
+
+    async def ascore(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[RewardDetail]:
+        """:meth:`score` in a worker thread (the event loop stays free), bounded by ``max_wait_s``."""
+        deadline = time.monotonic() + self.max_wait_s
+        return await asyncio.to_thread(self.score, prompts, completions, deadline=deadline, **kwargs)
+
+    def as_async(self) -> _AsyncReward:
+        """The same reward as an ``async`` callable (TRL runs async reward functions on its own loop)."""
+        return _AsyncReward(self)
+
+    # ------------------------------------------------------------------ the work
+    def score(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        *,
+        task_id: Sequence[str] | None = None,
+        completion_ids: Sequence[Sequence[int]] | None = None,
+        deadline: float | None = None,
+        **_: Any,
+    ) -> list[RewardDetail]:
+        """Verify one batch; return one :class:`RewardDetail` per completion (also kept in ``last_details``)."""
+        if len(prompts) != len(completions):
+            raise ValueError(f"got {len(prompts)} prompts and {len(completions)} completions; pass one prompt per completion")
+        if self.config.suite == "code" and (task_id is None or len(task_id) != len(completions)):
+            raise ValueError("the code suite needs task_id: one task id per completion (a dataset column in TRL)")
+        with self._lock:
+            t0 = time.monotonic()
+            if deadline is None:
+                deadline = t0 + self.max_wait_s
+            run_id = self._ensure_run()
+            step = self.step
+            prompt_texts = [_text(p) for p in prompts]
+            texts = [_text(c) for c in completions]
+            records: dict[str, Prompt] = {}
+            group_of: dict[str, int] = {}
+            trajectories, candidates = [], []
+            for i, (ptext, text) in enumerate(zip(prompt_texts, texts)):
+                prompt = self._prompt(ptext, task_id[i] if task_id is not None else None)
+                records.setdefault(prompt.id, prompt)
+                group = group_of.setdefault(prompt.id, len(group_of))
+                cand, answer, turns = self.suite.completion(prompt, text)
+                candidates.append(cand)
+                n_tokens = len(completion_ids[i]) if completion_ids is not None else len(text) // 4  # the code reward's own estimate
+                trajectories.append(
+                    Trajectory(
+                        run_id=run_id, prompt_id=prompt.id, step=step, group_id=f"{run_id[:8]}-{step}-{group}",
+                        turns=turns, final_answer=answer, candidate_key=cand.key, completion_tokens=n_tokens,
+                    )
+                )
+            self.ledger.add_prompts(records.values())
+            self.ledger.add_trajectories(trajectories)
+            result = verify_candidates(
+                self.ledger, self.scheduler, self.suite, run_id, step, trajectories, candidates,
+                max_batch=self.max_batch, deadline=deadline,
+            )
+            stopped = time.monotonic() >= deadline
+            new_keys = {v.cache_key for v in result.verdicts}
+            spend_by_key: dict[str, float] = {}
+            for v in result.verdicts:
+                spend_by_key[v.candidate_key] = spend_by_key.get(v.candidate_key, 0.0) + v.cost_s
+            details = []
+            for traj, cand, est in zip(trajectories, candidates, result.estimates, strict=True):
+                used = result.verdicts_used.get(traj.id, [])
+                new = sum(1 for k in used if k in new_keys)
+                invalid = est.components.get("invalid") == 1.0 or not cand.meta.get("valid", True)
+                details.append(
+                    RewardDetail(
+                        completion=traj.final_answer,
+                        candidate_key=cand.key,
+                        reward=float(est.mean),
+                        std=float(est.std),
+                        tier=est.fidelity.value if est.fidelity else None,
+                        status="invalid" if invalid else ("ok" if est.fidelity else "unverified"),
+                        value_mean=est.components.get("value_mean"),
+                        value_std=est.components.get("value_std"),
+                        cached=len(used) - new,
+                        new=new,
+                        spend_s=spend_by_key.get(cand.key, 0.0),
+                    )
+                )
+            rewards = [d.reward for d in details]
+            seconds = time.monotonic() - t0
+            hits = sum(1 for d in details if d.cached and not d.new)
+            metrics = {
+                "reward/mean": sum(rewards) / max(len(rewards), 1),
+                "reward/max": max(rewards, default=math.nan),
+                "reward/std_mean": sum(d.std for d in details) / max(len(details), 1),
+                "reward/validity": sum(1 for c in candidates if c.meta.get("valid", True)) / max(len(candidates), 1),
+                "reward/unique": len({c.key for c in candidates}) / max(len(candidates), 1),
+                "verify/spend": result.total_spend,
+                "verify/cache_hits": float(hits),
+                "verify/stopped_by_deadline": float(stopped),
+                "step/seconds": seconds,
+            }
+            self.ledger.record_step(TrainingStepRecord(run_id=run_id, step=step, metrics=_finite(metrics)))
+            self.step += 1
+            self.last_details = details
+            self.last_call = CallSummary(
+                step=step, completions=len(details), spend_s=result.total_spend, calls=dict(result.calls),
+                cache_hits=hits, seconds=seconds, stopped_by_deadline=stopped,
+            )
+            return details
+
+    def _prompt(self, text: str, task_id: str | None) -> Prompt:
+        if self.config.suite == "code":
+            from verifiers.code import get_task
+
+            get_task(task_id)  # an unknown task id is the caller's mistake: say so before verifying
+            return Prompt(id=f"code:{task_id}", suite="code", text=text, goal={"task_id": task_id})
+        w = self.window
+        goal = {"property": "gap_ev", "low": w.low, "high": w.high, "softness": w.softness}
+        return Prompt(id=f"molecules:ext:{_digest(text)}:{w.low:g}-{w.high:g}", suite="molecules", text=text, goal=goal)
+
+    def _ensure_run(self) -> str:
+        if self.run_id is None:
+            config = self.config.model_dump(mode="json") | {"steps": None, "source": "TieredReward"}
+            self.run_id = self.ledger.create_run(self.config.name, config).id
+        return self.run_id
+
+    def _log_to_trainer(self, details: list[RewardDetail], kwargs: Mapping[str, Any]) -> None:
+        """TRL (>= 0.2x) passes ``log_metric(name, value)`` and ``log_extra(column, values)`` to reward functions."""
+        log_metric, log_extra = kwargs.get("log_metric"), kwargs.get("log_extra")
+        top = self.ladder[-1].tier.value
+        if callable(log_metric) and details and self.last_call is not None:
+            log_metric("arl/reward_std", sum(d.std for d in details) / len(details))
+            log_metric("arl/spend_s", self.last_call.spend_s)
+            log_metric("arl/cache_hits", float(self.last_call.cache_hits))
+            log_metric("arl/top_tier_share", sum(1 for d in details if d.tier == top) / len(details))
+        if callable(log_extra) and details:
+            log_extra("arl_tier", [d.tier or d.status for d in details])
+            log_extra("arl_std", [round(d.std, 4) for d in details])
+
+    # ------------------------------------------------------------------ end
+    def close(self) -> None:
+        """Mark the ledger run completed and stop the ladder's worker processes."""
+        with self._lock:
+            if self.run_id is not None:
+                self.ledger.set_run_status(self.run_id, RunStatus.completed)
+            for v in self.ladder:
+                stop = getattr(v, "close", None)
+                if stop is not None:
+                    stop()
+
+    def __enter__(self) -> TieredReward:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _AsyncReward:
+    """``async`` form of a :class:`TieredReward` (TRL detects it by its ``async __call__``)."""
+
+    def __init__(self, reward: TieredReward) -> None:
+        self.reward = reward
+        self.__name__ = reward.__name__
+
+    async def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
+        details = await self.reward.ascore(prompts, completions, **kwargs)
+        self.reward._log_to_trainer(details, kwargs)
+        return [d.reward for d in details]
+
+
+def _finite(metrics: dict[str, float]) -> dict[str, float | None]:
+    return {k: (v if math.isfinite(v) else None) for k, v in metrics.items()}
+
+
+# ---------------------------------------------------------------------------------------------- Best-of-N
+
+
+class RerankItem(BaseModel):
+    """One prompt to rerank: its candidates (or none, to sample them from a policy)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str = Field(default="", description="The prompt (free text; molecules: informational).")
+    task_id: str | None = Field(default=None, description="Code suite: the task the candidates answer.")
+    window: tuple[float, float] | None = Field(default=None, description="Molecules: the gap window (eV) of this prompt.")
+    candidates: list[str] = Field(default_factory=list, description="The N completions to choose from.")
+
+
+@dataclass
+class Ranked:
+    """One chosen candidate: its posterior, the tier it reached and what it cost."""
+
+    rank: int
+    completion: str
+    candidate_key: str
+    reward: float
+    std: float
+    value_mean: float | None
+    value_std: float | None
+    tier: str | None
+    status: str
+    spend_s: float
+    cached: bool
+
+
+@dataclass
+class RerankResult:
+    """Best-of-N for one prompt: the top k, the spend and calls per verifier."""
+
+    prompt: str
+    n: int
+    top: list[Ranked]
+    spend_s: float
+    calls: dict[str, int] = field(default_factory=dict)
+    run_id: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def rank_details(details: Sequence[RewardDetail]) -> list[RewardDetail]:
+    """Distinct candidates, best first: higher posterior reward, then lower std, then a higher tier, then first seen."""
+    seen: dict[str, int] = {}
+    for i, d in enumerate(details):
+        seen.setdefault(d.candidate_key, i)
+    order = sorted(
+        seen.values(),
+        key=lambda i: (-details[i].reward, details[i].std, -(tier_rank(details[i].tier) if details[i].tier else -1), i),
+    )
+    return [details[i] for i in order]
+
+
+def rerank(
+    items: Sequence[RerankItem | Mapping[str, Any]],
+    *,
+    suite: str = "molecules",
+    n: int = 8,
+    budget: float = 60.0,
+    k: int = 1,
+    window: Window | tuple[float, float] | None = None,
+    tiers: Sequence[Any] | None = None,
+    policy: str = "voi",
+    ledger_url: str | None = None,
+    ledger: Ledger | None = None,
+    sampler: Any = None,
+    seed: int = 0,
+) -> list[RerankResult]:
+    """Best-of-N: for each item, verify its first ``n`` candidates under ``budget`` CPU-seconds, keep the top ``k``.
+
+    Items without candidates are sampled from ``sampler(item, n, seed)`` (a
+    callable returning ``n`` completions; :func:`prior_sampler` for the
+    molecules suite). The scheduler routes with the ``discovery`` objective
+    (find the ones in the window); verdicts are cached in the ledger like
+    any run's and the calls form one ledger run named ``rerank-SUITE``.
+    """
+    if n < 1 or k < 1:
+        raise ValueError(f"n and k must be at least 1 (got n={n}, k={k})")
+    if not (budget > 0 and math.isfinite(budget)):
+        raise ValueError(f"budget must be a positive number of CPU-seconds, got {budget}")
+    parsed = [it if isinstance(it, RerankItem) else RerankItem.model_validate(dict(it)) for it in items]
+    rewards: dict[tuple[float, float] | None, TieredReward] = {}
+    shared_ledger = ledger if ledger is not None else Ledger(ledger_url)
+    out = []
+    try:
+        for idx, item in enumerate(parsed):
+            w = item.window or ((window.low, window.high) if isinstance(window, Window) else window)
+            key = tuple(w) if (suite == "molecules" and w) else None
+            if key not in rewards:
+                rewards[key] = TieredReward(
+                    suite, objective=key, budget_per_call=budget, tiers=tiers, policy=policy,
+                    routing=Objective.discovery, run_name=f"rerank-{suite}", seed=seed, ledger=shared_ledger,
+                    max_wait_s=math.inf,
+                )
+            reward = rewards[key]
+            candidates = item.candidates[:n]
+            if not candidates:
+                if sampler is None:
+                    raise ValueError(f"item {idx + 1} has no candidates and no policy to sample them from")
+                candidates = list(sampler(item, n, seed + idx))
+            task = [item.task_id] * len(candidates) if suite == "code" else None
+            details = reward.score([item.prompt] * len(candidates), candidates, task_id=task)
+            summary = reward.last_call
+            top = [
+                Ranked(rank=r + 1, completion=d.completion, candidate_key=d.candidate_key, reward=d.reward, std=d.std,
+                       value_mean=d.value_mean, value_std=d.value_std, tier=d.tier, status=d.status, spend_s=d.spend_s,
+                       cached=bool(d.cached and not d.new))
+                for r, d in enumerate(rank_details(details)[:k])
+            ]
+            out.append(
+                RerankResult(prompt=item.prompt or (item.task_id or ""), n=len(candidates), top=top,
+                             spend_s=summary.spend_s if summary else 0.0, calls=summary.calls if summary else {},
+                             run_id=reward.run_id)
+            )
+    finally:
+        for reward in rewards.values():
+            reward.close()
+    return out
+
+
+def prior_sampler(policy_path: str | None = None, max_new_tokens: int = 48, temperature: float = 1.0):  # noqa: ANN201
+    """A molecules sampler for :func:`rerank`: the shipped SMILES prior (or a local model), goal-prompted by window."""
+    from policies import PretrainConfig, Policy, goal_prompt_ids, load_or_pretrain
+
+    policy = Policy.load(policy_path) if policy_path else load_or_pretrain(PretrainConfig())[0]
+
+    def sample(item: RerankItem, n: int, seed: int) -> list[str]:
+        low, high = item.window or (3.0, 4.0)
+        rollout = policy.sample([goal_prompt_ids(policy.tokenizer, low, high)], group_size=n, temperature=temperature,
+                                max_new_tokens=max_new_tokens, seed=seed)
+        return ["".join(t.split()) for t in rollout.texts]
+
+    return sample
+
+
+# ---------------------------------------------------------------------------------------------- verl
+
+_VERL_REWARDS: dict[tuple[Any, ...], TieredReward] = {}
+_VERL_LOCK = threading.Lock()
+
+
+def _verl_target(data_source: str, ground_truth: Any) -> tuple[str, tuple[float, float] | None, str | None]:
+    """(suite, window, task id) from verl's data_source and ground_truth.
+
+    ``data_source``: 'molecules' or 'code' (an 'arl/' prefix is allowed).
+    ``ground_truth``: molecules, the window as ``[low, high]``, ``{"low":..,"high":..}`` or ``"low,high"``;
+    code, the task id.
+    """
+    suite = str(data_source).removeprefix("arl/")
+    if suite not in SUITES:
+        raise ValueError(f"data_source {data_source!r} is not an ARL suite; use 'molecules' or 'code'")
+    if suite == "code":
+        return suite, None, str(ground_truth)
+    if isinstance(ground_truth, Mapping):
+        return suite, (float(ground_truth["low"]), float(ground_truth["high"])), None
+    if isinstance(ground_truth, str):
+        low, high = (float(x) for x in ground_truth.replace(";", ",").split(","))
+        return suite, (low, high), None
+    low, high = ground_truth
+    return suite, (float(low), float(high)), None
+
+
+def _verl_reward(suite: str, window: tuple[float, float] | None, options: Mapping[str, Any]) -> TieredReward:
+    """One TieredReward per (suite, window, options) in this worker process, reused across verl steps."""
+    key = (suite, window, tuple(sorted((k, repr(v)) for k, v in options.items())))
+    with _VERL_LOCK:
+        if key not in _VERL_REWARDS:
+            _VERL_REWARDS[key] = TieredReward(suite, objective=window, run_name=f"verl-{suite}", **options)
+        return _VERL_REWARDS[key]
+
+
+def compute_score_batch(
+    data_sources: Sequence[str],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[Mapping[str, Any] | None] | None = None,
+    **options: Any,
+) -> list[dict[str, float]]:
+    """verl's ``batch`` reward manager shape: one dict per response, ``score`` plus ARL's details.
+
+    ``options`` are :class:`TieredReward` keyword arguments (verl passes
+    ``custom_reward_function.reward_kwargs`` here): ``budget_per_call``,
+    ``ledger_url``, ``tiers``, ``max_wait_s``, ... Responses of one prompt
+    (same data source, ground truth and ``extra_info['index']``) form one
+    GRPO group for the scheduler.
+    """
+    extra_infos = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
+    if not (len(data_sources) == len(solution_strs) == len(ground_truths) == len(extra_infos)):
+        raise ValueError("data_sources, solution_strs, ground_truths and extra_infos must have one entry per response")
+    batches: dict[tuple[str, tuple[float, float] | None], list[int]] = {}
+    targets = []
+    for i, (source, truth) in enumerate(zip(data_sources, ground_truths)):
+        suite, window, task = _verl_target(source, truth)
+        targets.append(task)
+        batches.setdefault((suite, window), []).append(i)
+    out: list[dict[str, float]] = [{} for _ in solution_strs]
+    for (suite, window), rows in batches.items():
+        reward = _verl_reward(suite, window, options)
+        prompts = [
+            f"{data_sources[i]}|{ground_truths[i]}|{(extra_infos[i] or {}).get('index', '')}" for i in rows
+        ]
+        tasks = [targets[i] for i in rows] if suite == "code" else None
+        details = reward.score(prompts, [solution_strs[i] for i in rows], task_id=tasks)
+        for i, d in zip(rows, details):
+            out[i] = {
+                "score": d.reward,
+                "std": d.std,
+                "tier_rank": float(tier_rank(d.tier)) if d.tier else -1.0,
+                "spend_s": d.spend_s,
+                "cached": float(bool(d.cached and not d.new)),
+            }
+    return out
+
+
+def compute_score(
+    data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None, **options: Any
+) -> dict[str, float]:
+    """verl's ``naive`` reward manager shape: one response at a time (a batch of one; prefer the batch form)."""
+    return compute_score_batch([data_source], [solution_str], [ground_truth], [extra_info], **options)[0]
+
+
+
