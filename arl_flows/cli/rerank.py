@@ -1,0 +1,157 @@
+"""``arl rerank``: Best-of-N at inference, through the scheduler, under a budget.
+
+Each line of ``--input`` (JSON Lines) is one prompt::
+
+    {"prompt": "gap 3-4 eV", "window": [3.0, 4.0], "candidates": ["CCO", "c1ccncc1", ...]}
+    {"task_id": "sum-to-n", "candidates": ["<think>..</think><code>..</code>", ...]}
+
+The first ``--n`` candidates of each line are verified under ``--budget``
+CPU-seconds (per prompt) and the top ``--k`` come back with their posterior,
+the tier each reached and the spend. A molecules line without candidates is
+sampled from the shipped SMILES prior (or ``--policy-path``). The work is
+:func:`arl_flows.integrations.rerank`; this module only reads, checks and
+prints.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from arl_flows.cli import app
+from arl_flows.cli._common import UserError, console, print_json, shown
+
+_MAX_INPUT_BYTES = 200 * 2**20
+_MAX_ITEMS = 100_000
+
+
+def _read_items(path: Path) -> list[dict[str, Any]]:
+    from pydantic import ValidationError
+
+    from arl_flows.integrations import RerankItem
+
+    try:
+        if not path.is_file():
+            raise UserError(f"--input {shown(str(path), 300)} is not a regular file")
+        if path.stat().st_size > _MAX_INPUT_BYTES:
+            raise UserError(f"--input {shown(str(path), 300)} is over {_MAX_INPUT_BYTES:,} bytes; split it")
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError as exc:
+        raise UserError(f"cannot read --input {shown(str(path), 300)}: {exc.strerror or exc}") from None
+    items = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            data = json.loads(line)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            raise UserError(f"--input line {number}: not JSON ({msg}); write one object per line") from None
+        if not isinstance(data, dict):
+            raise UserError(f"--input line {number}: expected an object like {{\"candidates\": [...]}}")
+        try:
+            items.append(RerankItem.model_validate(data))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "line"
+            raise UserError(f"--input line {number}: {where}: {shown(err['msg'], 200)}") from None
+        if len(items) > _MAX_ITEMS:
+            raise UserError(f"--input has more than {_MAX_ITEMS:,} prompts; split it")
+    if not items:
+        raise UserError(f"--input {shown(str(path), 300)} holds no prompts (one JSON object per line)")
+    return items
+
+
+def _tier_list(tiers: str | None, params: list[str]) -> list[dict[str, Any]] | None:
+    if not tiers:
+        if params:
+            raise UserError("--tier-param needs --tiers (the ladder whose params it sets)")
+        return None
+    ladder = [{"verifier": t.strip(), "params": {}} for t in tiers.split(",") if t.strip()]
+    by_name = {t["verifier"]: t for t in ladder}
+    for item in params:
+        name, _, rest = item.partition(".")
+        key, eq, raw = rest.partition("=")
+        if not (name and key and eq):
+            raise UserError(f"--tier-param {shown(item, 100)}: write it as VERIFIER.FIELD=VALUE, e.g. reference-table.cost_per_call=12")
+        if name not in by_name:
+            raise UserError(f"--tier-param {shown(item, 100)}: {shown(name, 100)} is not in --tiers")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        by_name[name]["params"][key] = value
+    return ladder
+
+
+@app.command("rerank")
+def rerank_command(
+    suite: str = typer.Option("molecules", "--suite", help="'molecules' or 'code'."),
+    input_file: Path = typer.Option(..., "--input", help="JSON Lines: one prompt per line with its candidates."),
+    n: int = typer.Option(8, "--n", min=1, max=100_000, help="Candidates per prompt (the first N given, or N sampled)."),
+    budget: float = typer.Option(60.0, "--budget", help="CPU-seconds of verification per prompt."),
+    k: int = typer.Option(1, "--k", min=1, max=100_000, help="How many of the best to return per prompt."),
+    window: tuple[float, float] = typer.Option((3.0, 4.0), "--window", help="Molecules: gap window LOW HIGH (eV) for lines without one."),
+    tiers: str | None = typer.Option(None, "--tiers", help="Comma-separated verifier names, cheapest first (default: the suite's ladder)."),
+    tier_param: list[str] = typer.Option([], "--tier-param", help="VERIFIER.FIELD=VALUE for a verifier in --tiers (repeatable)."),
+    policy_path: str | None = typer.Option(None, "--policy-path", help="Molecules: local model to sample missing candidates (default: the shipped prior)."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of sampling and the scheduler."),
+    ledger_url: str | None = typer.Option(None, "--ledger", help="Ledger URL (default: ARL_DATABASE_URL or ~/.arl/arl.db)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Verify N candidates per prompt under a budget with the scheduler; print the top k."""
+    if suite not in ("molecules", "code"):
+        raise UserError(f"--suite {shown(suite, 100)}: use 'molecules' or 'code'")
+    if not (math.isfinite(budget) and budget > 0):
+        raise UserError(f"--budget {budget}: give a positive, finite number of CPU-seconds")
+    low, high = window
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise UserError(f"--window {low} {high}: give two finite numbers, low below high, e.g. --window 3.0 4.0")
+    items = _read_items(input_file)
+    ladder = _tier_list(tiers, tier_param)
+    if suite == "code":
+        missing = [i + 1 for i, it in enumerate(items) if not it.task_id]
+        if missing:
+            raise UserError(f"--input line {missing[0]}: the code suite needs a task_id per line")
+        empty = [i + 1 for i, it in enumerate(items) if not it.candidates]
+        if empty:
+            raise UserError(f"--input prompt {empty[0]}: the code suite needs candidates (no code policy ships)")
+
+    from arl_flows.integrations import prior_sampler, rerank
+    from storage.ledger import LedgerError
+    from verifiers import VerifierNotFound
+
+    sampler = None
+    if suite == "molecules" and any(not it.candidates for it in items):
+        try:
+            sampler = prior_sampler(policy_path)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"cannot load the policy to sample from: {shown(str(exc), 300)}") from None
+    try:
+        results = rerank(items, suite=suite, n=n, budget=budget, k=k, window=(low, high), tiers=ladder,
+                         ledger_url=ledger_url, sampler=sampler, seed=seed)
+    except (LedgerError, VerifierNotFound, KeyError, ValueError) as exc:
+        text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        raise UserError(shown(str(text).splitlines()[0] if str(text) else type(exc).__name__, 400)) from None
+
+    if as_json:
+        print_json([r.as_dict() for r in results])
+        return
+    total = 0.0
+    for i, r in enumerate(results, 1):
+        total += r.spend_s
+        table = Table(title=f"prompt {i}: {shown(r.prompt, 80)} (n={r.n}, spend {r.spend_s:.2f} CPU-s)", title_justify="left")
+        for col in ("rank", "candidate", "reward", "std", "value", "tier", "spend (s)", "cached"):
+            table.add_column(col)
+        for t in r.top:
+            value = "" if t.value_mean is None else f"{t.value_mean:.3f} ± {t.value_std:.3f}"
+            table.add_row(str(t.rank), shown(t.completion, 60), f"{t.reward:.3f}", f"{t.std:.3f}", value,
+                          shown(t.tier or t.status), f"{t.spend_s:.2f}", "yes" if t.cached else "")
+        console.print(table)
+    run = results[0].run_id if results else None
+    console.print(f"{len(results)} prompts, {total:.2f} CPU-seconds; ledger run {shown(run or '-')}")
