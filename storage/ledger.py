@@ -185,6 +185,14 @@ def _foreign_database_error(url: str, tables: list[str]) -> LedgerError:
     )
 
 
+def _raised_in(exc: BaseException, path_end: tuple[str, ...]) -> bool:
+    """Whether the innermost frame of ``exc``'s traceback is in a file whose path ends with ``path_end``."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and Path(tb.tb_frame.f_code.co_filename).parts[-len(path_end):] == path_end
+
+
 def _plain(exc: BaseException) -> str:
     """A database error as one line of its driver's words (no SQL, no links)."""
     orig = getattr(exc, "orig", None) or exc
@@ -331,12 +339,25 @@ class Ledger:
         from alembic import command
         from alembic.util import CommandError
 
+        # alembic asserts (rather than raising its CommandError) on some malformed targets, e.g. "".
+        if not isinstance(revision, str) or not revision.strip() or len(revision) > 100 or not revision.isprintable():
+            raise LedgerError(
+                f"cannot {direction} the ledger to {_short_repr(revision)}: give a revision such as head, base, -1 or +1, "
+                f"or a revision id up to {self._head()}"
+            )
         try:
             with self._engine.connect().execution_options(arl_write=True) as conn:
                 with conn.begin():
                     if self.dialect == "postgresql":
                         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK_ID})
                     getattr(command, direction)(self._alembic_config(conn), revision)
+        except AssertionError as exc:  # alembic's revision parser asserts on targets it cannot resolve ("@", "base@")
+            if not _raised_in(exc, ("alembic", "script", "revision.py")):
+                raise
+            raise LedgerError(
+                f"cannot {direction} the ledger at {self._safe_url} to {_short_repr(revision)}: not a revision alembic can "
+                f"resolve; give head, base, -1, +1 or a revision id up to {self._head()}"
+            ) from None
         except CommandError as exc:  # an unknown revision, or a ledger made by a newer ARL
             raise LedgerError(
                 f"cannot {direction} the ledger at {self._safe_url} to {_short_repr(revision)}: {' '.join(str(exc).split())[:300]} "

@@ -117,6 +117,29 @@ def _internal_error(exc: BaseException) -> NoReturn:
     sys.exit(INTERNAL_ERROR_EXIT)
 
 
+def _show_click_error(exc: Any) -> None:
+    """click's usage text, with its message on one line and the user's text in it escaped.
+
+    click's own ``show()`` prints the message as it is, so an option named
+    with a newline or an escape sequence would reach the terminal raw.
+    """
+    ctx = getattr(exc, "ctx", None)
+    lines = []
+    if ctx is not None:
+        lines.append(ctx.get_usage())
+        if ctx.command.get_help_option(ctx) is not None:
+            lines.append(f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.")
+        lines.append("")
+    lines.append(f"Error: {one_line(exc.format_message())}")
+    text = "\n".join(lines) + "\n"
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except UnicodeEncodeError:
+        sys.stderr.buffer.write(text.encode("ascii", "backslashreplace"))
+        sys.stderr.flush()
+
+
 def _click_exit_code(exc: BaseException) -> int | None:
     """Exit code of a click exception (its usage message shown first), or None if ``exc`` is not one.
 
@@ -130,7 +153,7 @@ def _click_exit_code(exc: BaseException) -> int | None:
         except ImportError:
             continue
         if isinstance(exc, module.ClickException):  # usage errors: the usage, a hint and "Error: ..."
-            exc.show()
+            _show_click_error(exc)
             return exc.exit_code
         if hasattr(module, "Exit") and isinstance(exc, module.Exit):
             return exc.exit_code

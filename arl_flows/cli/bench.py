@@ -63,10 +63,13 @@ class _TierCache:
         self.path = path
         self.verdicts: dict[tuple[str, str, str, str], Verdict] = {}
         if self.ledger is None and path.is_file():
-            with open(path) as fh:
-                for line in fh:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                for n, line in enumerate(fh, start=1):
                     if line.strip():
-                        v = Verdict.model_validate_json(line)
+                        try:
+                            v = Verdict.model_validate_json(line)
+                        except ValueError:  # pydantic's ValidationError: not a line this cache wrote
+                            raise UserError(f"--cache {str(path)[:300]!r} line {n} is not a cached verdict; pass another --cache file") from None
                         self.verdicts[v.cache_key] = v
 
     def lookup(self, keys: Sequence[str], verifier: Any) -> dict[str, Any]:

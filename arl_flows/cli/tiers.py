@@ -52,6 +52,9 @@ def list_tiers(
     registry = _registry()
     classes = registry.for_suite(suite) if suite else list(registry)
     rows = [_describe(cls) for cls in classes]
+    if suite and not rows:
+        suites = sorted({str(cls.suite) for cls in registry if cls.suite})
+        raise UserError(f"no verifiers of suite {suite[:100]!r}; suites with verifiers: {', '.join(suites)}")
     if as_json:
         print_json(rows)
         return

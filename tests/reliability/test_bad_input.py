@@ -229,11 +229,12 @@ def test_a_ledger_whose_schema_text_is_not_utf8(tmp_path: Path) -> None:
         assert code in (1, 2) and "damaged" in out + err, (code, out, err)
 
 
-def test_db_upgrade_to_an_unknown_revision(ledger_url: str) -> None:
-    for args in (["db", "upgrade", "--revision", "nonsense"], ["db", "downgrade", "nonsense"]):
+@pytest.mark.parametrize("revision", ["nonsense", "", " ", "@", "base@", "x:y"])  # alembic asserts on "" and "@"
+def test_db_upgrade_to_an_unknown_revision(ledger_url: str, revision: str) -> None:
+    for args in (["db", "upgrade", "--revision", revision], ["db", "downgrade", revision]):
         code, out, err = arl([*args, "--url", ledger_url])
         assert_user_error(code, err, out=out)
-        assert "nonsense" in err
+        assert repr(revision) in err, err
     assert [r[1] for r in _rows(ledger_url)] == ["plain"]
 
 

@@ -11,12 +11,13 @@ Properties, each run on generated input (hypothesis):
   through the ledger exactly, which must pass its integrity check at the end;
 - CLI arguments (``runs show``, ``verify --suite molecules --smiles``, ``tasks list``,
   ``db check``): a user mistake exits 2 (``db check`` problems: 1) with a one-line
-  message and no traceback.
+  message and no traceback. Every other command and option is fuzzed in
+  ``test_fuzz_cli.py``.
 
 The default suite runs each property on ``settings.max_examples`` inputs (the
-profile in ``conftest.py``); each ``*_slow`` twin runs the same check on
-``SLOW_EXAMPLES[name]`` inputs, and ``test_slow_fuzz_total`` asserts that the
-slow suite tried at least 10,000 inputs in all. Inputs that crash code owned
+profile in ``conftest.py``); each ``*_soak`` twin (``make test-all`` only) runs the
+same check on ``SOAK_EXAMPLES[name]`` inputs, and ``test_soak_fuzz_total`` asserts
+that the soak run tried at least 20,000 inputs in all. Inputs that crash code owned
 elsewhere are pinned in ``xfail(strict=True)`` tests at the end (none at
 present): they flip to failures once fixed, and then move into the properties;
 the inputs that once crashed stay at the end as plain regression tests.
@@ -49,35 +50,35 @@ from verifiers.code.format import FormatError, ParsedTrajectory
 from cli_runner import arl  # tests/reliability is on sys.path (conftest.py)
 from cli_runner import assert_user_error as _assert_user_error
 
-# Inputs tried per property (default and slow runs alike); the slow total is asserted at the end.
+# Inputs tried per property (default and soak runs alike); the soak total is asserted at the end.
 TRIED: collections.Counter[str] = collections.Counter()
-SLOW_EXAMPLES = {
-    "smiles_text": 4000,
-    "smiles_alphabet": 3000,
-    "code": 4000,
-    "lab_submission": 1500,
-    "ledger_roundtrip": 1500,
-    "cli": 1500,
+SOAK_EXAMPLES = {
+    "smiles_text": 5000,
+    "smiles_alphabet": 4000,
+    "code": 5000,
+    "lab_submission": 2000,
+    "ledger_roundtrip": 2000,
+    "cli": 2000,
 }
-SLOW_TOTAL = 10_000
+SOAK_TOTAL = 20_000
 
 
 def _property(name: str, strategy: st.SearchStrategy, check: Callable[[Any], None]) -> tuple[Any, Any]:
-    """A default-suite test and its slow twin running ``check`` on inputs drawn from ``strategy``."""
+    """A default-suite test and its soak twin running ``check`` on inputs drawn from ``strategy``."""
 
     @given(strategy)
     def default(value: Any) -> None:
         TRIED[name] += 1
         check(value)
 
-    @pytest.mark.slow
-    @settings(max_examples=SLOW_EXAMPLES[name], derandomize=False)
+    @pytest.mark.soak
+    @settings(max_examples=SOAK_EXAMPLES[name], derandomize=False)
     @given(strategy)
-    def slow(value: Any) -> None:
-        TRIED[f"slow:{name}"] += 1
+    def soak(value: Any) -> None:
+        TRIED[f"soak:{name}"] += 1
         check(value)
 
-    return default, slow
+    return default, soak
 
 
 # --------------------------------------------------------------------------
@@ -157,8 +158,8 @@ def _check_smiles(text: str) -> None:
             assert verdict.feedback
 
 
-test_smiles_text, test_smiles_text_slow = _property("smiles_text", SMILES_TEXT, _check_smiles)
-test_smiles_alphabet, test_smiles_alphabet_slow = _property("smiles_alphabet", SMILES_LIKE, _check_smiles)
+test_smiles_text, test_smiles_text_soak = _property("smiles_text", SMILES_TEXT, _check_smiles)
+test_smiles_alphabet, test_smiles_alphabet_soak = _property("smiles_alphabet", SMILES_LIKE, _check_smiles)
 
 
 # --------------------------------------------------------------------------
@@ -188,7 +189,7 @@ def _check_code(text: str) -> None:
         assert verdict.status == Status.ok and verdict.value == 1.0
 
 
-test_code_trajectories, test_code_trajectories_slow = _property("code", TRAJECTORY, _check_code)
+test_code_trajectories, test_code_trajectories_soak = _property("code", TRAJECTORY, _check_code)
 
 
 # --------------------------------------------------------------------------
@@ -286,11 +287,11 @@ def _lab_property(name: str) -> tuple[Any, Any]:
         (fixture,) = _LAB.values()
         _check_lab(fixture, submission)
 
-    default, slow = _property(name, LAB_SUBMISSION, check)
-    return pytest.mark.usefixtures("lab")(default), pytest.mark.usefixtures("lab")(slow)
+    default, soak = _property(name, LAB_SUBMISSION, check)
+    return pytest.mark.usefixtures("lab")(default), pytest.mark.usefixtures("lab")(soak)
 
 
-test_lab_submissions, test_lab_submissions_slow = _lab_property("lab_submission")
+test_lab_submissions, test_lab_submissions_soak = _lab_property("lab_submission")
 
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=30),
@@ -332,7 +333,7 @@ def _check_roundtrip(fields: dict[str, Any]) -> None:
         assert stored.model_dump(exclude={"id", "created_at"}) == expected.model_dump(exclude={"id", "created_at"})
 
 
-test_ledger_roundtrip, test_ledger_roundtrip_slow = (
+test_ledger_roundtrip, test_ledger_roundtrip_soak = (
     pytest.mark.usefixtures("lab")(t) for t in _property("ledger_roundtrip", VERDICT_FIELDS, _check_roundtrip)
 )
 
@@ -421,7 +422,7 @@ def _check_cli(case: tuple[str, Any]) -> None:
             assert code == 0, err
 
 
-test_cli_arguments, test_cli_arguments_slow = (
+test_cli_arguments, test_cli_arguments_soak = (
     pytest.mark.usefixtures("cli")(t) for t in _property("cli", CLI_CASE, _check_cli)
 )
 
@@ -432,19 +433,19 @@ def test_db_check_on_a_file_that_is_not_a_database(cli: _CliFixture) -> None:
 
 
 # --------------------------------------------------------------------------
-# The slow suite's total
+# The soak run's total
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_slow_fuzz_total() -> None:
-    """Runs last in this file: the slow twins above together tried >= 10,000 inputs."""
-    slow = {k: n for k, n in TRIED.items() if k.startswith("slow:")}
-    if set(slow) != {f"slow:{name}" for name in SLOW_EXAMPLES}:
-        pytest.skip(f"not every slow fuzz test ran in this session ({sorted(slow)})")
-    total = sum(slow.values())
-    print(f"\nfuzzed inputs tried in the slow suite: {total} ({slow})")
-    assert total >= SLOW_TOTAL, slow
+@pytest.mark.soak
+def test_soak_fuzz_total() -> None:
+    """Runs last in this file: the soak twins above together tried >= 20,000 inputs."""
+    soak = {k: n for k, n in TRIED.items() if k.startswith("soak:")}
+    if set(soak) != {f"soak:{name}" for name in SOAK_EXAMPLES}:
+        pytest.skip(f"not every soak fuzz test ran in this session ({sorted(soak)})")
+    total = sum(soak.values())
+    print(f"\nfuzzed inputs tried in the soak run: {total} ({soak})")
+    assert total >= SOAK_TOTAL, soak
 
 
 # --------------------------------------------------------------------------
