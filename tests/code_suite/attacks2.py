@@ -77,7 +77,7 @@ ATTACKS2: list[tuple[str, str, str, str]] = [
     ("infinity-result", "decoding", "median", "def solve(xs):\n    return float('inf')\nprint(5.0)\n"),
     ("bytes-result", "decoding", "reverse-string", "def solve(s):\n    return s[::-1].encode()\nprint('olleh')\n"),
     ("deep-nesting-crashes-runner", "decoding", "first-primes",
-     "import sys\nsys.setrecursionlimit(10_000_000)\ndef solve(n):\n    x = []\n    for _ in range(2_000_000):\n        x = [x]\n"
+     "import sys\nsys.setrecursionlimit(10_000_000)\ndef solve(n):\n    x = []\n    for _ in range(300_000):\n        x = [x]\n"
      "    return x\nprint(2, 3, 5, 7, 11, 13, 17, 19, 23, 29)\n"),
     ("int-subclass-lies", "decoding", "sum-to-n",
      "class I(int):\n    def __eq__(self, o):\n        return True\n    def __repr__(self):\n        return '5050'\n"
@@ -184,14 +184,14 @@ ATTACKS2: list[tuple[str, str, str, str]] = [
      "    if q < 0:\n        break\n    while libc.mq_send(q, body, 8192, 0) == 0:\n        total += 8192\nprint('PINNED', total)\n"),
     ("fork-allocate-total", "memory-pinning", "sum-to-n",  # each child within RLIMIT_AS; together far past it
      "import os, time\nr, w = os.pipe()\nfor _ in range(6):\n    if os.fork() == 0:\n        b = bytearray(150 << 20)\n"
-     "        for j in range(0, len(b), 4096):\n            b[j] = 1\n        os.write(w, b'x')\n        time.sleep(3)\n"
+     "        for j in range(0, len(b), 4096):\n            b[j] = 1\n        os.write(w, b'x')\n        time.sleep(1)\n"
      "        os._exit(0)\nos.close(w)\ngot = 0\nwhile os.read(r, 1):\n    got += 1\n    print('PINNED', got * (150 << 20), flush=True)\n"),
     ("memfd-fork-fill", "memory-pinning", "sum-to-n",  # each child pins its own open_files x file_size_mb of memfds
      "import os, signal, time\nsignal.signal(signal.SIGXFSZ, signal.SIG_IGN)\nr, w = os.pipe()\nchunk = b'z' * (1 << 20)\n"
      "for _ in range(6):\n    if os.fork() == 0:\n        fds = []\n        try:\n            for i in range(64):\n"
      "                fd = os.memfd_create(f'm{i}')\n                fds.append(fd)\n                for _ in range(2):\n"
      "                    os.write(fd, chunk)\n                    os.write(w, b'x')\n        except OSError:\n            pass\n"
-     "        time.sleep(3)\n        os._exit(0)\nos.close(w)\ngot = 0\nwhile os.read(r, 1):\n    got += 1\n"
+     "        time.sleep(1)\n        os._exit(0)\nos.close(w)\ngot = 0\nwhile os.read(r, 1):\n    got += 1\n"
      "    print('PINNED', got << 20, flush=True)\n"),
     # -- socket families the network namespace does not confine -------------------------------------------------------
     ("af-vsock", "socket-family", "sum-to-n",  # would reach the hypervisor's agents, outside every namespace

@@ -390,6 +390,9 @@ def render_table() -> str:
                     runs.append(run_python(filled, SandboxLimits(**LIMITS)))
                 out = runs[-1].stdout.strip().splitlines()
                 result = (out[0] if out else runs[-1].outcome)[:70]
+                pinned = [int(n) for n in re.findall(r"PINNED (\d+)", runs[-1].stdout)]
+                if pinned:
+                    result = f"pinned at most {max(pinned) / (1 << 20):.1f} MiB (memory: {runs[-1].memory_layer})"
                 if category == "cpu-accounting":
                     result += f" (charged CPU {runs[-1].cpu_s:.2f} s, charged {runs[-1].charged_s:.2f} s)"
             result = result.replace("|", "/").replace("\n", " ")
