@@ -48,9 +48,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from arl_flows.config import RunConfig, TierConfig
 from arl_flows.suites import Suite, suite_for
-from arl_flows.training import build_ladder, teach_from_ledger, verify_candidates
+from arl_flows.training import bill, build_ladder, teach_from_ledger, verify_candidates
 from storage.ledger import Ledger
-from storage.records import Prompt, RunStatus, TrainingStepRecord, Trajectory, tier_rank
+from storage.records import Prompt, RunStatus, Status, TrainingStepRecord, Trajectory, tier_rank
 from verifiers.scheduler import Objective, Scheduler
 
 __all__ = [
@@ -351,6 +351,56 @@ class TieredReward:
                 cache_hits=hits, seconds=seconds, stopped_by_deadline=stopped,
             )
             return details
+
+    def warm_start(self, n: int = 200, *, seed: int = 12345, exclude: Sequence[str] = ()) -> float:
+        """Calibrate the scheduler on ``n`` QM9 molecules verified on every tier (molecules suite); returns the spend.
+
+        With an empty ledger the surrogate knows nothing about how the lower
+        tiers relate to the top one, so ``voi`` sees no escalation worth its
+        cost. This verifies a random draw from the shipped QM9 subset (keys in
+        ``exclude`` left out) on each tier, skipping verdicts the ledger
+        already has, and writes them with their bill as one step of this
+        reward's run: a later TieredReward on the same ledger learns from them
+        for free (``history=True``).
+        """
+        if self.config.suite != "molecules":
+            raise ValueError("warm_start draws from the QM9 table, so it is for the molecules suite only")
+        import random
+
+        from storage.datasets import load_qm9_gaps
+
+        with self._lock:
+            run_id = self._ensure_run()
+            step = self.step
+            skip = set(exclude)
+            prompt = self._prompt("warm start", None)
+            pool = [self.suite.completion(prompt, smiles)[0] for smiles, _ in load_qm9_gaps()]
+            pool = [c for c in pool if c.meta.get("valid") and c.key not in skip]
+            picks = random.Random(seed).sample(pool, min(n, len(pool)))
+            values: dict[str, dict[str, float]] = {c.key: {} for c in picks}
+            spent = 0.0
+            for verifier in self.ladder:
+                known = {v.candidate_key: v for v in self.ledger.verdicts_for([c.key for c in picks], verifiers=[verifier.name])
+                         if (v.version, v.params_hash) == (verifier.version, verifier.params_hash)}
+                todo = [c for c in picks if c.key not in known]
+                for i in range(0, len(todo), self.max_batch):
+                    batch = todo[i : i + self.max_batch]
+                    fresh = verifier.verify_batch(batch)
+                    spend = bill(run_id, step, verifier.name, verifier.tier, fresh, verifier, batch)
+                    spent += sum(r.cost_s for r in spend)
+                    for v in self.ledger.put_verdicts(fresh, spend=spend):
+                        known[v.candidate_key] = v
+                for key, v in known.items():
+                    if key in values and v.status == Status.ok and v.value is not None:
+                        values[key][verifier.name] = float(v.value)
+            top = self.ladder[-1].name
+            self.scheduler.add_history(
+                [self.scheduler.observation(c, values[c.key]) for c in picks if top in values[c.key]]
+            )
+            metrics = {"calibration/molecules": float(len(picks)), "verify/spend": spent}
+            self.ledger.record_step(TrainingStepRecord(run_id=run_id, step=step, metrics=metrics))
+            self.step += 1
+            return spent
 
     def _prompt(self, text: str, task_id: str | None) -> Prompt:
         if self.config.suite == "code":

@@ -59,6 +59,7 @@ __all__ = [
     "TierInterrupted",
     "TierRunner",
     "arl_home",
+    "bill",
     "build_ladder",
     "run_dir",
     "teach_from_ledger",
@@ -78,7 +79,7 @@ class TierInterrupted(BaseException):
         self.cause = cause
 
 
-def _spend(
+def bill(
     run_id: str, step: int, name: str, tier: Any, verdicts: list[Verdict], verifier: Verifier, batch: list[Candidate]
 ) -> list[SpendRecord]:
     """The bill of one batch, by the scheduler's rule: measured CPU-seconds, else the cost model's estimate."""
@@ -470,12 +471,12 @@ def verify_candidates(
                     # Ctrl-C / SIGTERM while a batch ran: keep what it finished, then stop.
                     done = {v.candidate_key for v in stop.verdicts}
                     cands = [c for c in batch if c.key in done]
-                    spend = _spend(run_id, step, name, tiers[name], stop.verdicts, scheduler.verifier(name), cands)
+                    spend = bill(run_id, step, name, tiers[name], stop.verdicts, scheduler.verifier(name), cands)
                     ledger.put_verdicts(stop.verdicts, spend=spend)
                     raise stop.cause from None
                 # Verdicts and their bill land in one transaction (and the bill is never deleted):
                 # a crash leaves no paid call unbilled and no verdict unpaid for.
-                spend = _spend(run_id, step, name, tiers[name], verdicts, scheduler.verifier(name), batch[i : i + size])
+                spend = bill(run_id, step, name, tiers[name], verdicts, scheduler.verifier(name), batch[i : i + size])
                 plan.observe(ledger.put_verdicts(verdicts, spend=spend))
             if late:
                 break
