@@ -69,8 +69,9 @@ class _ProgressView:
 
     def __init__(self, total_budget: float) -> None:
         self.progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("{task.fields[info]}"), console=console,
+            # Descriptions and infos carry names from the ledger and plugins (run ids, verifier names): no markup.
+            TextColumn("{task.description}", style="bold", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}", markup=False), console=console,
         )
         self.task = self.progress.add_task("starting", total=1, info="")
         self.total_budget = total_budget
