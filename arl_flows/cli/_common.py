@@ -2,7 +2,8 @@
 
 User text (run names, ids, SMILES, paths, verifier feedback) never reaches
 rich as markup: pass it through :func:`shown` when it goes into a markup
-string or a table cell, so ``[/x]`` prints as itself instead of crashing
+string or a table cell (but not into a ``UserError``: errors print as plain
+text, so use :func:`cut` there), so ``[/x]`` prints as itself instead of crashing
 the command, and control characters print as escapes instead of moving the
 cursor or splitting a line. The consoles also leave ``:name:`` emoji codes
 alone, since a SMILES or a path may contain them.
@@ -16,7 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-__all__ = ["UserError", "console", "err_console", "open_ledger", "print_json", "shown"]
+__all__ = ["UserError", "console", "cut", "err_console", "open_ledger", "print_json", "shown"]
 
 console = Console(emoji=False)
 err_console = Console(stderr=True, emoji=False)
@@ -39,6 +40,15 @@ def shown(value: object, limit: int | None = None) -> str:
     if not text.isprintable():
         text = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
     return escape(text)
+
+
+def cut(value: object, limit: int = 200) -> str:
+    """``value`` as text for an error message: no markup escaping (errors print as plain text), cut to ``limit``.
+
+    The error printer escapes control characters and keeps the message on one line.
+    """
+    text = value if isinstance(value, str) else str(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def open_ledger(url: str | None = None):  # noqa: ANN201 - avoids importing SQLAlchemy for --help

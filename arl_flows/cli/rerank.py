@@ -24,7 +24,7 @@ import typer
 from rich.table import Table
 
 from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, print_json, shown
+from arl_flows.cli._common import UserError, console, cut, print_json, shown
 
 _MAX_INPUT_BYTES = 200 * 2**20
 _MAX_ITEMS = 100_000
@@ -37,12 +37,12 @@ def _read_items(path: Path) -> list[dict[str, Any]]:
 
     try:
         if not path.is_file():
-            raise UserError(f"--input {shown(str(path), 300)} is not a regular file")
+            raise UserError(f"--input {cut(str(path), 300)} is not a regular file")
         if path.stat().st_size > _MAX_INPUT_BYTES:
-            raise UserError(f"--input {shown(str(path), 300)} is over {_MAX_INPUT_BYTES:,} bytes; split it")
+            raise UserError(f"--input {cut(str(path), 300)} is over {_MAX_INPUT_BYTES:,} bytes; split it")
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError as exc:
-        raise UserError(f"cannot read --input {shown(str(path), 300)}: {exc.strerror or exc}") from None
+        raise UserError(f"cannot read --input {cut(str(path), 300)}: {exc.strerror or exc}") from None
     items = []
     for number, line in enumerate(lines, 1):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -59,11 +59,11 @@ def _read_items(path: Path) -> list[dict[str, Any]]:
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"]) or "line"
-            raise UserError(f"--input line {number}: {where}: {shown(err['msg'], 200)}") from None
+            raise UserError(f"--input line {number}: {where}: {cut(err['msg'], 200)}") from None
         if len(items) > _MAX_ITEMS:
             raise UserError(f"--input has more than {_MAX_ITEMS:,} prompts; split it")
     if not items:
-        raise UserError(f"--input {shown(str(path), 300)} holds no prompts (one JSON object per line)")
+        raise UserError(f"--input {cut(str(path), 300)} holds no prompts (one JSON object per line)")
     return items
 
 
@@ -78,9 +78,9 @@ def _tier_list(tiers: str | None, params: list[str]) -> list[dict[str, Any]] | N
         name, _, rest = item.partition(".")
         key, eq, raw = rest.partition("=")
         if not (name and key and eq):
-            raise UserError(f"--tier-param {shown(item, 100)}: write it as VERIFIER.FIELD=VALUE, e.g. reference-table.cost_per_call=12")
+            raise UserError(f"--tier-param {cut(item, 100)}: write it as VERIFIER.FIELD=VALUE, e.g. reference-table.cost_per_call=12")
         if name not in by_name:
-            raise UserError(f"--tier-param {shown(item, 100)}: {shown(name, 100)} is not in --tiers")
+            raise UserError(f"--tier-param {cut(item, 100)}: {cut(name, 100)} is not in --tiers")
         try:
             value: Any = json.loads(raw)
         except json.JSONDecodeError:
@@ -106,7 +106,7 @@ def rerank_command(
 ) -> None:
     """Verify N candidates per prompt under a budget with the scheduler; print the top k."""
     if suite not in ("molecules", "code"):
-        raise UserError(f"--suite {shown(suite, 100)}: use 'molecules' or 'code'")
+        raise UserError(f"--suite {cut(suite, 100)}: use 'molecules' or 'code'")
     if not (math.isfinite(budget) and budget > 0):
         raise UserError(f"--budget {budget}: give a positive, finite number of CPU-seconds")
     low, high = window
@@ -131,13 +131,13 @@ def rerank_command(
         try:
             sampler = prior_sampler(policy_path)
         except (OSError, ValueError) as exc:
-            raise UserError(f"cannot load the policy to sample from: {shown(str(exc), 300)}") from None
+            raise UserError(f"cannot load the policy to sample from: {cut(str(exc), 300)}") from None
     try:
         results = rerank(items, suite=suite, n=n, budget=budget, k=k, window=(low, high), tiers=ladder,
                          ledger_url=ledger_url, sampler=sampler, seed=seed)
     except (LedgerError, VerifierNotFound, KeyError, ValueError) as exc:
         text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        raise UserError(shown(str(text).splitlines()[0] if str(text) else type(exc).__name__, 400)) from None
+        raise UserError(cut(str(text).splitlines()[0] if str(text) else type(exc).__name__, 400)) from None
 
     if as_json:
         print_json([r.as_dict() for r in results])

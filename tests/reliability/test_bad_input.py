@@ -64,10 +64,12 @@ def test_a_run_named_with_markup_is_listed_and_shown_as_written(ledger_url: str,
 @pytest.mark.parametrize("text", MARKUP)
 def test_markup_in_arguments_is_an_error_line_not_a_crash(ledger_url: str, text: str) -> None:
     for args in (["runs", "show", text, "--url", ledger_url], ["tasks", "list", "--suite", text], ["tiers", "show", text],
-                 ["lab", "submit", "--request", text, "--value", "1", "--url", ledger_url], ["report", text, "--url", ledger_url]):
+                 ["lab", "submit", "--request", text, "--value", "1", "--url", ledger_url], ["report", text, "--url", ledger_url],
+                 ["rerank", "--input", text]):
         code, out, err = arl(args)
         assert_user_error(code, err, out=out)
-        assert text in err, (args, err)  # the message quotes what was given, not a mangled version
+        quoted = str(Path(text)) if args[0] == "rerank" else text  # a path is shown as a path ("///" -> "/")
+        assert quoted in err, (args, err)  # the message quotes what was given, not a mangled version
 
 
 @pytest.mark.usefixtures("wide_console")
@@ -257,18 +259,21 @@ def test_ledger_api_refuses_what_the_cli_refuses(tmp_path: Path) -> None:
 
 def test_an_unexpected_exception_is_one_line_naming_its_log(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The last-resort guard: a bug prints one line and the log file that holds the traceback, exit code 1."""
-    import arl_flows.cli.tasks as tasks_cli
+    from arl_flows.cli import app
 
-    def broken() -> list:
+    def probe() -> None:
         raise ZeroDivisionError("a bug [/x]")
 
-    monkeypatch.setattr("verifiers.code.tasks.load_tasks", broken)
+    monkeypatch.setattr(app, "registered_commands", list(app.registered_commands))  # the probe is gone afterwards
+    app.command("internal-error-probe")(probe)
     monkeypatch.setenv("ARL_HOME", str(tmp_path))
-    assert tasks_cli is not None
-    code, out, err = arl(["tasks", "list", "--suite", "code"])
+    code, out, err = arl(["internal-error-probe"])
     assert code == 1 and "Traceback" not in err, err
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("internal error: ZeroDivisionError: a bug [/x]"), err
     (log,) = (tmp_path / "logs").glob("arl-error-*.log")
     assert "Traceback" in log.read_text() and "ZeroDivisionError" in log.read_text()
     assert str(log) in err
+    monkeypatch.setenv("ARL_TRACEBACK", "1")  # for developers: the traceback itself
+    code, out, err = arl(["internal-error-probe"])
+    assert code == 1 and "Traceback" in err and "ZeroDivisionError" in err
