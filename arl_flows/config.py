@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from policies import PretrainConfig, TrainerConfig
-from verifiers.code import RewardWeights
+from verifiers.code import RewardWeights, TaskSource
 from verifiers.scheduler import SchedulerConfig
 
 __all__ = [
@@ -122,7 +122,11 @@ class RunConfig(_Section):
         description="Local directory of a transformers causal LM (+ tokenizer) to train; never downloaded. "
         "None: the suite's built-in policy (molecules: the pretrained SMILES prior).",
     )
-    code_tasks: list[str] = Field(default_factory=list, description="Code-suite task ids to prompt with (empty: all).")
+    code_tasks: list[str] | TaskSource = Field(
+        default_factory=list,
+        description="Code-suite tasks to prompt with: bundled task ids (empty: all bundled), or a source, "
+        "{source = 'humaneval'} or {source = 'jsonl', path = 'FILE'} (HumanEval or MBPP records).",
+    )
     code_reward: RewardWeights = Field(default_factory=RewardWeights, description="Weights of the code reward.")
     steps: int = Field(
         default=6, ge=1, le=MAX_STEPS, description="Training steps (rollout -> verify -> GRPO -> hindsight -> checkpoint)."

@@ -22,11 +22,12 @@ import numpy as np
 
 from policies import HintedExample, Policy, PolicyConfig, feedback_hint, goal_prompt_ids, hint_prompt, load_or_pretrain, relabel
 from policies.hindsight import RelabeledExample, achieved_value, top_scale_value
-from storage.records import Prompt, RewardEstimate, Status, Trajectory, Turn, Verdict, tier_rank
+from storage.records import Prompt, RewardEstimate, Status, Tier, Trajectory, Turn, Verdict, tier_rank
 from verifiers import Candidate
 
 if TYPE_CHECKING:
     from arl_flows.config import RunConfig
+    from verifiers.scheduler import Scheduler
 
 __all__ = ["CodeSuite", "MoleculeSuite", "Suite", "suite_for"]
 
@@ -80,6 +81,27 @@ class Suite:
         """Supervision from failed trajectories: each comes with its verdicts and the scheduler's estimate."""
         return [], []
 
+    def disagreements(
+        self,
+        scheduler: Scheduler,
+        candidates: Sequence[Candidate],
+        verdicts: dict[str, list[Verdict]],
+        estimates: list[RewardEstimate],
+    ) -> list[RewardEstimate]:
+        """The estimates, with ``disagreement`` set where two tiers that should agree about the candidate do not.
+
+        ``estimates`` are one per candidate, in order. By default two pass/fail tiers: the highest-ranked
+        simulation verdict and the high-fidelity verdict (see ``verifiers.disagreement``).
+        """
+        from verifiers.disagreement import pass_fail_disagreement
+
+        out = []
+        for cand, est in zip(candidates, estimates, strict=True):
+            by_tier = {v.tier: v for v in verdicts.get(cand.key, [])}
+            flag = pass_fail_disagreement(by_tier.get(Tier.simulation), by_tier.get(Tier.high_fidelity))
+            out.append(est.model_copy(update={"disagreement": flag}) if flag else est)
+        return out
+
 
 class MoleculeSuite(Suite):
     name = "molecules"
@@ -108,6 +130,36 @@ class MoleculeSuite(Suite):
 
     def prompt_ids(self, policy: Policy, prompt: Prompt) -> list[int]:
         return goal_prompt_ids(policy.tokenizer, prompt.goal["low"], prompt.goal["high"])
+
+    def disagreements(self, scheduler, candidates, verdicts, estimates):  # noqa: ANN001, ANN201 - see Suite.disagreements
+        """A top-tier value far outside the surrogate's interval predicted from the lower tiers alone.
+
+        The lower tiers are every ``ok`` value below the top tier; the flag names the highest of them
+        (xTB in the default ladder). Candidates without an ``ok`` top-tier value are not judged.
+        """
+        from verifiers.disagreement import interval_disagreement
+        from verifiers.scheduler.surrogate import Observation
+
+        names = [v.name for v in scheduler.ladder]
+        top, lower_names = names[-1], names[:-1]
+        queries, index = [], []
+        for i, cand in enumerate(candidates):
+            mine = {v.verifier: v for v in verdicts.get(cand.key, []) if v.status == Status.ok and v.value is not None}
+            lowers = [mine[n] for n in lower_names if n in mine]
+            if top not in mine or not lowers:
+                continue
+            values = {v.verifier: float(v.value) for v in lowers}
+            queries.append(Observation(cand.key, self.featurize(cand), values, payload=cand.payload))
+            index.append((i, lowers[-1], mine[top]))
+        if not queries:
+            return estimates
+        mean, std = scheduler.surrogate.predict(queries)
+        out = list(estimates)
+        for (i, lower, upper), m, s in zip(index, mean, std, strict=True):
+            flag = interval_disagreement(lower, upper, float(m), float(s))
+            if flag:
+                out[i] = out[i].model_copy(update={"disagreement": flag})
+        return out
 
     def completion(self, prompt: Prompt, text: str) -> tuple[Candidate, str, list[Turn]]:
         from verifiers.chem.molecules import make_candidate
@@ -155,15 +207,27 @@ class CodeSuite(Suite):
     )
 
     def prompts(self, step: int) -> list[Prompt]:
-        from verifiers.code import get_task, load_tasks
+        from verifiers.code import get_task
 
-        ids = self.config.code_tasks or [t.id for t in load_tasks()]
+        ids = self.task_ids()
         n = self.config.rollout.prompts_per_step
         chosen = [ids[(step * n + i) % len(ids)] for i in range(n)]
         return [
             Prompt(id=f"code:{tid}", suite="code", text=self.INSTRUCTION + get_task(tid).prompt + "\n", goal={"task_id": tid})
             for tid in chosen
         ]
+
+    def task_ids(self) -> list[str]:
+        """The run's task ids: the ids listed, all bundled tasks, or a source's tasks (converted and registered)."""
+        from verifiers.code import TaskSource, load_source, load_tasks
+
+        chosen = self.config.code_tasks
+        if isinstance(chosen, TaskSource):
+            tasks = load_source(chosen).tasks
+            if not tasks:
+                raise ValueError(f"code_tasks: the source {chosen.source!r} has no usable task")
+            return [t.id for t in tasks]
+        return list(chosen) or [t.id for t in load_tasks()]
 
     def completion(self, prompt: Prompt, text: str) -> tuple[Candidate, str, list[Turn]]:
         from verifiers.code import make_candidate

@@ -44,7 +44,7 @@ def test_cli_lists_tasks(capsys):
     result = CliRunner().invoke(app, ["tasks", "list", "--suite", "code", "--json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
-    assert len(rows) == len(load_tasks()) and set(rows[0]) == {"id", "prompt"}
+    assert len(rows) == len(load_tasks()) and set(rows[0]) == {"id", "prompt", "visible_tests", "hidden_tests"}
     plain = CliRunner().invoke(app, ["tasks", "list", "--suite", "code"])
     assert plain.exit_code == 0 and "sum-to-n" in plain.output
 

@@ -12,6 +12,7 @@ from verifiers.code.fast import CodeFormat, CodeFormatParams, check_code, check_
 from verifiers.code.format import FormatError, ParsedTrajectory, ParsedTurn, make_candidate, parse_answer
 from verifiers.code.reward import CodeReward, RewardWeights, code_reward, cosine_length_penalty, repeat_penalty
 from verifiers.code.sandbox import SandboxError, SandboxLimits, SandboxResult, isolation_support, run_python
+from verifiers.code.sources import TaskSource, load_source
 from verifiers.code.tasks import CodeTask, UnknownTask, get_task, load_tasks
 from verifiers.code.tests_tier import CodeTests, CodeTestsParams
 
@@ -31,6 +32,7 @@ __all__ = [
     "SandboxError",
     "SandboxLimits",
     "SandboxResult",
+    "TaskSource",
     "UnknownTask",
     "check_code",
     "check_trajectory",
@@ -38,6 +40,7 @@ __all__ = [
     "cosine_length_penalty",
     "get_task",
     "isolation_support",
+    "load_source",
     "load_tasks",
     "make_candidate",
     "parse_answer",

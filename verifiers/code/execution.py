@@ -1,4 +1,8 @@
-"""Simulation tier of the code suite: run the program, compare its stdout.
+"""Simulation tier of the code suite: run the program, compare its stdout (or its visible calls).
+
+A task without an expected stdout (HumanEval, MBPP: a function, no printing)
+is checked on its ``visible_tests`` instead, the examples its prompt shows,
+through the hidden-test runner in a second fresh sandbox.
 
 What the verdict means (the reward engine depends on it):
 
@@ -79,6 +83,10 @@ def run_feedback(result: SandboxResult, limits: SandboxLimits) -> str:
     return ""
 
 
+def _match_words(task: Any) -> str:
+    return "stdout matches" if task.expected_stdout is not None else "visible tests passed"
+
+
 def _compare(stdout: str, expected: str) -> str | None:
     """None if the outputs match; else where they first differ (what the program printed only)."""
     got, want = normalise_stdout(stdout), normalise_stdout(expected)
@@ -88,6 +96,20 @@ def _compare(stdout: str, expected: str) -> str | None:
         if g != w:
             return f"stdout differs from the expected output at line {i} (printed {g[:80]!r})"
     return f"stdout has {len(got)} lines, expected {len(want)}"
+
+
+def _visible_calls(code: str, task: Any, limits: SandboxLimits) -> tuple[str | None, float]:
+    """A function task's visible check: its ``visible_tests`` through the hidden-test runner in a fresh sandbox.
+
+    Returns (None if every call returned the expected value, else why; what the run is charged).
+    """
+    from verifiers.code.tests_tier import run_hidden_tests
+
+    report = run_hidden_tests(code, task, limits, task.visible_tests, label="visible")
+    if report.leftover_after_cleanup:
+        raise SandboxError("sandbox could not kill the visible tests' processes")
+    good = report.completed and not report.undecodable and report.passed == report.total
+    return (None if good else report.feedback), report.charged_s
 
 
 @register_verifier
@@ -127,13 +149,22 @@ class CodeExecution(Verifier[CodeExecutionParams]):
                     return self.verdict(
                         cand, Status.failed, feedback=f"sandbox could not kill {last.leftover_after_cleanup} processes"
                     )
-                mismatch = _compare(last.stdout, task.expected_stdout) if last.outcome == "success" else "not run to completion"
+                if last.outcome != "success":
+                    mismatch: str | None = "not run to completion"
+                elif task.expected_stdout is not None:
+                    mismatch = _compare(last.stdout, task.expected_stdout)
+                else:
+                    try:
+                        mismatch, charged = _visible_calls(code, task, self.params.limits)
+                    except SandboxError as exc:
+                        return self.verdict(cand, Status.failed, feedback=f"sandbox failure: {exc}")
+                    sandbox_charged += charged
                 turns.append(
                     {
                         "outcome": last.outcome,
                         "correct": mismatch is None,
                         "returncode": last.returncode,
-                        "feedback": run_feedback(last, self.params.limits) or (mismatch or "stdout matches"),
+                        "feedback": run_feedback(last, self.params.limits) or (mismatch or _match_words(task)),
                         "cpu_s": round(last.cpu_s, 4),
                         "leftover_killed": last.leftover_killed,
                     }

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel, Verifier
 from verifiers.code.format import FormatError, ParsedTrajectory, parse_answer
+from verifiers.code.tasks import GRANTABLE_NAMES
 from verifiers.registry import register_verifier
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
 DEFAULT_ALLOWED_IMPORTS = (
     "math", "cmath", "itertools", "functools", "operator", "collections", "string", "re", "heapq",
     "bisect", "statistics", "fractions", "decimal", "random", "typing", "copy", "array", "numbers",
+    "hashlib",  # digests of bytes only: no file, process or network access (file_digest needs open)
 )  # fmt: skip
 
 # Builtins that reach the interpreter's machinery rather than compute
@@ -70,8 +72,14 @@ class CodeFormatParams(BaseModel):
     )
 
 
-def check_code(code: str, allowed_imports: Sequence[str] = DEFAULT_ALLOWED_IMPORTS) -> str | None:
-    """Syntax and static policy of one program; the problem in words, or None if it passes."""
+def check_code(
+    code: str, allowed_imports: Sequence[str] = DEFAULT_ALLOWED_IMPORTS, allowed_names: Sequence[str] = ()
+) -> str | None:
+    """Syntax and static policy of one program; the problem in words, or None if it passes.
+
+    ``allowed_names`` are builtins a task declared its solutions need (``CodeTask.allow``, at most
+    ``GRANTABLE_NAMES``): used as plain names they pass; imported, or as attributes, they stay refused.
+    """
     try:
         tree = ast.parse(code, filename="main.py")
     except SyntaxError as exc:
@@ -81,6 +89,7 @@ def check_code(code: str, allowed_imports: Sequence[str] = DEFAULT_ALLOWED_IMPOR
     except (RecursionError, MemoryError):  # e.g. "-" * 3900 + "1": within the length limit, too deep for ast
         return "code nests too deeply to parse"
     allowed = set(allowed_imports)
+    granted = frozenset(allowed_names) & frozenset(GRANTABLE_NAMES)
     for node in ast.walk(tree):
         line = getattr(node, "lineno", "?")
         if isinstance(node, ast.Import):
@@ -106,6 +115,8 @@ def check_code(code: str, allowed_imports: Sequence[str] = DEFAULT_ALLOWED_IMPOR
                 if attr.startswith("_"):
                     return f"line {line}: class pattern reaching the attribute {attr!r} is not allowed"
         elif isinstance(node, ast.Name):
+            if node.id in granted:
+                continue
             if node.id in _FORBIDDEN_NAMES or node.id in _GETATTR_EQUIVALENTS:
                 return f"line {line}: use of {node.id!r} is not allowed"
             if node.id.startswith("__") and node.id not in _ALLOWED_DUNDER_NAMES:
@@ -130,8 +141,13 @@ def check_code(code: str, allowed_imports: Sequence[str] = DEFAULT_ALLOWED_IMPOR
     return None
 
 
-def check_trajectory(answer_text: str, params: CodeFormatParams | None = None) -> ParsedTrajectory | str:
-    """Every fast check on a whole trajectory: the parsed trajectory, or the first problem in words."""
+def check_trajectory(
+    answer_text: str, params: CodeFormatParams | None = None, allowed_names: Sequence[str] = ()
+) -> ParsedTrajectory | str:
+    """Every fast check on a whole trajectory: the parsed trajectory, or the first problem in words.
+
+    ``allowed_names``: builtins the candidate's task declared (``CodeTask.allow``).
+    """
     params = params or CodeFormatParams()
     parsed = parse_answer(answer_text)
     if isinstance(parsed, FormatError):
@@ -142,7 +158,7 @@ def check_trajectory(answer_text: str, params: CodeFormatParams | None = None) -
     if total > params.max_code_chars:
         return f"code too long: {total} characters > {params.max_code_chars}"
     for i, code in enumerate(parsed.codes, 1):
-        problem = check_code(code, params.allowed_imports)
+        problem = check_code(code, params.allowed_imports, allowed_names)
         if problem is not None:
             prefix = f"turn {i}: " if len(parsed.turns) > 1 else ""
             return f"{prefix}{problem}"
@@ -168,7 +184,7 @@ class CodeFormat(Verifier[CodeFormatParams]):
 
     def _verify_one(self, cand: Candidate) -> Verdict:
         with self.timed() as t:
-            result = check_trajectory(cand.payload, self.params)
+            result = check_trajectory(cand.payload, self.params, _task_allow(cand))
         if isinstance(result, str):
             return self.verdict(cand, Status.invalid, feedback=result, cost_s=t.cpu_s, wall_s=t.wall_s)
         return self.verdict(
@@ -183,6 +199,16 @@ class CodeFormat(Verifier[CodeFormatParams]):
         )
 
 
+def _task_allow(candidate: Candidate) -> list[str]:
+    """The builtins the candidate's task declared its solutions need; none for an unknown task."""
+    from verifiers.code.tasks import UnknownTask, get_task
+
+    try:
+        return list(get_task(candidate.task_id or "").allow)
+    except UnknownTask:
+        return []
+
+
 def gate_for_execution(candidate: Candidate, enforce_policy: bool, policy: Any) -> tuple[Any, ParsedTrajectory] | str:
     """What every executing tier checks first: a known task, the strict format, and the static policy unless it is off.
 
@@ -195,7 +221,7 @@ def gate_for_execution(candidate: Candidate, enforce_policy: bool, policy: Any) 
     except UnknownTask as exc:
         return str(exc)
     if enforce_policy:
-        parsed = check_trajectory(candidate.payload, policy)
+        parsed = check_trajectory(candidate.payload, policy, task.allow)
     else:
         parsed_or_error = parse_answer(candidate.payload)
         parsed = f"format: {parsed_or_error}" if isinstance(parsed_or_error, FormatError) else parsed_or_error

@@ -1,13 +1,16 @@
-"""The bundled code tasks (``verifiers/code/tasks/tasks.json``).
+"""Code tasks: the bundled set (``verifiers/code/tasks/tasks.json``) and the tasks other sources registered.
 
-Each task carries a prompt, the exact stdout its program must print (the
-execution tier) and hidden tests (the high-fidelity tier): calls of the
-task's function with arguments and the JSON value it must return. The
+Each task carries a prompt, a visible check for the execution tier (the
+exact stdout its program must print, or visible calls of its function) and
+hidden tests (the high-fidelity tier): calls of the task's function with
+arguments and the JSON value it must return. The
 expected values were produced by running the reference solution stored with
 each task, and ``tests/code_suite`` checks that every reference still passes
 every tier. The file never enters a sandbox: the sandbox mounts an empty
 directory over the checkout, and the hidden tests' expected values stay in
 the verifier process (only their arguments are sent to the test runner).
+Tasks converted from other formats (HumanEval, MBPP: ``verifiers.code.sources``)
+are registered here with :func:`register_tasks`, so every tier finds them by id.
 """
 
 from __future__ import annotations
@@ -15,13 +18,19 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["TASKS_FILE", "CodeTask", "HiddenTest", "UnknownTask", "get_task", "load_tasks"]
+__all__ = ["GRANTABLE_NAMES", "TASKS_FILE", "CodeTask", "HiddenTest", "UnknownTask", "get_task", "load_tasks", "register_tasks"]
 
 TASKS_FILE = Path(__file__).with_name("tasks") / "tasks.json"
+
+# Builtins the static policy refuses that a task may declare its solutions need. Only names whose
+# effect the sandbox contains: eval of an expression runs as the program would, inside the sandbox.
+GRANTABLE_NAMES = ("eval",)
+
+_registered: dict[str, CodeTask] = {}
 
 
 class UnknownTask(KeyError):
@@ -48,7 +57,16 @@ class CodeTask(BaseModel):
     id: str = Field(description="Stable id, e.g. 'first-primes'.")
     prompt: str = Field(description="What the policy sees.")
     function: str = Field(default="solve", description="Name of the function the hidden tests call.")
-    expected_stdout: str = Field(description="Exact stdout of a correct program (compared whitespace-normalised).")
+    expected_stdout: str | None = Field(
+        default=None,
+        description="Exact stdout of a correct program (compared whitespace-normalised); None: the execution tier "
+        "runs visible_tests instead.",
+    )
+    visible_tests: list[HiddenTest] = Field(
+        default_factory=list,
+        description="Calls the execution tier checks when there is no expected_stdout: examples the prompt shows "
+        "(HumanEval's docstring examples, MBPP's first test), judged like the hidden tests.",
+    )
     tests: list[HiddenTest] = Field(min_length=1, description="Hidden tests; never shown to the policy.")
     reference: str = Field(description="A reference solution (program text).")
     float_tolerance: float | None = Field(
@@ -63,6 +81,18 @@ class CodeTask(BaseModel):
         description="Accept an int where a float is expected (2 for 2.0). A float where an int is expected is "
         "never a pass.",
     )
+    allow: list[Literal["eval"]] = Field(
+        default_factory=list,
+        description="Builtins the static policy refuses that this task's solutions need (one of GRANTABLE_NAMES); "
+        "granted for this task only.",
+    )
+    source: str = Field(default="bundled", description="Where the task came from: 'bundled', 'humaneval', a JSONL path.")
+
+    @model_validator(mode="after")
+    def _has_visible_check(self) -> CodeTask:
+        if self.expected_stdout is None and not self.visible_tests:
+            raise ValueError(f"task {self.id!r} needs expected_stdout or visible_tests for the execution tier")
+        return self
 
 
 @functools.cache
@@ -80,10 +110,20 @@ def load_tasks() -> list[CodeTask]:
     return list(_tasks_by_id().values())
 
 
+def register_tasks(tasks: list[CodeTask]) -> None:
+    """Make tasks of another source findable by :func:`get_task`; an id may not name two different tasks."""
+    for t in tasks:
+        known = _tasks_by_id().get(t.id) or _registered.get(t.id)
+        if known is not None and known != t:
+            raise ValueError(f"code task id {t.id!r} already names a different task (from {known.source})")
+    for t in tasks:
+        _registered[t.id] = t
+
+
 def get_task(task_id: str) -> CodeTask:
-    """The task with ``task_id``; :class:`UnknownTask` names a few valid ids otherwise."""
+    """The task with ``task_id`` (bundled or registered); :class:`UnknownTask` names a few valid ids otherwise."""
     try:
-        return _tasks_by_id()[task_id]
+        return _tasks_by_id().get(task_id) or _registered[task_id]
     except KeyError:
         ids = sorted(_tasks_by_id())
         raise UnknownTask(

