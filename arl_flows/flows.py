@@ -239,7 +239,7 @@ def _max_batch(config: RunConfig) -> int:
 
 
 def _publish_artifacts(ledger: Ledger, run_id: str) -> None:
-    from arl_flows.report import build_report
+    from arl_flows.report import build_report, tier_disagreements
 
     key = run_id[:12]
     top = ledger.top_candidates(run_id, n=10)
@@ -249,6 +249,11 @@ def _publish_artifacts(ledger: Ledger, run_id: str) -> None:
         row |= {k: (round(v, 3) if isinstance(v, float) else v) for k, v in c["values"].items()}
         rows.append(row)
     create_table_artifact(rows, key=f"best-candidates-{key}", description=f"Best candidates of run {run_id}, value per tier")
+    _per_step, flagged = tier_disagreements(ledger, run_id, [s.step for s in ledger.training_steps(run_id)])
+    if flagged:
+        create_table_artifact(
+            flagged, key=f"tier-disagreements-{key}", description=f"Candidates of run {run_id} whose tiers disagree"
+        )
     report = build_report(ledger, run_id, embed_images=True)
     create_markdown_artifact(report.markdown, key=f"report-{key}", description=f"ARL report of run {run_id}")
 

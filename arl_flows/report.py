@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from storage.ledger import Ledger  # noqa: E402
 from storage.records import Status  # noqa: E402
 
-__all__ = ["Report", "build_report", "surrogate_calibration"]
+__all__ = ["Report", "build_report", "surrogate_calibration", "tier_disagreements"]
 
 
 @dataclass
@@ -37,6 +37,11 @@ class Report:
             (out / name).write_bytes(data)
         (out / "report.md").write_text(self.markdown, encoding="utf-8")
         return out / "report.md"
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a markdown table cell and inline code."""
+    return " ".join(str(text).split()).replace("|", "\\|").replace("`", "'")
 
 
 def _png(fig: Any) -> bytes:
@@ -68,6 +73,35 @@ def surrogate_calibration(ledger: Ledger, ladder: list[str], seed: int = 0) -> d
     model = Surrogate(ladder[:-1], ladder[-1], int(np.size(obs[0].features)), seed=seed)
     model.add([obs[i] for i in order[:half]])
     return model.calibration([obs[i] for i in order[half:]])
+
+
+def tier_disagreements(ledger: Ledger, run_id: str, steps: list[int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Per step, how many estimates were flagged for a disagreement between tiers; and the flagged candidates.
+
+    A flagged candidate is listed once per step (several trajectories may share it), with the step, the
+    prompt, the answer (shortened), the two tiers, the kind and the detail.
+    """
+    per_step, flagged = [], []
+    for step in steps:
+        rows = ledger.step_trajectories(run_id, step)
+        estimates = [(t, e) for t, e in rows if e is not None]
+        seen: set[str] = set()
+        n_flagged = 0
+        for traj, est in estimates:
+            d = est.disagreement
+            if d is None:
+                continue
+            n_flagged += 1
+            if traj.candidate_key in seen:
+                continue
+            seen.add(traj.candidate_key)
+            answer = " ".join(traj.final_answer.split())
+            flagged.append({
+                "step": step, "prompt": traj.prompt_id, "answer": answer[:80] + ("..." if len(answer) > 80 else ""),
+                "lower": d.lower, "upper": d.upper, "kind": d.kind, "detail": d.detail[:200], "reward": round(est.mean, 4),
+            })  # fmt: skip
+        per_step.append({"step": step, "estimates": len(estimates), "flagged": n_flagged})
+    return per_step, flagged
 
 
 def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> Report:
@@ -174,6 +208,29 @@ def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> 
         lines += [f"- step {step}: `{', '.join(names)}` failed every recent call; rewards fell back to the other tiers" for step, names in down]
     else:
         lines.append("Every verifier answered in every step.")
+    per_step, flagged = tier_disagreements(ledger, run.id, [s.step for s in steps])
+    lines += ["", "## Disagreement between tiers", ""]
+    if any(r["flagged"] for r in per_step):
+        lines += [
+            "Candidates two tiers judged differently (code: passes the visible check but fails the hidden tests, "
+            "the mark of output matching or test gaming, or the reverse; molecules: the top tier's value far "
+            "outside the surrogate's interval predicted from the lower tiers).",
+            "",
+            "| step | estimates | flagged | share |",
+            "|---|---|---|---|",
+            *[f"| {r['step']} | {r['estimates']} | {r['flagged']} | {r['flagged'] / max(r['estimates'], 1):.1%} |" for r in per_step],
+            "",
+            "| step | prompt | answer | tiers | kind | detail |",
+            "|---|---|---|---|---|---|",
+            *[
+                f"| {f['step']} | `{_cell(f['prompt'])}` | `{_cell(f['answer'])}` | {f['lower']} / {f['upper']} | {f['kind']} | {_cell(f['detail'])} |"
+                for f in flagged[:50]
+            ],
+        ]
+        if len(flagged) > 50:
+            lines.append(f"\n({len(flagged) - 50} more flagged candidates not shown.)")
+    else:
+        lines.append(f"No candidate was flagged in {len(per_step)} steps.")
     top = ledger.top_candidates(run.id, n=10)
     if top:
         verifiers = sorted({k for c in top for k in c["values"]})

@@ -487,6 +487,7 @@ def verify_candidates(
     for v in [*cached, *result.verdicts]:
         by_key.setdefault(v.candidate_key, []).append(v)
     result.estimates = suite.rewards(trajectories, candidates, by_key, result.estimates)
+    result.estimates = suite.disagreements(scheduler, candidates, by_key, result.estimates)
     ledger.add_reward_estimates(result.estimates)
     return result
 

@@ -61,6 +61,7 @@ from storage.records import (
     SpendRecord,
     Status,
     Tier,
+    TierDisagreement,
     TrainingStepRecord,
     Trajectory,
     Turn,
@@ -691,7 +692,7 @@ class Ledger:
                 "std": e.std,
                 "fidelity": e.fidelity.value if e.fidelity else None,
                 "verdict_ids": e.verdict_ids,
-                "components": e.components,
+                "components": _components_column(e),
             }
             for e in estimates
         ]
@@ -1102,11 +1103,24 @@ def _trajectory(row: TrajectoryRow) -> Trajectory:
     )
 
 
+# The reward-estimate row keeps an estimate's disagreement in its JSON components column under this
+# key (no migration); the record carries it as a typed field, never as a component.
+_DISAGREEMENT_KEY = "~disagreement"
+
+
+def _components_column(e: RewardEstimate) -> dict[str, Any]:
+    if e.disagreement is None:
+        return dict(e.components)
+    return {**e.components, _DISAGREEMENT_KEY: e.disagreement.model_dump(mode="json")}
+
+
 def _reward(row: RewardEstimateRow) -> RewardEstimate:
+    components = dict(row.components or {})
+    disagreement = components.pop(_DISAGREEMENT_KEY, None)
     return RewardEstimate(
         trajectory_id=row.trajectory_id, run_id=row.run_id, step=row.step, mean=row.mean, std=row.std,
         fidelity=Tier(row.fidelity) if row.fidelity else None, verdict_ids=list(row.verdict_ids or []),
-        components=dict(row.components or {}),
+        components=components, disagreement=TierDisagreement.model_validate(disagreement) if disagreement else None,
     )
 
 

@@ -16,7 +16,7 @@ import json
 import uuid
 from datetime import datetime, timezone
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
@@ -31,6 +31,7 @@ __all__ = [
     "SpendRecord",
     "Status",
     "Tier",
+    "TierDisagreement",
     "TrainingStepRecord",
     "Trajectory",
     "Turn",
@@ -235,6 +236,25 @@ class Verdict(_Record):
         return (self.candidate_key, self.verifier, self.version, self.params_hash)
 
 
+class TierDisagreement(_Record):
+    """Two tiers that should agree about a candidate and do not.
+
+    For code, the visible check (``code-exec``) and the hidden tests
+    (``code-tests``) disagree: passing the visible check and failing the hidden
+    tests is the typical mark of output matching or test gaming; the reverse
+    means the visible check is at fault. For molecules, a lower tier's value
+    mapped onto the top tier's scale (the scheduler's surrogate) lies far
+    outside its predictive interval around the top tier's value.
+    """
+
+    kind: Literal["lower_pass_upper_fail", "lower_fail_upper_pass", "outside_interval"]
+    lower: str = Field(description="The lower tier's verifier.")
+    upper: str = Field(description="The higher tier's verifier.")
+    lower_value: float | None = None
+    upper_value: float | None = None
+    detail: str = Field(default="", description="The disagreement in words (never an expected value).")
+
+
 class RewardEstimate(_Record):
     """The scheduler's reward for one trajectory, with its uncertainty."""
 
@@ -246,6 +266,9 @@ class RewardEstimate(_Record):
     fidelity: Tier | None = Field(default=None, description="Highest tier that answered; None if none did.")
     verdict_ids: list[int] = Field(default_factory=list)
     components: dict[str, float] = Field(default_factory=dict, description="Named parts of the reward.")
+    disagreement: TierDisagreement | None = Field(
+        default=None, description="Set when two tiers that should agree about the candidate do not."
+    )
 
 
 class RunRecord(_Record):
