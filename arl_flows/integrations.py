@@ -309,11 +309,14 @@ class TieredReward:
             spend_by_key: dict[str, float] = {}
             for v in result.verdicts:
                 spend_by_key[v.candidate_key] = spend_by_key.get(v.candidate_key, 0.0) + v.cost_s
+            statuses: dict[str, set[Status]] = {}
+            for v in self.ledger.verdicts_for({c.key for c in candidates}, verifiers=[v.name for v in self.ladder]):
+                statuses.setdefault(v.candidate_key, set()).add(v.status)
             details = []
             for traj, cand, est in zip(trajectories, candidates, result.estimates, strict=True):
                 used = result.verdicts_used.get(traj.id, [])
                 new = sum(1 for k in used if k in new_keys)
-                invalid = est.components.get("invalid") == 1.0 or not cand.meta.get("valid", True)
+                invalid = Status.invalid in statuses.get(cand.key, set()) or not cand.meta.get("valid", True)
                 details.append(
                     RewardDetail(
                         completion=traj.final_answer,

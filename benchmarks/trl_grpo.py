@@ -5,7 +5,8 @@ Both regimes train the same model from the same seed with TRL's real
 only in the reward function:
 
 - ``tiered``: :class:`arl_flows.TieredReward` with the ``voi`` policy and
-  the ``advantage`` objective under ``--budget-per-call`` CPU-seconds;
+  the ``advantage`` objective (``--routing discovery``: the discovery one)
+  under ``--budget-per-call`` CPU-seconds;
 - ``top-only``: the same class with the ``all`` policy and no per-call cap:
   every valid completion goes up the ladder to the top tier (the fast and
   xTB tiers on the way cost milliseconds to a second; an invalid SMILES
@@ -116,7 +117,7 @@ def run_regime(regime: str, seed: int, args: argparse.Namespace, base_db: Path, 
     db = work / f"{regime}-s{seed}.db"
     shutil.copy(base_db, db)
     if regime == "tiered":
-        kw = {"policy": "voi", "budget_per_call": args.budget_per_call}
+        kw = {"policy": "voi", "routing": args.routing, "budget_per_call": args.budget_per_call}
     else:
         kw = {"policy": "all", "budget_per_call": math.inf, "max_wait_s": math.inf}
     reward = TieredReward("molecules", objective=(low, high), ledger_url=f"sqlite:///{db}", tiers=_ladder(args.top_cost),
@@ -161,6 +162,7 @@ def main() -> None:
     p.add_argument("--model", default=str(ROOT / "tests" / "data" / "tiny_prior"), help="Local SMILES model directory.")
     p.add_argument("--budget", type=float, default=600.0, help="Verification CPU-seconds per regime and seed.")
     p.add_argument("--budget-per-call", type=float, default=30.0, help="The tiered regime's budget per reward call.")
+    p.add_argument("--routing", default="advantage", choices=["advantage", "discovery"], help="What the tiered regime's voi maximises.")
     p.add_argument("--seeds", default="0,1")
     p.add_argument("--max-steps", type=int, default=60)
     p.add_argument("--prompts", type=int, default=2)
