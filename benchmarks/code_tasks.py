@@ -18,7 +18,8 @@ For every task of the source:
   one that passes the visible check but fails the hidden tests is a
   *disagreement* between the tiers, the mark the run report counts.
 
-Prints per-tier pass rates of the references, kill rates per mutant kind,
+Prints how many references the former static policy (no ``hashlib``, no
+per-task grants) rejected, per-tier pass rates of the references, kill rates per mutant kind,
 the disagreement rates, and the seconds spent; ``--json`` writes them.
 """
 
@@ -110,12 +111,24 @@ def mutant(task: CodeTask, kind: str) -> str | None:
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
 
 
+def _passes(verdict: Any) -> bool:
+    return (verdict.status, verdict.value) == ("ok", 1.0)
+
+
 def _answer(code: str) -> str:
     return f"<think>reference check</think>\n<code>\n{code}</code>"
 
 
-def check_tasks(tasks: list[CodeTask], *, mutants: bool = True, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run the references (all three tiers) and the mutants (execution and hidden tests); counts and failures."""
+def check_tasks(
+    tasks: list[CodeTask],
+    *,
+    mutants: bool = True,
+    kinds: tuple[str, ...] = MUTANTS,
+    visible: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run the references (all three tiers) and the mutants of ``kinds`` (the hidden tests, and the visible
+    check unless ``visible`` is False); counts and failures."""
     fast, execution, tests = CodeFormat(), CodeExecution({"limits": LIMITS}), CodeTests({"limits": LIMITS})
     out: dict[str, Any] = {
         "tasks": len(tasks),
@@ -133,22 +146,36 @@ def check_tasks(tasks: list[CodeTask], *, mutants: bool = True, progress: Callab
         if not all(passed.values()):
             out["reference_failures"].append({"task": task.id, "fast": f.feedback, "exec": e.feedback, "tests": h.feedback})
         if mutants:
-            for kind in MUTANTS:
+            for kind in kinds:
                 code = mutant(task, kind)
                 if code is None:
                     continue
                 row = out["mutants"][kind]
                 row["applicable"] += 1
                 m = make_candidate(task.id, _answer(code))
-                me, mh = execution.verify_batch([m])[0], tests.verify_batch([m])[0]
+                mh = tests.verify_batch([m])[0]
                 killed = not (mh.status == "ok" and mh.value == 1.0)
                 row["killed"] += killed
-                if killed and (me.status, me.value) == ("ok", 1.0):
+                if visible and killed and _passes(execution.verify_batch([m])[0]):
                     row["passed_visible_failed_hidden"] += 1
                 if not killed:
                     row["survivors"].append(task.id)
         if progress and n % 10 == 0:
             progress(f"{n}/{len(tasks)} tasks")
+    return out
+
+
+def former_policy_rejects(tasks: list[CodeTask]) -> list[str]:
+    """Tasks whose reference the static policy refused before hashlib was allowed and grants existed."""
+    from verifiers.code.fast import DEFAULT_ALLOWED_IMPORTS, check_code
+    from verifiers.code.format import FormatError, parse_answer
+
+    former = [m for m in DEFAULT_ALLOWED_IMPORTS if m != "hashlib"]
+    out = []
+    for task in tasks:
+        parsed = parse_answer(_answer(task.reference))
+        if isinstance(parsed, FormatError) or any(check_code(c, former) for c in parsed.codes):
+            out.append(task.id)
     return out
 
 
@@ -168,7 +195,11 @@ def main() -> None:
     print(f"{args.source}: {len(loaded.tasks)} tasks converted in {convert_s:.1f} s; skipped {len(loaded.skipped)}, "
           f"test calls dropped {loaded.dropped_cases}")
     start = time.perf_counter()
+    former = former_policy_rejects(tasks)
+    print(f"fast tier under the former policy (no hashlib, no per-task grants): {len(tasks) - len(former)}/{len(tasks)} "
+          f"references pass; rejected: {', '.join(former) or 'none'}")
     res = check_tasks(tasks, mutants=not args.no_mutants, progress=print)
+    res["former_policy_rejects"] = former
     res["seconds"] = round(time.perf_counter() - start, 1)
     res["convert_seconds"] = round(convert_s, 1)
     n = res["tasks"]
