@@ -57,3 +57,37 @@ def test_trl_grpo_example_writes_its_run_and_reuses_verdicts(tmp_path: Path) -> 
         detail = again.last_details[0]
         assert detail.candidate_key == valid.candidate_key
         assert detail.cached >= 1 and detail.new == 0 and again.last_call.spend_s == 0.0
+
+
+@pytest.mark.slow
+def test_the_example_runs_against_an_installed_wheel(tmp_path: Path) -> None:
+    """ARL from a wheel in a fresh venv (dependencies through a .pth line), the example run from another directory."""
+    import sysconfig
+
+    out = tmp_path / "wheel"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
+                   check=True, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    (wheel,) = out.glob("arl-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    (site / "_arl_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)],
+                   check=True, capture_output=True, text=True, timeout=600)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    example = elsewhere / "trl_grpo.py"
+    example.write_text((ROOT / "examples" / "trl_grpo.py").read_text())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ARL_", "PYTHON"))}
+    env |= {"ARL_HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1"}
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    probe = "import arl_flows.integrations as m; print(m.__file__)"
+    where = subprocess.run([str(python), "-c", probe], cwd=elsewhere, env=env, capture_output=True, text=True, check=True)
+    assert where.stdout.startswith(str(site)), where.stdout
+    done = subprocess.run([str(python), str(example), "--max-steps", "1", "--model", "tiny", "--ledger", url,
+                           "--summary-json", "s.json"], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_id = json.loads((elsewhere / "s.json").read_text())["run_id"]
+    assert Ledger(url).run_summary(run_id)["trajectories"] == 2 * 4
