@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from policies import PretrainConfig, TrainerConfig
-from verifiers.code import RewardWeights, TaskSource
+from verifiers.code import CodeTaskChoice, RewardWeights
 from verifiers.scheduler import SchedulerConfig
 
 __all__ = [
@@ -122,7 +122,7 @@ class RunConfig(_Section):
         description="Local directory of a transformers causal LM (+ tokenizer) to train; never downloaded. "
         "None: the suite's built-in policy (molecules: the pretrained SMILES prior).",
     )
-    code_tasks: list[str] | TaskSource = Field(
+    code_tasks: CodeTaskChoice = Field(
         default_factory=list,
         description="Code-suite tasks to prompt with: bundled task ids (empty: all bundled), or a source, "
         "{source = 'humaneval'} or {source = 'jsonl', path = 'FILE'} (HumanEval or MBPP records).",

@@ -175,3 +175,5 @@ def test_run_config_takes_a_source():
     assert load_config(overrides={"suite": "code", "policy_path": "/m", "code_tasks": ["sum-to-n"]}).code_tasks == ["sum-to-n"]
     with pytest.raises(ConfigError, match="code_tasks"):
         load_config(overrides={"suite": "code", "policy_path": "/m", "code_tasks": {"source": "nope"}})
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(overrides={"suite": "code", "policy_path": "/m", "code_tasks": {"source": "jsonl", "path": "/no/such.jsonl"}})

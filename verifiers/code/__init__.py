@@ -12,7 +12,7 @@ from verifiers.code.fast import CodeFormat, CodeFormatParams, check_code, check_
 from verifiers.code.format import FormatError, ParsedTrajectory, ParsedTurn, make_candidate, parse_answer
 from verifiers.code.reward import CodeReward, RewardWeights, code_reward, cosine_length_penalty, repeat_penalty
 from verifiers.code.sandbox import SandboxError, SandboxLimits, SandboxResult, isolation_support, run_python
-from verifiers.code.sources import TaskSource, load_source
+from verifiers.code.sources import CodeTaskChoice, TaskSource, load_source
 from verifiers.code.tasks import CodeTask, UnknownTask, get_task, load_tasks
 from verifiers.code.tests_tier import CodeTests, CodeTestsParams
 
@@ -23,6 +23,7 @@ __all__ = [
     "CodeFormatParams",
     "CodeReward",
     "CodeTask",
+    "CodeTaskChoice",
     "CodeTests",
     "CodeTestsParams",
     "FormatError",

@@ -38,14 +38,14 @@ import functools
 import gzip
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from verifiers.code.sandbox import SandboxLimits, run_python
 from verifiers.code.tasks import GRANTABLE_NAMES, CodeTask, HiddenTest, load_tasks, register_tasks
 
-__all__ = ["HUMANEVAL_ALLOW", "SourceLoad", "TaskSource", "humaneval_path", "load_source", "load_source_tasks"]
+__all__ = ["HUMANEVAL_ALLOW", "CodeTaskChoice", "SourceLoad", "TaskSource", "humaneval_path", "load_source", "load_source_tasks"]
 
 # HumanEval tasks whose canonical solutions use a builtin the static policy refuses (declared, not
 # inferred from the solution, so a source's declarations are reviewed like code): 160 builds an
@@ -76,7 +76,25 @@ class TaskSource(BaseModel):
     def _path_for_jsonl(self) -> TaskSource:
         if (self.source == "jsonl") != bool(self.path):
             raise ValueError("source 'jsonl' needs path = the JSONL file (and only 'jsonl' takes a path)")
+        if self.path is not None and not Path(self.path).expanduser().is_file():
+            raise ValueError(f"code task file {self.path[:200]!r} does not exist")
         return self
+
+
+def _code_tasks_choice(value: Any) -> Any:
+    """A mapping becomes a TaskSource here, so a bad one is one error naming its problem, not one per union arm."""
+    if isinstance(value, dict):
+        try:
+            return TaskSource.model_validate(value)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ValueError(f"{where + ': ' if where else ''}{first['msg'].removeprefix('Value error, ')}") from None
+    return value
+
+
+# A run config's ``code_tasks``: bundled task ids, or a source.
+CodeTaskChoice = Annotated[list[str] | TaskSource, BeforeValidator(_code_tasks_choice)]
 
 
 class SourceLoad(BaseModel):
