@@ -177,3 +177,14 @@ def test_run_config_takes_a_source():
         load_config(overrides={"suite": "code", "policy_path": "/m", "code_tasks": {"source": "nope"}})
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(overrides={"suite": "code", "policy_path": "/m", "code_tasks": {"source": "jsonl", "path": "/no/such.jsonl"}})
+
+
+def test_humaneval_ids_resolve_in_a_process_that_never_loaded_the_source(monkeypatch):
+    from verifiers.code import tasks
+
+    monkeypatch.setattr(tasks, "_registered", {})
+    assert get_task("HumanEval/5").function == "intersperse"
+    with pytest.raises(tasks.UnknownTask):
+        get_task("HumanEval/999")
+    with pytest.raises(tasks.UnknownTask):
+        get_task("mbpp/9001")  # a JSONL source registers its tasks only where it is loaded

@@ -122,6 +122,12 @@ def register_tasks(tasks: list[CodeTask]) -> None:
 
 def get_task(task_id: str) -> CodeTask:
     """The task with ``task_id`` (bundled or registered); :class:`UnknownTask` names a few valid ids otherwise."""
+    if task_id.startswith("HumanEval/") and task_id not in _registered:
+        # HumanEval ships with a dependency, so any process can convert it on first use (a verifier in a
+        # worker process included); other sources register their tasks where they are loaded.
+        from verifiers.code.sources import TaskSource, load_source
+
+        load_source(TaskSource(source="humaneval"))
     try:
         return _tasks_by_id().get(task_id) or _registered[task_id]
     except KeyError:
