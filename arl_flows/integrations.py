@@ -48,7 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from arl_flows.config import RunConfig, TierConfig
 from arl_flows.suites import Suite, suite_for
-from arl_flows.training import bill, build_ladder, teach_from_ledger, verify_candidates
+from arl_flows.training import TierRunner, bill, build_ladder, teach_from_ledger, verify_candidates
 from storage.ledger import Ledger
 from storage.records import Prompt, RunStatus, Status, TrainingStepRecord, Trajectory, tier_rank
 from verifiers.scheduler import Objective, Scheduler
@@ -267,9 +267,15 @@ class TieredReward:
         task_id: Sequence[str] | None = None,
         completion_ids: Sequence[Sequence[int]] | None = None,
         deadline: float | None = None,
+        run_tier: TierRunner | None = None,
         **_: Any,
     ) -> list[RewardDetail]:
-        """Verify one batch; return one :class:`RewardDetail` per completion (also kept in ``last_details``)."""
+        """Verify one batch; return one :class:`RewardDetail` per completion (also kept in ``last_details``).
+
+        ``run_tier`` runs one verifier on one batch (default: in this process,
+        through the verifier's own isolation); :mod:`arl_flows.reward_flows`
+        passes Prefect tasks here.
+        """
         if len(prompts) != len(completions):
             raise ValueError(f"got {len(prompts)} prompts and {len(completions)} completions; pass one prompt per completion")
         if self.config.suite == "code" and (task_id is None or len(task_id) != len(completions)):
@@ -302,7 +308,7 @@ class TieredReward:
             self.ledger.add_trajectories(trajectories)
             result = verify_candidates(
                 self.ledger, self.scheduler, self.suite, run_id, step, trajectories, candidates,
-                max_batch=self.max_batch, deadline=deadline,
+                run_tier=run_tier, max_batch=self.max_batch, deadline=deadline,
             )
             stopped = time.monotonic() >= deadline
             new_keys = {v.cache_key for v in result.verdicts}

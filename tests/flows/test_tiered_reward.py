@@ -122,3 +122,23 @@ def test_verl_batch_and_single_shapes(tmp_path: Path) -> None:
     assert single["score"] == pytest.approx(scores[0]["score"], abs=1e-9) and single["cached"] == 1.0
     with pytest.raises(ValueError, match="not an ARL suite"):
         compute_score(data_source="gsm8k", solution_str="4", ground_truth="4", **options)
+
+
+@pytest.mark.slow
+def test_with_prefect_each_call_is_a_flow_run_with_tier_tasks(prefect_harness: str, tmp_path: Path) -> None:
+    from prefect import get_client
+
+    from arl_flows.reward_flows import with_prefect
+
+    reward = with_prefect(TieredReward("molecules", objective=(3.0, 8.0), budget_per_call=100.0, ledger_url=_url(tmp_path),
+                                       tiers=TWO_TIERS, policy="all", run_name="prefect-view"))
+    try:
+        got = reward(["p", "p"], ["CCO", "bad(("])
+        assert got[1] == 0.0 and reward.reward.last_call.calls["reference-table"] == 1
+    finally:
+        reward.close()
+    with get_client(sync_client=True) as client:
+        runs = [r for r in client.read_flow_runs() if r.name == "prefect-view call"]
+        assert runs and runs[-1].state.is_completed()
+        tasks = {t.name.split(" ")[0] for t in client.read_task_runs() if t.flow_run_id == runs[-1].id}
+    assert {"rdkit-eht", "reference-table"} <= tasks
