@@ -64,7 +64,11 @@ from counting_tier import COUNT_LOG_ENV, read_count_log  # noqa: E402
 
 TOP_TIER = "counting-reference-table"
 # A prior small enough to pretrain in about a minute on 2 cores (the same one tests/flows uses).
-TINY_PRIOR = {"n_layer": 2, "n_embd": 64, "n_head": 2, "max_steps": 400, "max_minutes": 1.0, "eval_samples": 50, "batch_size": 64}
+# A copy trained with our own code ships in tests/data/tiny_prior (ensure_prior installs it instead of pretraining);
+# it is below the default quality gate on purpose (min_validity 0), and max_minutes is only a safety cap.
+TINY_PRIOR = {"n_layer": 2, "n_embd": 64, "n_head": 2, "max_steps": 400, "max_minutes": 60.0, "min_validity": 0.0,
+              "eval_samples": 50, "batch_size": 64}
+TINY_PRIOR_DIR = ROOT / "tests" / "data" / "tiny_prior"
 PROMPTS_PER_STEP = 3
 GROUP_SIZE = 4
 SIGNALS = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "int": signal.SIGINT}
@@ -134,10 +138,14 @@ class PrefectServer:
 
 
 def ensure_prior(arl_home: Path) -> None:
-    """Pretrain the tiny prior into ``arl_home/priors`` unless it is cached there (a subprocess: keeps torch out of here)."""
+    """Put the tiny prior into ``arl_home/priors``: the shipped test copy, else pretrain it (a subprocess: keeps torch out of here)."""
     code = (
-        "from policies import PretrainConfig, load_or_pretrain; "
-        f"load_or_pretrain(PretrainConfig(**{TINY_PRIOR!r}))"
+        "import shutil; from policies import PretrainConfig, load_or_pretrain, prior_cache_key, prior_dir; "
+        f"config = PretrainConfig(**{TINY_PRIOR!r}); src = {str(TINY_PRIOR_DIR)!r}; "
+        "import json, pathlib; shipped = pathlib.Path(src) / 'pretrain_report.json'; "
+        "ok = shipped.is_file() and json.loads(shipped.read_text())['config_hash'] == prior_cache_key(config); "
+        "ok and not prior_dir(config).exists() and shutil.copytree(src, prior_dir(config)); "
+        "load_or_pretrain(config)"
     )
     env = os.environ | {"ARL_HOME": str(arl_home), "OMP_NUM_THREADS": "1"}
     subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, check=True, timeout=900)
@@ -344,6 +352,32 @@ def _stage_of(line: str) -> str:
     return ""
 
 
+def _reached(target: str, target_step: int, start_step: int = 0) -> Any:
+    """Predicate over a process's output lines: has it reached ``target`` of step ``target_step``?
+
+    ``start_step`` is the first step the process runs (a resumed run starts at its steps_done).
+    """
+    pattern = re.compile(MARKERS[target])
+
+    def reached(lines: list[tuple[float, str]]) -> bool:
+        step = start_step - 1
+        for _, line in lines:
+            if "Task run 'rollout-" in line and "Finished" in line:
+                step += 1
+            if not pattern.search(line):
+                continue
+            if target == "rollout":
+                # the run's first line precedes its first step; "step k: reward" precedes step k+1
+                m = re.search(r"step (\d+): reward", line)
+                if (int(m.group(1)) + 1 if m else start_step) == target_step:
+                    return True
+            elif step == target_step:
+                return True
+        return False
+
+    return reached
+
+
 def run_trial(index: int, sig: str, rng: random.Random, *, workdir: Path, arl_home: Path, api_url: str,
               steps: int = 3, max_delay: float = 0.25) -> Trial:
     """Start, signal at a random stage, resume to completion, check; problems are listed on the Trial."""
@@ -361,25 +395,7 @@ def run_trial(index: int, sig: str, rng: random.Random, *, workdir: Path, arl_ho
     env = arl_env(arl_home, api_url, count_log)
 
     first = RunProcess(["run", "--config", str(config), "--url", url, "--verbose"], env, tdir / "run.log")
-    pattern = re.compile(MARKERS[target])
-
-    def reached(lines: list[tuple[float, str]]) -> bool:
-        step = -1
-        for _, line in lines:
-            if "Task run 'rollout-" in line and "Finished" in line:
-                step += 1
-            if not pattern.search(line):
-                continue
-            if target == "rollout":
-                # the run's first line precedes step 0; "step k: reward" precedes step k+1
-                m = re.search(r"step (\d+): reward", line)
-                if (int(m.group(1)) + 1 if m else 0) == trial.target_step:
-                    return True
-            elif step == trial.target_step:
-                return True
-        return False
-
-    hit = first.wait_for(reached, timeout=300)
+    hit = first.wait_for(_reached(target, trial.target_step), timeout=300)
     run_id = _run_id(first.text())
     if hit and first.proc.poll() is None:
         time.sleep(trial.delay_s)
@@ -490,6 +506,170 @@ def _count_top_calls(trial: Trial, killed: list[tuple[str, int, str, str]], resu
         elif key in killed_starts:
             trial.inflight_redone += 1  # computed when the process died, never written: redone by design
     trial.duplicate_top_calls = dup
+
+
+# ---------------------------------------------------------------------- one run, killed again and again
+@dataclass
+class Kill:
+    """One signal of a chain: ``sig`` once the run reaches ``target`` of step ``step``, plus ``delay_s``."""
+
+    sig: str
+    target: str
+    step: int
+    delay_s: float = 0.0
+    killed: bool = False
+    stage_at_kill: str = ""
+    exit_code: int | None = None
+    status_after_kill: str = ""
+    steps_done_after_kill: int = 0
+    leftover_processes: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+# Every stage boundary of a step once, SIGTERM and Ctrl-C among them, then moments drawn at random.
+STAGE_KILLS = [
+    ("kill", "rollout", 0), ("kill", "verify", 0), ("term", "top-tier", 0), ("kill", "hindsight", 0),
+    ("int", "checkpoint", 0), ("kill", "between-steps", 0),
+]
+
+
+def stage_kills(random_kills: int = 2, steps: int = 2, seed: int = 0, max_delay: float = 0.25) -> list[Kill]:
+    """The fixed stage-boundary kills in step 0, then ``random_kills`` at random stages and delays in later steps."""
+    rng = random.Random(seed)
+    kills = [Kill(sig, target, step) for sig, target, step in STAGE_KILLS]
+    later = sorted(
+        ((rng.randint(1, steps - 1), list(MARKERS).index(t), t) for t in rng.sample([m for m in MARKERS if m != "between-steps"], random_kills)),
+    )
+    kills += [Kill("kill", t, step, round(rng.uniform(0.0, max_delay), 3)) for step, _, t in later]
+    return kills
+
+
+def run_chain(kills: list[Kill], *, workdir: Path | None = None, arl_home: Path | None = None, steps: int = 2,
+              seed: int = 0, log: Any = print) -> dict[str, Any]:
+    """One run signalled at each of ``kills`` in turn (each resume is the next victim), then resumed to completion.
+
+    The checks are a trial's, over the whole chain: no verdict written before
+    any signal is lost or changed; no top-tier verdict is computed again once
+    stored; integrity holds after every signal and at the end; the run ends
+    completed with every step's trajectories rewarded. Kills must be in the
+    order the run reaches them.
+    """
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="arl-crash-chain-"))
+    arl_home = Path(arl_home or workdir / "arl_home")
+    ensure_prior(arl_home)
+    url = f"sqlite:///{workdir / 'ledger.db'}"
+    db = sqlite_path(url)
+    count_log = workdir / "top_tier_calls.log"
+    config = write_config(workdir / "run.toml", name="crash-chain", steps=steps, seed=seed)
+    problems: list[str] = []
+    snapshots: list[dict[tuple[str, str, str, str], tuple[str, float | None]]] = []
+    segments: list[list[tuple[str, int, str, str]]] = []
+    stored_before: list[set[str]] = []
+    run_id: str | None = None
+    start_step = 0
+    from storage.ledger import Ledger
+
+    with PrefectServer(workdir / "prefect") as server:
+        env = arl_env(arl_home, server.api_url, count_log)
+        for i, kill in enumerate([*kills, None]):
+            args = ["run", "--config", str(config)] if run_id is None else ["run", "--resume", run_id]
+            stored_before.append({k[0] for k in verdict_rows(db) if k[1] == TOP_TIER})
+            calls_before = len(read_count_log(count_log))
+            proc = RunProcess([*args, "--url", url, "--verbose"], env, workdir / f"process-{i}.log")
+            if kill is None:
+                rc = proc.wait(timeout=600)
+                proc.kill_group()
+                if rc != 0:
+                    problems.append(f"the final resume exited with {rc}; see {workdir / f'process-{i}.log'}")
+                segments.append(read_count_log(count_log)[calls_before:])
+                break
+            hit = proc.wait_for(_reached(kill.target, kill.step, start_step), timeout=300)
+            if hit and proc.proc.poll() is None:
+                time.sleep(kill.delay_s)
+                snapshots.append(verdict_rows(db))
+                with proc.cond:
+                    kill.stage_at_kill = next((s for _, line in reversed(proc.lines) if (s := _stage_of(line))), "start")
+                proc.proc.send_signal(SIGNALS[kill.sig])
+                kill.killed = True
+            else:
+                kill.problems.append(f"never reached {kill.target}@{kill.step}; see {workdir / f'process-{i}.log'}")
+            kill.exit_code = proc.wait(timeout=120)
+            kill.leftover_processes = proc.kill_group()
+            proc.wait(10)
+            run_id = run_id or _run_id(proc.text())
+            segments.append(read_count_log(count_log)[calls_before:])
+            snapshots.append(verdict_rows(db))
+            if run_id is None:
+                problems.append(f"no run id in {workdir / f'process-{i}.log'}")
+                break
+            with Ledger(url) as ledger:
+                integrity = ledger.integrity_problems()
+                run = ledger.get_run(run_id)
+                kill.status_after_kill, kill.steps_done_after_kill = run.status.value, run.steps_done
+            start_step = kill.steps_done_after_kill
+            if integrity:
+                kill.problems.append(f"integrity after {kill.sig.upper()}: {integrity}")
+            if kill.killed and kill.sig != "kill" and kill.status_after_kill != "completed":
+                if kill.exit_code != 130 or kill.status_after_kill != "interrupted":
+                    kill.problems.append(f"after {kill.sig.upper()}: exit {kill.exit_code}, status {kill.status_after_kill!r}; "
+                                         "expected 130 and 'interrupted'")
+            log(f"{kill.sig.upper():4s} at {kill.target}@{kill.step}+{kill.delay_s:.2f}s (last stage seen: "
+                f"{kill.stage_at_kill or '-'}): exit {kill.exit_code}, {kill.status_after_kill} at "
+                f"{kill.steps_done_after_kill}/{steps} {'OK' if not kill.problems else 'FAIL: ' + '; '.join(kill.problems)}")
+            if kill.status_after_kill == "completed":
+                break
+
+    final = verdict_rows(db)
+    lost = sorted({x for snap in snapshots for x in lost_verdicts(snap, final)})
+    if lost:
+        problems.append(f"verdicts lost: {lost[:5]}")
+    duplicates, redone = _chain_top_calls(segments, stored_before)
+    if duplicates:
+        problems.append(f"{duplicates} top-tier verdicts computed twice")
+    if run_id is not None:
+        with Ledger(url) as ledger:
+            integrity = ledger.integrity_problems()
+            run = ledger.get_run(run_id)
+            recorded = [s.step for s in ledger.training_steps(run_id)]
+            per_step = {s: ledger.step_trajectories(run_id, s) for s in range(steps)}
+        if integrity:
+            problems.append(f"integrity at the end: {integrity}")
+        if run.status.value != "completed" or run.steps_done != steps or recorded != list(range(steps)):
+            problems.append(f"final status {run.status.value} with {run.steps_done}/{steps} steps, recorded {recorded}")
+        for s, rows in per_step.items():
+            if len(rows) != PROMPTS_PER_STEP * GROUP_SIZE or any(est is None for _, est in rows):
+                problems.append(f"step {s} has {len(rows)} trajectories ({sum(e is None for _, e in rows)} without reward)")
+    return {
+        "kills": [asdict(k) for k in kills],
+        "stages_hit": dict(Counter(k.stage_at_kill for k in kills if k.killed)),
+        "verdicts_lost": len(lost),
+        "duplicate_top_calls": duplicates,
+        "inflight_redone": redone,
+        "top_calls": sum(1 for seg in segments for e in seg if e[0] == "start"),
+        "leftover_processes": sum(k.leftover_processes for k in kills),
+        "problems": problems + [f"{k.sig}@{k.target}/{k.step}: {p}" for k in kills for p in k.problems],
+    }
+
+
+def _chain_top_calls(segments: list[list[tuple[str, int, str, str]]], stored_before: list[set[str]]) -> tuple[int, int]:
+    """(duplicates, in-flight redone) over the processes of a chain.
+
+    A call is a duplicate when its candidate's top-tier verdict was already in
+    the ledger when its process started, or when one process starts it twice;
+    a call whose earlier computation died with its process is in-flight work redone.
+    """
+    duplicates = redone = 0
+    started_earlier: set[str] = set()
+    for calls, stored in zip(segments, stored_before, strict=False):
+        starts = Counter(key for event, _, _, key in calls if event == "start")
+        duplicates += sum(n - 1 for n in starts.values() if n > 1)
+        for key in starts:
+            if key in stored:
+                duplicates += 1
+            elif key in started_earlier:
+                redone += 1
+        started_earlier |= set(starts)
+    return duplicates, redone
 
 
 # ---------------------------------------------------------------------- many trials

@@ -14,12 +14,27 @@ from .losses import (
     uncertainty_weights,
 )
 from .model import Policy, PolicyConfig, Rollout, TokenBatch, collate
-from .prior import PretrainConfig, PretrainReport, build_prior, load_or_pretrain, prior_dir, pretrain, sample_metrics
+from .prior import (
+    SHIPPED_PRIOR_DIR,
+    LowQualityPrior,
+    PretrainConfig,
+    PretrainReport,
+    build_prior,
+    load_or_pretrain,
+    prior_cache_key,
+    prior_dir,
+    pretrain,
+    sample_metrics,
+    save_prior,
+    shipped_prior,
+)
 from .smiles import build_smiles_tokenizer, gap_bin_tokens, goal_prompt_ids, goal_window, split_smiles
 from .trainer import PolicyTrainer, TrainerConfig
 
 __all__ = [
+    "SHIPPED_PRIOR_DIR",
     "GRPOLossConfig",
+    "LowQualityPrior",
     "HintedExample",
     "Policy",
     "PolicyConfig",
@@ -44,11 +59,14 @@ __all__ = [
     "hint_prompt",
     "load_or_pretrain",
     "pretrain",
+    "prior_cache_key",
     "prior_dir",
     "relabel",
     "reverse_kl_distill_loss",
     "sample_metrics",
+    "save_prior",
     "sft_loss",
+    "shipped_prior",
     "spread_mask",
     "split_smiles",
     "uncertainty_weights",

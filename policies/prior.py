@@ -7,17 +7,30 @@ sometimes a wider run of bins around it, so that multi-bin goal prompts used
 later by GRPO are in distribution.
 
 Nothing is downloaded: the architecture comes from ``GPT2Config`` and the
-weights from :func:`pretrain`. A pretrained prior is cached under
-``~/.arl/priors/<config-hash>/`` (``ARL_HOME`` moves ``~/.arl``) and reused.
+weights from :func:`pretrain`. The budget that decides the prior's quality is
+a number of optimizer steps, never seconds, so the same config gives the same
+prior on an idle laptop and on a loaded cluster node; ``max_minutes`` is only a
+safety cap, and a run it cuts short is reported as truncated and never cached.
+
+The default prior ships with the package (``policies/data/smiles_prior/``,
+trained once by ``arl prior pretrain --ship``), so a first run loads it instead
+of pretraining. Any other config is pretrained on first use and cached under
+``~/.arl/priors/<config-hash>/`` (``ARL_HOME`` moves ``~/.arl``), but only when
+it completed its steps and passes the quality gate (validity of its own
+samples >= ``min_validity``); a prior below the gate is used for that run with
+a loud warning and kept aside for inspection, never as a cached default.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import random
+import shutil
 import time
+import warnings
 from pathlib import Path
 from typing import Literal
 
@@ -25,21 +38,36 @@ import torch
 from pydantic import BaseModel, Field
 from transformers import GPT2Config
 
-from storage.datasets import load_qm9_gaps
+from storage.datasets import QM9_GAP_CSV, load_qm9_gaps
 from storage.records import params_hash
 
 from .model import Policy, PolicyConfig, collate
 from .smiles import GAP_BIN_WIDTH, build_smiles_tokenizer, goal_prompt_ids
 
 __all__ = [
+    "SHIPPED_PRIOR_DIR",
+    "LowQualityPrior",
     "PretrainConfig",
     "PretrainReport",
     "build_prior",
     "load_or_pretrain",
+    "prior_cache_key",
     "prior_dir",
     "pretrain",
     "sample_metrics",
+    "save_prior",
+    "shipped_prior",
 ]
+
+SHIPPED_PRIOR_DIR = Path(__file__).parent / "data" / "smiles_prior"
+
+# Fields that bound or tune how a pretraining run executes, not which prior it
+# produces: they are left out of the cache key.
+_RUN_ONLY_FIELDS = {"max_minutes", "budget_clock", "num_threads", "min_validity"}
+
+
+class LowQualityPrior(UserWarning):
+    """A prior that was cut short by its safety cap or fell below the validity gate."""
 
 
 class PretrainConfig(BaseModel):
@@ -53,22 +81,24 @@ class PretrainConfig(BaseModel):
     lr: float = Field(default=3e-3, gt=0, description="Peak AdamW learning rate.")
     warmup_steps: int = Field(default=50, ge=0, description="Linear warm-up steps before cosine decay.")
     weight_decay: float = Field(default=0.01, ge=0)
-    max_steps: int = Field(default=4000, ge=1, description="Step budget; training also stops at max_minutes.")
+    max_steps: int = Field(
+        default=4000, ge=1, le=10_000_000,
+        description="The training budget, in optimizer steps: it alone decides the prior (with the seed and data).",
+    )
     max_minutes: float = Field(
-        default=9.0,
+        default=120.0,
         gt=0,
         description=(
-            "Wall-clock cap on training (evaluation excluded). The cosine schedule follows "
-            "max(step / max_steps, elapsed / max_minutes), so a slow machine still ends at a low lr."
+            "Safety cap on training time (evaluation excluded), not a budget: a run it stops before max_steps is "
+            "reported as truncated and never cached as a default."
         ),
     )
     budget_clock: Literal["wall", "cpu"] = Field(
-        default="wall",
-        description=(
-            "Clock that max_minutes counts: 'wall' (the default) or 'cpu' = this process's CPU time, which on a "
-            "shared machine measures what free cores would do (with num_threads=1, cpu minutes = minutes "
-            "of one free core)."
-        ),
+        default="wall", description="Clock that the max_minutes cap counts: 'wall' or 'cpu' (this process's CPU time)."
+    )
+    min_validity: float = Field(
+        default=0.85, ge=0, le=1,
+        description="Quality gate: a prior whose own samples parse less often than this is never cached as a default.",
     )
     wide_window_prob: float = Field(
         default=0.3, ge=0, le=1, description="Share of examples whose goal window spans 2-4 bins instead of one."
@@ -88,6 +118,10 @@ class PretrainReport(BaseModel):
     """What pretraining achieved, measured on freshly sampled molecules."""
 
     steps: int
+    max_steps: int = Field(default=0, description="The step budget asked for.")
+    truncated: bool = Field(default=False, description="The safety cap stopped training before max_steps.")
+    data_sha256: str = Field(default="", description="SHA-256 of the training data (canonical SMILES and gaps).")
+    molecules: int = Field(default=0, description="Training molecules.")
     minutes: float = Field(description="Training minutes on the config's budget clock.")
     wall_minutes: float = Field(description="Training wall-clock minutes.")
     final_loss: float
@@ -97,6 +131,11 @@ class PretrainReport(BaseModel):
     novelty: float = Field(description="Distinct valid samples not in the training set / distinct valid samples.")
     samples: int
     config_hash: str
+
+    @property
+    def completed(self) -> bool:
+        """Trained for its whole step budget."""
+        return not self.truncated and self.steps >= self.max_steps
 
 
 def build_prior(config: PretrainConfig, tokenizer) -> Policy:
@@ -120,10 +159,34 @@ def build_prior(config: PretrainConfig, tokenizer) -> Policy:
     return Policy.from_config(model_config, tokenizer, PolicyConfig())
 
 
+def prior_cache_key(config: PretrainConfig) -> str:
+    """Hash of the fields that decide the prior (architecture, optimisation, steps, seed, data)."""
+    return params_hash(config.model_dump(mode="json", exclude=_RUN_ONLY_FIELDS))
+
+
 def prior_dir(config: PretrainConfig, root: str | Path | None = None) -> Path:
     """Cache directory of the prior trained with ``config`` (``$ARL_HOME/priors/<hash>``, default ``~/.arl``)."""
     base = Path(root) if root else Path(os.environ.get("ARL_HOME", Path.home() / ".arl")) / "priors"
-    return base / params_hash(config)
+    return base / prior_cache_key(config)
+
+
+def shipped_prior(config: PretrainConfig) -> Path | None:
+    """The prior shipped in the package if it was trained with ``config``'s cache key, else None."""
+    report_file = SHIPPED_PRIOR_DIR / "pretrain_report.json"
+    if not (report_file.is_file() and (SHIPPED_PRIOR_DIR / "config.json").is_file()):
+        return None
+    try:
+        key = json.loads(report_file.read_text())["config_hash"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return SHIPPED_PRIOR_DIR if key == prior_cache_key(config) else None
+
+
+def _data_digest(data: list[tuple[str, float]]) -> str:
+    digest = hashlib.sha256()
+    for smiles, gap in data:
+        digest.update(f"{smiles},{gap!r}\n".encode())
+    return digest.hexdigest()
 
 
 def _goal_window(gap: float, rng: random.Random, wide_prob: float) -> tuple[float, float]:
@@ -192,10 +255,9 @@ def pretrain(config: PretrainConfig | None = None, out_dir: str | Path | None = 
     step, loss_ema = 0, float("nan")
     model.train()
     while step < config.max_steps:
-        elapsed = clock() - start
-        if elapsed >= budget_s:
+        if clock() - start >= budget_s:  # the safety cap, reported as truncated below
             break
-        progress = max(step / config.max_steps, elapsed / budget_s)
+        progress = step / config.max_steps
         warm = min(1.0, (step + 1) / max(config.warmup_steps, 1))
         for group in opt.param_groups:
             group["lr"] = config.lr * warm * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
@@ -233,31 +295,70 @@ def pretrain(config: PretrainConfig | None = None, out_dir: str | Path | None = 
     metrics = sample_metrics(texts, {s for s, _ in data})
     report = PretrainReport(
         steps=step,
+        max_steps=config.max_steps,
+        truncated=step < config.max_steps,
+        data_sha256=_data_digest(data),
+        molecules=len(data),
         minutes=round(minutes, 2),
         wall_minutes=round(wall_minutes, 2),
         final_loss=round(loss_ema, 4),
         parameters=sum(p.numel() for p in model.parameters()),
         samples=len(texts),
-        config_hash=params_hash(config),
+        config_hash=prior_cache_key(config),
         **{k: round(v, 4) for k, v in metrics.items()},
     )
     if out_dir is not None:
-        policy.save(out_dir)
-        (Path(out_dir) / "pretrain_report.json").write_text(report.model_dump_json(indent=2))
-        (Path(out_dir) / "pretrain_config.json").write_text(config.model_dump_json(indent=2))
+        save_prior(policy, report, config, Path(out_dir))
     return policy, report
+
+
+def _gate_failures(config: PretrainConfig, report: PretrainReport) -> list[str]:
+    problems = []
+    if not report.completed:
+        problems.append(f"the {config.max_minutes:g}-minute safety cap stopped it at {report.steps} of {report.max_steps} steps")
+    if report.validity < config.min_validity:
+        problems.append(f"only {report.validity:.0%} of its samples are valid (the gate is {config.min_validity:.0%})")
+    return problems
 
 
 def load_or_pretrain(
     config: PretrainConfig | None = None, root: str | Path | None = None, policy_config: PolicyConfig | None = None
 ) -> tuple[Policy, PretrainReport]:
-    """The cached prior for ``config`` if present, else pretrain it and cache it."""
+    """The shipped or cached prior for ``config`` if there is one, else pretrain it (and cache it if it passes).
+
+    A prior that was cut short by its safety cap, or whose validity is below
+    ``config.min_validity``, is returned for this run with a
+    :class:`LowQualityPrior` warning and saved beside the cache as
+    ``<hash>.rejected`` for inspection; the next run pretrains again.
+    """
     config = config or PretrainConfig()
-    directory = prior_dir(config, root)
+    directory = shipped_prior(config) if root is None else None
+    if directory is None:
+        directory = prior_dir(config, root)
     report_file = directory / "pretrain_report.json"
     if report_file.exists() and (directory / "config.json").exists():
         return Policy.load(directory, policy_config), PretrainReport.model_validate(json.loads(report_file.read_text()))
-    policy, report = pretrain(config, out_dir=directory)
+    policy, report = pretrain(config)
+    problems = _gate_failures(config, report)
+    target = directory.with_name(directory.name + ".rejected") if problems else directory
+    save_prior(policy, report, config, target)
+    if problems:
+        warnings.warn(
+            f"the SMILES prior {report.config_hash} is below the quality gate: {'; '.join(problems)}. It is used for "
+            f"this run only and not cached (kept in {target}); retrain with `arl prior pretrain`.",
+            LowQualityPrior, stacklevel=2,
+        )
     if policy_config is not None:
         policy = Policy(policy.model, policy.tokenizer, policy_config)
     return policy, report
+
+
+def save_prior(policy: Policy, report: PretrainReport, config: PretrainConfig, directory: Path) -> None:
+    """Write the prior to a temporary sibling, then rename: a crash never leaves half a cache entry."""
+    tmp = directory.with_name(directory.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    policy.save(tmp)
+    (tmp / "pretrain_report.json").write_text(report.model_dump_json(indent=2))
+    (tmp / "pretrain_config.json").write_text(config.model_dump_json(indent=2))
+    shutil.rmtree(directory, ignore_errors=True)
+    tmp.rename(directory)

@@ -732,6 +732,33 @@ class Ledger:
                 out[step][tier] = float(total or 0.0)
         return dict(out)
 
+    def step_metrics(self, run_id: str) -> list[dict[str, Any]]:
+        """Per completed step: reward mean and max, validity, seconds, and spend and calls per tier."""
+        spend: dict[int, dict[str, float]] = defaultdict(dict)
+        calls: dict[int, dict[str, int]] = defaultdict(dict)
+        with self._read() as s:
+            q = (
+                select(SpendRow.step, SpendRow.tier, func.sum(SpendRow.cost_s), func.sum(SpendRow.calls))
+                .where(SpendRow.run_id == run_id)
+                .group_by(SpendRow.step, SpendRow.tier)
+            )
+            for step, tier, cost, n in s.execute(q):
+                spend[step][tier] = float(cost or 0.0)
+                calls[step][tier] = int(n or 0)
+        out = []
+        for record in self.training_steps(run_id):
+            m = record.metrics
+            out.append({
+                "step": record.step,
+                "reward_mean": m.get("reward/mean"),
+                "reward_max": m.get("reward/max"),
+                "validity": m.get("reward/validity"),
+                "seconds": m.get("step/seconds"),
+                "spend_by_tier": spend.get(record.step, {}),
+                "calls_by_tier": calls.get(record.step, {}),
+            })
+        return out
+
     def record_step(self, record: TrainingStepRecord, checkpoint: CheckpointRecord | None = None) -> None:
         """Store a completed training step and advance the run's ``steps_done`` in the same transaction.
 
@@ -949,6 +976,7 @@ class Ledger:
             "verdicts_by_status": self.verdict_counts(keys),
             "checkpoints": len(self.checkpoints(run.id)),
             "lab_pending": len(self.lab_requests(Status.pending, run_id=run.id)),
+            "steps": self.step_metrics(run.id),
         }
 
     def top_candidates(self, run_id: str, n: int = 10) -> list[dict[str, Any]]:

@@ -28,6 +28,7 @@ from arl_flows.cli import verify as _verify  # noqa: E402,F401
 from arl_flows.cli import tasks as _tasks  # noqa: E402,F401
 from arl_flows.cli import bench as _bench  # noqa: E402,F401
 from arl_flows.cli import train as _train  # noqa: E402,F401
+from arl_flows.cli import prior as _prior  # noqa: E402,F401
 from arl_flows.cli import rerank as _rerank  # noqa: E402,F401
 
 __all__ = ["app", "main", "UserError", "console"]

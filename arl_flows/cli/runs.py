@@ -63,3 +63,23 @@ def show_run(
     for status, n in sorted(summary["verdicts_by_status"].items()):
         table.add_row(f"verdicts/{shown(status)}", str(n))
     console.print(table)
+    if summary["steps"]:
+        console.print(_steps_table(summary["steps"]))
+
+
+def _steps_table(steps: list[dict]) -> Table:
+    """Reward, validity, spend and calls of each completed step."""
+    table = Table(title="steps")
+    for col in ("step", "reward mean", "reward max", "validity", "spend (CPU-s)", "calls", "seconds"):
+        table.add_column(col)
+
+    def num(value: float | None, fmt: str) -> str:
+        return "" if value is None else format(value, fmt)
+
+    for row in steps:
+        table.add_row(
+            str(row["step"]), num(row["reward_mean"], ".3f"), num(row["reward_max"], ".3f"), num(row["validity"], ".0%"),
+            ", ".join(f"{shown(t)} {c:.1f}" for t, c in sorted(row["spend_by_tier"].items())),
+            ", ".join(f"{shown(t)} {n}" for t, n in sorted(row["calls_by_tier"].items())), num(row["seconds"], ".1f"),
+        )
+    return table

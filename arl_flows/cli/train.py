@@ -45,9 +45,15 @@ def _running_ui() -> dict[str, Any] | None:
 
 
 def _quiet_prefect(verbose: bool) -> None:
-    """Keep the terminal for the progress display; the Prefect UI has the logs."""
-    if not verbose:
-        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    """Keep the terminal for the progress display; Prefect's logs go to a file and the Prefect UI.
+
+    ``main`` has already pointed Prefect's logging at a file (``arl_flows.prefect_env``);
+    ``--verbose`` puts Prefect's own terminal logging back.
+    """
+    if verbose:
+        from arl_flows import prefect_env
+
+        prefect_env.terminal_logs()
     ui = _running_ui()
     if ui and "PREFECT_API_URL" not in os.environ:
         os.environ["PREFECT_API_URL"] = ui["api_url"]
@@ -82,7 +88,11 @@ class _ProgressView:
         if event == "pretrain":
             self.progress.update(self.task, description="pretraining the SMILES prior (cached afterwards)", info=str(payload))
         elif event == "run":
+            from arl_flows import prefect_env
+            from arl_flows.training import run_dir
+
             self.run_id = payload["run_id"]
+            prefect_env.log_to_run(run_dir(self.run_id))
             self.progress.update(self.task, description=f"run {payload['run_id'][:12]}", total=payload["steps"], completed=payload["start"], info="")
         elif event == "stage":
             self.progress.update(self.task, info=f"step {payload['step']}: {payload['stage']}")
@@ -104,6 +114,18 @@ def _summary_table(summary: dict[str, Any], rows: list[Any]) -> Table:
         calls = ", ".join(f"{k} {v}" for k, v in r.calls.items() if v)
         table.add_row(str(r.step), f"{r.reward_mean:.3f}", f"{r.reward_max:.3f}", f"{r.validity:.0%}", calls, f"{r.seconds:.1f}")
     return table
+
+
+def _reward_trend(rows: list[Any]) -> str:
+    """One line on how the reward moved: the first step's mean against the mean of the last third of the steps."""
+    means = [r.reward_mean for r in rows if math.isfinite(r.reward_mean)]
+    if len(means) < 2:
+        return ""
+    tail = means[-max(1, len(means) // 3):]
+    last = sum(tail) / len(tail)
+    word = "rose" if last > means[0] else "fell" if last < means[0] else "stayed"
+    span = f"step {rows[-len(tail)].step}" if len(tail) == 1 else f"steps {rows[-len(tail)].step}-{rows[-1].step}"
+    return f"reward mean {word}: {means[0]:.3f} at step {rows[0].step} -> {last:.3f} over {span} ({last - means[0]:+.3f})"
 
 
 def _check_ladder_and_policy(cfg: Any) -> None:
@@ -193,7 +215,9 @@ def run(
     finally:
         set_progress_listener(None)
     console.print(_summary_table(summary, view.rows))
-    spend = ", ".join(f"{t} {c:.1f} CPU-s" for t, c in sorted(summary["spend_by_tier"].items()))
+    if trend := _reward_trend(view.rows):
+        console.print(trend, markup=False)
+    spend = ", ".join(f"{shown(t)} {c:.1f} CPU-s" for t, c in sorted(summary["spend_by_tier"].items()))
     console.print(f"spend: {spend or 'none'}; {summary['trajectories']} trajectories; {time.perf_counter() - t0:.0f} s")
     console.print(f"run id: [bold]{summary['id']}[/]  (arl runs show {summary['id'][:12]}; arl report {summary['id'][:12]})")
 

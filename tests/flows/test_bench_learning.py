@@ -57,7 +57,7 @@ def test_top_k_auc_is_the_normalised_area_of_the_step_curve() -> None:
     assert top_k_auc([(0.0, 0.3)], 10.0) == pytest.approx(0.3)
 
 
-@pytest.mark.slow  # ~1 min for the tiny prior (shared with the other flow tests) + ~40 s of training and tiers
+@pytest.mark.slow  # ~40 s of training and tiers (the tiny prior is installed from tests/data, shared with the other flow tests)
 def test_benchmark_report_budget_and_uncharged_audits(flow_home, overrides, tmp_path) -> None:  # noqa: ANN001
     bench = _bench(overrides)
     report = learning_benchmark(bench, workdir=tmp_path / "work", cache=tmp_path / "memo.jsonl")

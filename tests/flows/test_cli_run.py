@@ -85,13 +85,21 @@ def test_arl_run_end_to_end_then_show_report_and_lab(prefect_harness, flow_home,
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
     assert "run id:" in out and "completed" in out and "Traceback" not in out
+    assert "reward mean rose" in out or "reward mean fell" in out or "reward mean stayed" in out
     run_id = Ledger(url).list_runs()[0].id
+    # Prefect's own logs went to the run's folder, not the terminal.
+    assert (flow_home / "runs" / run_id / "prefect.log").is_file() and "| INFO" not in out
 
     code, out = _main(["runs", "show", run_id[:10], "--url", url, "--json"], capsys)
     shown = json.loads(out)
     assert shown["status"] == "completed" and shown["steps_done"] == 2
     assert shown["trajectories"] == 16 and "fast" in shown["spend_by_tier"]
     assert sum(shown["verdicts_by_status"].values()) >= 1 and "best_reward" in shown
+    assert [s["step"] for s in shown["steps"]] == [0, 1]
+    for step in shown["steps"]:
+        assert 0.0 <= step["validity"] <= 1.0 and step["reward_max"] >= step["reward_mean"]
+        assert "fast" in step["spend_by_tier"] and step["calls_by_tier"]["fast"] >= 1
+    assert sum(s["spend_by_tier"].get("fast", 0.0) for s in shown["steps"]) == pytest.approx(shown["spend_by_tier"]["fast"])
 
     code, out = _main(["runs", "list", "--url", url, "--json"], capsys)
     assert json.loads(out)[0]["id"] == run_id

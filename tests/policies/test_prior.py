@@ -5,7 +5,18 @@ from __future__ import annotations
 import pytest
 import torch
 
-from policies import PretrainConfig, load_or_pretrain, prior_dir, sample_metrics
+from policies import (
+    LowQualityPrior,
+    PretrainConfig,
+    load_or_pretrain,
+    pretrain,
+    prior_cache_key,
+    prior_dir,
+    sample_metrics,
+)
+
+TINY = dict(n_layer=1, n_embd=32, n_head=2, batch_size=16, max_steps=5, max_molecules=300, eval_samples=20,
+            warmup_steps=1, min_validity=0.0)
 
 
 def test_sample_metrics_counts_valid_unique_novel():
@@ -21,8 +32,7 @@ def test_sample_metrics_counts_valid_unique_novel():
 
 
 def test_tiny_pretrain_reports_and_is_cached(tmp_path):
-    config = PretrainConfig(n_layer=1, n_embd=32, n_head=2, batch_size=16, max_steps=5, max_molecules=300,
-                            eval_samples=20, warmup_steps=1)
+    config = PretrainConfig(**TINY)
     policy, report = load_or_pretrain(config, root=tmp_path)
     assert report.steps == 5 and report.samples == 20
     assert 0 <= report.validity <= 1 and report.parameters == sum(p.numel() for p in policy.model.parameters())
@@ -33,3 +43,36 @@ def test_tiny_pretrain_reports_and_is_cached(tmp_path):
     for a, b in zip(policy.model.parameters(), again.model.parameters(), strict=True):
         assert torch.equal(a, b)
     assert prior_dir(config.model_copy(update={"seed": 1}), tmp_path) != directory
+
+
+def test_the_budget_is_steps_so_the_same_config_gives_the_same_prior():
+    config = PretrainConfig(**TINY)
+    a, report_a = pretrain(config)
+    b, report_b = pretrain(config.model_copy(update={"max_minutes": 500.0, "budget_clock": "cpu"}))
+    assert report_a.steps == report_b.steps == 5 and report_a.completed and report_b.completed
+    for x, y in zip(a.model.parameters(), b.model.parameters(), strict=True):
+        assert torch.equal(x, y)
+    # The safety cap and the gate do not change which prior a config names.
+    assert prior_cache_key(config) == prior_cache_key(config.model_copy(update={"max_minutes": 1.0, "min_validity": 0.5}))
+    assert prior_cache_key(config) != prior_cache_key(config.model_copy(update={"max_steps": 6}))
+    assert report_a.data_sha256 == report_b.data_sha256 and report_a.molecules == 300
+
+
+def test_a_prior_cut_short_by_the_safety_cap_is_reported_and_never_cached(tmp_path):
+    config = PretrainConfig(**TINY | {"max_steps": 10_000, "max_minutes": 1e-4})
+    with pytest.warns(LowQualityPrior, match="safety cap stopped it"):
+        _policy, report = load_or_pretrain(config, root=tmp_path)
+    assert report.truncated and report.steps < 10_000 and not report.completed
+    assert not prior_dir(config, tmp_path).exists()
+    assert (tmp_path / (prior_dir(config, tmp_path).name + ".rejected") / "pretrain_report.json").is_file()
+    with pytest.warns(LowQualityPrior):  # not cached, so the next call trains (and warns) again
+        load_or_pretrain(config, root=tmp_path)
+
+
+def test_a_prior_below_the_validity_gate_is_used_with_a_warning_and_not_cached(tmp_path):
+    config = PretrainConfig(**TINY | {"min_validity": 0.99})
+    with pytest.warns(LowQualityPrior, match="samples are valid"):
+        policy, report = load_or_pretrain(config, root=tmp_path)
+    assert report.completed and report.validity < 0.99 and policy is not None
+    assert not prior_dir(config, tmp_path).exists()
+

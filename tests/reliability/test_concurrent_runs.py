@@ -48,7 +48,7 @@ from counting_tier import read_count_log  # noqa: E402  (tests/reliability is on
 
 pytestmark = pytest.mark.slow
 
-STEPS = 3
+STEPS = 2
 LAB_REQUESTS = 8
 
 _LAB_SCRIPT = """

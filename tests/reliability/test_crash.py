@@ -1,7 +1,9 @@
 """Crash safety: a run killed at any moment resumes without losing or re-buying a verdict.
 
-The slow tests drive ``benchmarks/crash.py`` (real ``arl run`` subprocesses,
-SIGKILL / SIGTERM / SIGINT at random stages, then ``arl run --resume``). The
+The slow test drives ``benchmarks/crash.py`` (real ``arl run`` subprocesses):
+one run is signalled at every stage boundary of a step (SIGKILL, SIGTERM,
+SIGINT) and at random moments, and resumed after each. The soak tests run
+20 independent random SIGKILL trials and 6 SIGTERM/SIGINT ones. The
 default-suite tests check the harness's own bookkeeping on hand-made inputs
 and, in process, the narrowest window of a step: a crash after the
 checkpoint is on disk but before the step is recorded.
@@ -134,6 +136,28 @@ def _check(trials: list, n: int) -> dict:
 
 
 @pytest.mark.slow
+def test_signals_at_every_stage_boundary_and_random_moments_then_resume(tmp_path: Path) -> None:
+    """One run killed at each stage of a step (SIGTERM and Ctrl-C among them) and at random moments, resumed each time."""
+    kills = crash.stage_kills(random_kills=2, steps=2, seed=3)
+    report = crash.run_chain(kills, workdir=tmp_path, steps=2, seed=3)
+    assert report["problems"] == []
+    assert report["verdicts_lost"] == 0 and report["duplicate_top_calls"] == 0
+    assert sum(k["killed"] for k in report["kills"]) >= len(crash.STAGE_KILLS)
+    assert len(report["stages_hit"]) >= 4, report["stages_hit"]
+
+
+def test_chain_counts_a_stored_verdict_computed_again_as_a_duplicate() -> None:
+    segments = [
+        [("start", 1, "", "molecules:A"), ("done", 1, "ok", "molecules:A"), ("start", 1, "", "molecules:B")],
+        [("start", 2, "", "molecules:B"), ("start", 2, "", "molecules:A")],  # B was in flight; A was stored
+        [("start", 3, "", "molecules:C"), ("start", 3, "", "molecules:C")],  # twice in one process
+    ]
+    stored_before = [set(), {"molecules:A"}, {"molecules:A", "molecules:B"}]
+    assert crash._chain_top_calls(segments, stored_before) == (2, 1)
+    assert crash._chain_top_calls(segments[:2], [set(), set()]) == (0, 2)
+
+
+@pytest.mark.soak
 def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
     trials = crash.run_trials(20, ["kill"], seed=1, workdir=tmp_path)
     totals = _check(trials, 20)
@@ -142,7 +166,7 @@ def test_sigkill_at_random_moments_then_resume(tmp_path: Path) -> None:
     assert len(totals["stages_hit"]) >= 3, totals["stages_hit"]
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 def test_sigterm_and_ctrl_c_stop_cleanly_then_resume(tmp_path: Path) -> None:
     trials = crash.run_trials(6, ["term", "int"], seed=2, workdir=tmp_path)
     _check(trials, 6)

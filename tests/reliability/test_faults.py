@@ -196,7 +196,7 @@ def test_nan_result_of_xtb_is_a_failed_verdict() -> None:
     assert all(v.feedback == "bad result: value is nan: input should be a finite number" for v in verdicts), verdicts
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 def test_ten_percent_of_each_fault_across_2000_candidates() -> None:
     counts = _check_faulted_batch(_exact_mass, _molecules(2000), FaultPlan(fractions=TEN_PERCENT_EACH, seed=1), workers=2)
     print(f"\nfaults injected across 2000 candidates: {counts}")

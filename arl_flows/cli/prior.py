@@ -1,0 +1,124 @@
+"""``arl prior``: the SMILES prior a run starts from (shipped, cached, or pretrained on a step budget)."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+
+import typer
+
+from arl_flows.cli import app
+from arl_flows.cli._common import UserError, console, print_json
+
+prior_app = typer.Typer(help="The SMILES prior: where it comes from, and pretraining another one.", no_args_is_help=True)
+app.add_typer(prior_app, name="prior")
+
+CONFIG_OPTION = typer.Option(None, "--config", "-c", help="Run config (TOML) whose [prior] table to use; default: the built-in one.")
+
+
+def _prior_config(config: Path | None, profile: str, steps: int | None = None, seed: int | None = None):  # noqa: ANN202
+    from arl_flows.config import ConfigError, load_config
+
+    overrides: dict[str, object] = {}
+    if steps is not None:
+        overrides["max_steps"] = steps
+    if seed is not None:
+        overrides["seed"] = seed
+    try:
+        prior = load_config(config, profile).prior
+        return prior.model_validate(prior.model_dump() | overrides) if overrides else prior
+    except (ConfigError, ValueError) as exc:
+        raise UserError(" ".join(str(exc).split())) from None
+
+
+def _source(prior_config) -> tuple[str, Path | None]:  # noqa: ANN001
+    from policies import prior_dir, shipped_prior
+
+    shipped = shipped_prior(prior_config)
+    if shipped is not None:
+        return "shipped with the package", shipped
+    cached = prior_dir(prior_config)
+    if (cached / "pretrain_report.json").is_file():
+        return "cached", cached
+    return "not trained yet (the first run pretrains it)", None
+
+
+@prior_app.command("show")
+def show(
+    config: Path | None = CONFIG_OPTION,
+    profile: str = typer.Option("default", "--profile", help="Config profile ('default' or 'quick')."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Where the prior of a config comes from, and its pretraining report."""
+    import json
+
+    from policies import prior_cache_key
+
+    prior_config = _prior_config(config, profile)
+    source, directory = _source(prior_config)
+    report = json.loads((directory / "pretrain_report.json").read_text()) if directory else None
+    info = {"cache_key": prior_cache_key(prior_config), "source": source, "path": str(directory) if directory else None,
+            "report": report}
+    if as_json:
+        print_json(info)
+        return
+    console.print(f"prior {info['cache_key']}: {source}" + (f" ({directory})" if directory else ""), markup=False)
+    if report:
+        console.print(
+            f"{report['steps']} of {report.get('max_steps') or report['steps']} steps, {report['parameters']:,} parameters, "
+            f"validity {report['validity']:.1%}, uniqueness {report['uniqueness']:.1%}, novelty {report['novelty']:.1%} "
+            f"on {report['samples']} samples", markup=False,
+        )
+
+
+@prior_app.command("pretrain")
+def pretrain_command(
+    config: Path | None = CONFIG_OPTION,
+    profile: str = typer.Option("default", "--profile", help="Config profile ('default' or 'quick')."),
+    steps: int | None = typer.Option(None, "--steps", min=1, max=10_000_000, help="Step budget (overrides [prior] max_steps)."),
+    seed: int | None = typer.Option(None, "--seed", min=0, max=2**31 - 1, help="Seed (overrides [prior] seed)."),
+    force: bool = typer.Option(False, "--force", help="Retrain even if the prior is shipped or cached."),
+    ship: bool = typer.Option(False, "--ship", help="Write it into the package as the shipped default (for ARL's developers)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the pretraining report as JSON."),
+) -> None:
+    """Pretrain the prior of a config on its step budget and cache it by config hash (if it passes the gate)."""
+    from policies import SHIPPED_PRIOR_DIR, LowQualityPrior, load_or_pretrain, pretrain, prior_dir, save_prior
+
+    prior_config = _prior_config(config, profile, steps, seed)
+    source, directory = _source(prior_config)
+    if directory is not None and not force and not ship:
+        console.print(f"the prior is already {source} ({directory}); --force retrains it", markup=False)
+        return
+    if force and directory is not None and source == "cached":
+        shutil.rmtree(directory)
+    if not as_json:
+        console.print(f"pretraining the SMILES prior: {prior_config.max_steps} steps, seed {prior_config.seed}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LowQualityPrior)
+        if ship:
+            _policy, report = pretrain(prior_config)
+        else:
+            _policy, report = load_or_pretrain(prior_config)
+    problems = [str(w.message) for w in caught if issubclass(w.category, LowQualityPrior)]
+    if ship:
+        if not report.completed or report.validity < prior_config.min_validity:
+            raise UserError(f"not shipped: {report.steps}/{report.max_steps} steps, validity {report.validity:.1%} "
+                            f"(the gate is {prior_config.min_validity:.0%})")
+        save_prior(_policy, report, prior_config, SHIPPED_PRIOR_DIR)
+        where = SHIPPED_PRIOR_DIR
+    else:
+        where = prior_dir(prior_config)
+    if as_json:
+        print_json(report.model_dump(mode="json") | {"path": str(where), "cached": not problems})
+    else:
+        console.print(
+            f"{report.steps}/{report.max_steps} steps in {report.wall_minutes:.1f} min: validity {report.validity:.1%}, "
+            f"uniqueness {report.uniqueness:.1%}, novelty {report.novelty:.1%}", markup=False,
+        )
+    for problem in problems:
+        console.print(f"warning: {problem}", style="bold yellow", markup=False)
+    if problems:
+        raise typer.Exit(1)
+    if not as_json:
+        console.print(f"saved to {where}", markup=False)

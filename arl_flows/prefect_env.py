@@ -1,0 +1,171 @@
+"""The embedded Prefect that ``arl`` starts: offline, quiet, and kept under ``ARL_HOME``.
+
+Many machines that run verification-heavy training (HPC nodes, lab
+workstations) are offline. Prefect's defaults there print a telemetry
+traceback (``database is locked`` while the temporary server writes its
+telemetry session) and ``Failed to send telemetry`` lines, and send every
+library warning to the terminal, where ARL's progress bar should be.
+
+:func:`configure` runs before Prefect is first imported (Prefect reads its
+settings and logging config at import) and only fills in what the user has not
+set:
+
+- telemetry off: ``PREFECT_SERVER_ANALYTICS_ENABLED=false`` (the server's
+  telemetry service) and ``DO_NOT_TRACK=1`` (the SDK's events). Setting either
+  variable yourself turns it back on.
+- ``PREFECT_HOME`` under ``ARL_HOME`` (``~/.arl/prefect``), so the temporary
+  server's SQLite database lives with the ledger.
+- Prefect's logs (and any other library's log records) go to a file instead
+  of the terminal: ``$ARL_HOME/logs/prefect.log`` until a run starts, then
+  ``$ARL_HOME/runs/<run id>/prefect.log`` (:func:`log_to_run`). Flow and task
+  logs still reach the Prefect UI. ``--verbose`` keeps Prefect's own terminal
+  logging instead; so does a ``PREFECT_LOGGING_SETTINGS_PATH`` of your own.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+__all__ = ["PrefectLogFile", "configure", "log_to_run", "terminal_logs"]
+
+_LOG_ENV = "ARL_PREFECT_LOG"
+
+# Prefect's default logging.yml with its terminal handlers replaced by the file.
+_LOGGING_YML = """\
+version: 1
+disable_existing_loggers: False
+formatters:
+  standard:
+    (): prefect.logging.formatters.PrefectFormatter
+    format: "%(asctime)s.%(msecs)03d | %(levelname)-7s | %(name)s - %(message)s"
+    flow_run_fmt: "%(asctime)s.%(msecs)03d | %(levelname)-7s | Flow run %(flow_run_name)r - %(message)s"
+    task_run_fmt: "%(asctime)s.%(msecs)03d | %(levelname)-7s | Task run %(task_run_name)r - %(message)s"
+    datefmt: "%H:%M:%S"
+handlers:
+  file:
+    level: 0
+    class: arl_flows.prefect_env.PrefectLogFile
+    formatter: standard
+  api:
+    level: 0
+    class: prefect.logging.handlers.APILogHandler
+  worker_api:
+    level: 0
+    class: prefect.logging.handlers.WorkerAPILogHandler
+loggers:
+  prefect:
+    level: "${PREFECT_LOGGING_LEVEL}"
+  prefect.extra:
+    level: "${PREFECT_LOGGING_LEVEL}"
+    handlers: [api]
+    propagate: false
+  prefect.flow_runs:
+    level: NOTSET
+    handlers: [api]
+  prefect.task_runs:
+    level: NOTSET
+    handlers: [api]
+  prefect.workers:
+    level: NOTSET
+    handlers: [worker_api]
+  prefect.server:
+    level: "${PREFECT_SERVER_LOGGING_LEVEL}"
+  prefect.client:
+    level: "${PREFECT_LOGGING_LEVEL}"
+  prefect._internal:
+    level: "${PREFECT_INTERNAL_LOGGING_LEVEL}"
+    propagate: false
+    handlers: [file]
+  uvicorn:
+    level: "${PREFECT_SERVER_LOGGING_LEVEL}"
+    handlers: [file]
+    propagate: false
+  fastapi:
+    level: "${PREFECT_SERVER_LOGGING_LEVEL}"
+    handlers: [file]
+    propagate: false
+root:
+  level: WARNING
+  handlers: [file]
+"""
+
+
+class PrefectLogFile(logging.Handler):
+    """Appends log records to the file named by ``$ARL_PREFECT_LOG``; :func:`log_to_run` moves it.
+
+    Every instance in a process writes to the same, current file; the temporary
+    Prefect server (a subprocess) inherits the variable and keeps the first file.
+    """
+
+    _lock = threading.Lock()
+    _path: Path | None = None
+    _stream = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record)
+            with PrefectLogFile._lock:
+                stream = PrefectLogFile._open()
+                if stream is not None:
+                    stream.write(line + "\n")
+                    stream.flush()
+        except Exception:  # noqa: BLE001 - logging must never break the run
+            self.handleError(record)
+
+    @classmethod
+    def _open(cls):  # noqa: ANN206
+        path = os.environ.get(_LOG_ENV)
+        if not path:
+            return None
+        if cls._stream is None or cls._path != Path(path):
+            if cls._stream is not None:
+                cls._stream.close()
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            cls._stream = open(path, "a", encoding="utf-8")  # noqa: SIM115 - kept open for the process
+            cls._path = Path(path)
+        return cls._stream
+
+
+def configure(arl_home: Path, verbose: bool = False) -> Path | None:
+    """Set Prefect's environment before it is imported; returns the log file (None when logs stay on the terminal)."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    try:
+        (arl_home / "logs").mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None  # an unusable ARL_HOME is reported by the command itself, in one line
+    os.environ.setdefault("PREFECT_HOME", str(arl_home / "prefect"))
+    if verbose or "PREFECT_LOGGING_SETTINGS_PATH" in os.environ:
+        return None
+    settings = arl_home / "prefect-logging.yml"
+    try:
+        if not settings.is_file() or settings.read_text() != _LOGGING_YML:
+            tmp = settings.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(_LOGGING_YML)
+            tmp.replace(settings)
+    except OSError:
+        return None
+    os.environ["PREFECT_LOGGING_SETTINGS_PATH"] = str(settings)
+    log = arl_home / "logs" / "prefect.log"
+    os.environ.setdefault(_LOG_ENV, str(log))
+    return Path(os.environ[_LOG_ENV])
+
+
+def terminal_logs() -> None:
+    """Undo the file logging of :func:`configure` (call before Prefect is imported)."""
+    ours = os.environ.get("PREFECT_LOGGING_SETTINGS_PATH", "").endswith("prefect-logging.yml")
+    if ours and _LOG_ENV in os.environ:
+        del os.environ["PREFECT_LOGGING_SETTINGS_PATH"]
+        del os.environ[_LOG_ENV]
+
+
+def log_to_run(run_directory: Path) -> Path | None:
+    """From now on, this process's Prefect logs go to ``<run directory>/prefect.log``."""
+    if _LOG_ENV not in os.environ:
+        return None
+    path = run_directory / "prefect.log"
+    os.environ[_LOG_ENV] = str(path)
+    return path

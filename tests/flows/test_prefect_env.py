@@ -1,0 +1,77 @@
+"""The Prefect that `arl` starts is offline, quiet and kept under ARL_HOME (arl_flows.prefect_env)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arl_flows import prefect_env
+
+# Run in a fresh interpreter: Prefect reads its settings and logging config once, at import.
+_SCRIPT = """
+import logging, os, sys
+from pathlib import Path
+from arl_flows import prefect_env
+prefect_env.configure(Path(sys.argv[1]))
+from prefect import flow  # noqa: F401  (importing prefect.main configures logging from our file)
+from prefect.logging import get_logger
+get_logger("prefect.server").error("a server error line, e.g. database is locked")
+logging.getLogger("some.library").warning("a library warning")
+prefect_env.log_to_run(Path(sys.argv[1]) / "runs" / "abc")
+get_logger("prefect").warning("after the run started")
+print("settings", os.environ["PREFECT_HOME"], os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"], os.environ["DO_NOT_TRACK"])
+"""
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ARL_")) and k != "DO_NOT_TRACK"}
+    return env | extra
+
+
+def test_prefect_logs_go_to_files_under_arl_home_not_the_terminal(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    done = subprocess.run([sys.executable, "-c", _SCRIPT, str(home)], env=_clean_env(), capture_output=True, text=True,
+                          timeout=300, check=True)
+    assert done.stderr == "", done.stderr
+    assert done.stdout.strip() == f"settings {home / 'prefect'} false 1"
+    before = (home / "logs" / "prefect.log").read_text()
+    assert "database is locked" in before and "a library warning" in before
+    assert "after the run started" not in before
+    assert "after the run started" in (home / "runs" / "abc" / "prefect.log").read_text()
+
+
+def test_settings_the_user_made_are_kept(tmp_path: Path) -> None:
+    own_home = tmp_path / "own_prefect_home"
+    env = _clean_env(PREFECT_HOME=str(own_home), PREFECT_SERVER_ANALYTICS_ENABLED="true")
+    done = subprocess.run([sys.executable, "-c", _SCRIPT, str(tmp_path / "home")], env=env, capture_output=True,
+                          text=True, timeout=300, check=True)
+    assert done.stdout.strip() == f"settings {own_home} true 1"
+
+
+def _unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset what configure() sets, so that the test's own environment is restored afterwards."""
+    for key in ("PREFECT_LOGGING_SETTINGS_PATH", "ARL_PREFECT_LOG", "PREFECT_HOME", "PREFECT_SERVER_ANALYTICS_ENABLED",
+                "DO_NOT_TRACK"):
+        monkeypatch.setenv(key, "")  # recorded, so the original value (or its absence) comes back
+        monkeypatch.delenv(key)
+
+
+def test_verbose_puts_prefects_terminal_logging_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _unset(monkeypatch)
+    log = prefect_env.configure(tmp_path)
+    assert log == tmp_path / "logs" / "prefect.log"
+    assert Path(os.environ["PREFECT_LOGGING_SETTINGS_PATH"]).read_text().startswith("version: 1")
+    prefect_env.terminal_logs()
+    assert "PREFECT_LOGGING_SETTINGS_PATH" not in os.environ and "ARL_PREFECT_LOG" not in os.environ
+
+
+def test_an_unusable_arl_home_leaves_prefect_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _unset(monkeypatch)
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    assert prefect_env.configure(not_a_dir) is None
+    assert "PREFECT_HOME" not in os.environ and "PREFECT_LOGGING_SETTINGS_PATH" not in os.environ
