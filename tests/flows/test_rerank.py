@@ -111,3 +111,15 @@ def test_rich_output_escapes_user_text(tmp_path: Path) -> None:
                               f"sqlite:///{tmp_path / 'l.db'}", *TIERS])
     assert out.exit_code == 0, out.output
     assert "[bold red]hi[/]" in out.output and "[/x]" in out.output
+
+
+def test_a_line_without_candidates_is_sampled_from_a_policy(tmp_path: Path) -> None:
+    policy = Path(__file__).resolve().parents[1] / "data" / "tiny_prior"
+    path = _write(tmp_path, [{"prompt": "sample me", "window": [4.0, 5.0]}])
+    out = runner.invoke(app, ["rerank", "--input", str(path), "--n", "4", "--k", "4", "--budget", "20", "--json",
+                              "--policy-path", str(policy), "--ledger", f"sqlite:///{tmp_path / 'l.db'}", *TIERS])
+    assert out.exit_code == 0, out.output
+    [result] = json.loads(out.stdout)  # stderr may carry a model-loading progress bar
+    assert result["n"] == 4 and 1 <= len(result["top"]) <= 4  # duplicates among the samples count once
+    assert [t["rank"] for t in result["top"]] == list(range(1, len(result["top"]) + 1))
+    assert all(" " not in t["completion"] for t in result["top"])

@@ -142,3 +142,12 @@ def test_with_prefect_each_call_is_a_flow_run_with_tier_tasks(prefect_harness: s
         assert runs and runs[-1].state.is_completed()
         tasks = {t.name.split(" ")[0] for t in client.read_task_runs() if t.flow_run_id == runs[-1].id}
     assert {"rdkit-eht", "reference-table"} <= tasks
+
+
+def test_the_reward_api_does_not_import_prefect() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, arl_flows; arl_flows.TieredReward; print(any(m.split('.')[0] == 'prefect' for m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    assert done.stdout.strip() == "False"
