@@ -47,6 +47,9 @@ def test_humaneval_is_a_source_of_164_tasks_with_hidden_tests_out_of_the_prompt(
     # HumanEval/0's docstring examples are its visible part, with the reference's values.
     visible = get_task("HumanEval/0").visible_tests
     assert [(v.args, v.expected) for v in visible] == [([[1.0, 2.0, 3.0], 0.5], False), ([[1.0, 2.8, 3.0, 4.0, 5.0, 2.0], 0.3], True)]
+    # Examples in prose count too: HumanEval/95 writes 'check_dict_case({"a":"apple", "b":"banana"}) should return True.'
+    assert [v.args[0] for v in get_task("HumanEval/95").visible_tests][:2] == [
+        {"a": "apple", "b": "banana"}, {"a": "apple", "A": "banana", "B": "banana"}]  # fmt: skip
 
 
 def test_default_policy_rejects_no_canonical_humaneval_solution(humaneval):

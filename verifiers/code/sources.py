@@ -15,10 +15,11 @@ case is skipped with its reason (:class:`SourceLoad` says which).
 Visible and hidden parts:
 
 - **HumanEval** has one ``check`` function. Its calls are the hidden tests;
-  the docstring examples in the prompt (``>>> f(...)`` with literal
-  arguments) are the visible part the execution tier runs, with the
-  reference's return values. A prompt without such examples uses its first
-  hidden case as the visible check (the policy does not see it).
+  the examples in the prompt's docstring (calls of the function with literal
+  arguments: ``>>> f(1)``, ``f(1) == 2``, ``f(1) ➞ 2``) are the visible part
+  the execution tier runs, with the reference's return values. A prompt
+  without such examples uses its first hidden case as the visible check (the
+  policy does not see it).
 - **MBPP** has ``test_list`` (and ``challenge_test_list``). The prompt shows
   the first test, as MBPP's own prompts do, so its calls are the visible
   part; every test is hidden.
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import doctest
 import functools
 import gzip
 import json
@@ -164,20 +164,33 @@ def _record_format(record: dict[str, Any], fmt: str) -> str:
 
 
 def _docstring_calls(prompt: str, entry: str) -> list[str]:
-    """Argument lists of the prompt's ``>>> entry(...)`` examples whose arguments are literals, as JSON text."""
-    calls = []
-    for example in doctest.DocTestParser().get_examples(prompt):
+    """Argument lists of the calls of ``entry`` the prompt shows with literal arguments, as JSON text.
+
+    HumanEval writes its examples as doctests (``>>> f(1)``) or in prose (``f(1) == 2``, ``f(1) ➞ 2``,
+    ``f(1) should return 2``); every call of ``entry`` in the prompt but its ``def`` line counts. The values
+    come from the reference, not from the prose.
+    """
+    calls: list[str] = []
+    at = 0
+    while (at := prompt.find(entry + "(", at)) != -1:
+        begin, at = at, at + len(entry) + 1
+        if begin > 0 and (prompt[begin - 1].isalnum() or prompt[begin - 1] in "_."):
+            continue
+        if prompt[max(0, begin - 4) : begin] == "def ":
+            continue
+        depth, end = 1, at
+        while end < len(prompt) and depth:
+            depth += {"(": 1, ")": -1}.get(prompt[end], 0)
+            end += 1
         try:
-            node = ast.parse(example.source.strip(), mode="eval").body
-        except SyntaxError:
+            node = ast.parse(prompt[begin:end], mode="eval").body
+            if not isinstance(node, ast.Call) or node.keywords:
+                continue
+            args = json.dumps([ast.literal_eval(a) for a in node.args])
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             continue
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == entry and not node.keywords):
-            continue
-        try:
-            args = [ast.literal_eval(a) for a in node.args]
-            calls.append(json.dumps(args))
-        except (ValueError, TypeError, SyntaxError):
-            continue
+        if args not in calls:
+            calls.append(args)
     return calls
 
 
