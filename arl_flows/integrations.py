@@ -195,8 +195,11 @@ class TieredReward:
     the suite's). ``policy``/``routing``: the scheduler's escalation policy
     and what ``voi`` maximises ('advantage' for training, 'discovery' for
     finding hits). ``max_wait_s``: wall seconds after which a call starts no
-    new tier batch (default: ``budget_per_call``). ``history``: teach the
-    scheduler's surrogate from the ledger's paired verdicts first.
+    new tier batch (default: ``budget_per_call``). ``group_size``: TRL's
+    ``num_generations``, so that each run of that many completions is one
+    GRPO group for the scheduler (default: completions of the same prompt
+    text form one group). ``history``: teach the scheduler's surrogate from
+    the ledger's paired verdicts first.
     """
 
     def __init__(
@@ -212,6 +215,7 @@ class TieredReward:
         routing: Objective | str = Objective.advantage,
         max_wait_s: float | None = None,
         max_batch: int = 8,
+        group_size: int | None = None,
         run_name: str | None = None,
         history: bool = True,
         seed: int = 0,
@@ -228,6 +232,9 @@ class TieredReward:
         self.budget_per_call = float(budget_per_call)
         self.max_wait_s = float(max_wait_s) if max_wait_s is not None else self.budget_per_call
         self.max_batch = max_batch
+        if group_size is not None and group_size < 1:
+            raise ValueError(f"group_size must be at least 1 (TRL's num_generations), got {group_size}")
+        self.group_size = group_size
         self.suite: Suite = suite_for(self.config)
         self.ledger = ledger if ledger is not None else Ledger(ledger_url)
         self.ladder = build_ladder(self.config)
@@ -294,7 +301,7 @@ class TieredReward:
             for i, (ptext, text) in enumerate(zip(prompt_texts, texts)):
                 prompt = self._prompt(ptext, task_id[i] if task_id is not None else None)
                 records.setdefault(prompt.id, prompt)
-                group = group_of.setdefault(prompt.id, len(group_of))
+                group = i // self.group_size if self.group_size else group_of.setdefault(prompt.id, len(group_of))
                 cand, answer, turns = self.suite.completion(prompt, text)
                 candidates.append(cand)
                 n_tokens = len(completion_ids[i]) if completion_ids is not None else len(text) // 4  # the code reward's own estimate

@@ -121,7 +121,7 @@ def run_regime(regime: str, seed: int, args: argparse.Namespace, base_db: Path, 
     else:
         kw = {"policy": "all", "budget_per_call": math.inf, "max_wait_s": math.inf}
     reward = TieredReward("molecules", objective=(low, high), ledger_url=f"sqlite:///{db}", tiers=_ladder(args.top_cost),
-                          run_name=f"bench-trl-{regime}-s{seed}", seed=seed, **kw)
+                          run_name=f"bench-trl-{regime}-s{seed}", seed=seed, group_size=args.num_generations, **kw)
     marks = [args.budget * (i + 1) / args.audit_points for i in range(args.audit_points)]
     audited = Audited(reward, args.budget, marks, table, (low, high))
 

@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         ledger_url=args.ledger,
         tiers=tiers(args.top_tier, args.top_cost),
         policy=args.policy,
+        group_size=args.num_generations,
         run_name=args.run_name,
         seed=args.seed,
     )

@@ -151,3 +151,13 @@ def test_the_reward_api_does_not_import_prefect() -> None:
     code = "import sys, arl_flows; arl_flows.TieredReward; print(any(m.split('.')[0] == 'prefect' for m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
     assert done.stdout.strip() == "False"
+
+
+def test_group_size_splits_repeated_prompts_into_trl_groups(tmp_path: Path) -> None:
+    with TieredReward("molecules", objective=(3.0, 8.0), ledger_url=_url(tmp_path), tiers=TWO_TIERS, group_size=2) as reward:
+        reward(["same"] * 4, ["CCO", "CCN", "CCC", "CCO"])
+        rows = reward.ledger.step_trajectories(reward.run_id, 0)
+    groups = [t.group_id for t, _ in rows]
+    assert len(set(groups)) == 2 and groups[0] == groups[1] != groups[2] == groups[3]
+    with pytest.raises(ValueError, match="group_size"):
+        TieredReward("molecules", ledger_url=_url(tmp_path), tiers=TWO_TIERS, group_size=0)
