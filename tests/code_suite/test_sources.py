@@ -191,3 +191,20 @@ def test_humaneval_ids_resolve_in_a_process_that_never_loaded_the_source(monkeyp
         get_task("HumanEval/999")
     with pytest.raises(tasks.UnknownTask):
         get_task("mbpp/9001")  # a JSONL source registers its tasks only where it is loaded
+
+
+def test_a_verifier_in_a_fresh_process_loads_the_source_its_candidate_names(monkeypatch):
+    from verifiers.code import tasks
+
+    loaded = load_source(TaskSource(source="jsonl", path=str(MBPP)))
+    t = {x.id: x for x in loaded.tasks}["mbpp/9002"]
+    good = make_candidate(t.id, _answer(t.reference))
+    assert good.meta["task_source"] == {"source": "jsonl", "path": str(MBPP.resolve()), "format": "auto"}
+    monkeypatch.setattr(tasks, "_registered", {})  # as a Dask worker that never loaded the file
+    h = CodeTests({"limits": LIMITS, "own_run": False}).verify_batch([good])[0]
+    assert (h.status, h.value) == ("ok", 1.0), h.feedback
+    # Without the source it names, the task is unknown: invalid, and the feedback says so.
+    monkeypatch.setattr(tasks, "_registered", {})
+    orphan = good.model_copy(update={"meta": {}})
+    e = CodeExecution({"limits": LIMITS}).verify_batch([orphan])[0]
+    assert e.status == "invalid" and "unknown code task 'mbpp/9002'" in e.feedback

@@ -30,6 +30,7 @@ __all__ = [
     "check_code",
     "check_trajectory",
     "gate_for_execution",
+    "task_of",
     "verify_each",
 ]
 
@@ -199,12 +200,37 @@ class CodeFormat(Verifier[CodeFormatParams]):
         )
 
 
-def _task_allow(candidate: Candidate) -> list[str]:
-    """The builtins the candidate's task declared its solutions need; none for an unknown task."""
+def task_of(candidate: Candidate) -> Any:
+    """The candidate's task: bundled or registered, else loaded from the source its candidate names.
+
+    A run registers its source's tasks in its own process; a verifier in another process (a Dask worker)
+    loads the source from ``candidate.meta["task_source"]`` (set by ``make_candidate``) on first use.
+    Raises ``UnknownTask``.
+    """
     from verifiers.code.tasks import UnknownTask, get_task
 
+    task_id = candidate.task_id or ""
     try:
-        return list(get_task(candidate.task_id or "").allow)
+        return get_task(task_id)
+    except UnknownTask:
+        spec = candidate.meta.get("task_source")
+        if not isinstance(spec, dict):
+            raise
+    from verifiers.code.sources import TaskSource, load_source
+
+    try:
+        load_source(TaskSource.model_validate(spec))
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise UnknownTask(f"unknown code task {task_id!r}; its source {spec} could not be loaded: {exc}") from None
+    return get_task(task_id)
+
+
+def _task_allow(candidate: Candidate) -> list[str]:
+    """The builtins the candidate's task declared its solutions need; none for an unknown task."""
+    from verifiers.code.tasks import UnknownTask
+
+    try:
+        return list(task_of(candidate).allow)
     except UnknownTask:
         return []
 
@@ -214,10 +240,10 @@ def gate_for_execution(candidate: Candidate, enforce_policy: bool, policy: Any) 
 
     Returns (task, parsed trajectory), or the reason (feedback) the candidate must not run.
     """
-    from verifiers.code.tasks import UnknownTask, get_task
+    from verifiers.code.tasks import UnknownTask
 
     try:
-        task = get_task(candidate.task_id or "")
+        task = task_of(candidate)
     except UnknownTask as exc:
         return str(exc)
     if enforce_policy:

@@ -203,7 +203,7 @@ def make_candidate(task_id: str, answer_text: str) -> Candidate:
     """The verifier input for one code trajectory (``arl verify --suite code`` calls this)."""
     from verifiers.code.tasks import get_task
 
-    get_task(task_id)  # an unknown task is the caller's mistake; UnknownTask says which ids exist
+    task = get_task(task_id)  # an unknown task is the caller's mistake; UnknownTask says which ids exist
     canonical = canonical_code(answer_text)  # ASCII: json escapes lone surrogates too
     digest = f"{KEY_SCHEME}-" + hashlib.sha256(canonical.encode("ascii")).hexdigest()
     parsed = parse_answer(answer_text)
@@ -216,5 +216,7 @@ def make_candidate(task_id: str, answer_text: str) -> Candidate:
             "chars": len(answer_text),
             "format_ok": not isinstance(parsed, FormatError),
             "turns": 0 if isinstance(parsed, FormatError) else len(parsed.turns),
-        },
+        }
+        # A task of a source other than the bundled set: how to load it, for a verifier in a process that has not.
+        | ({"task_source": dict(task.source_spec)} if task.source_spec else {}),
     )

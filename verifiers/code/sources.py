@@ -124,7 +124,8 @@ def load_source(spec: TaskSource) -> SourceLoad:
     stat = path.stat()
     label = "humaneval" if spec.source == "humaneval" else str(path)
     fmt = "humaneval" if spec.source == "humaneval" else spec.format
-    loaded = _convert(str(path.resolve()), stat.st_mtime_ns, stat.st_size, fmt, label)
+    spec_fields = {"source": spec.source} | ({"path": str(path.resolve()), "format": spec.format} if spec.path else {})
+    loaded = _convert(str(path.resolve()), stat.st_mtime_ns, stat.st_size, fmt, label, json.dumps(spec_fields))
     register_tasks(loaded.tasks)
     return loaded
 
@@ -333,7 +334,7 @@ def _prompt(record: dict[str, Any], kind: str, entry: str) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def _convert(path: str, _mtime_ns: int, _size: int, fmt: str, label: str) -> SourceLoad:
+def _convert(path: str, _mtime_ns: int, _size: int, fmt: str, label: str, spec_json: str) -> SourceLoad:
     """Convert one file (cached on its path, modification time and size)."""
     records = _read_records(path)
     jobs, skipped = _jobs(records, fmt)
@@ -376,6 +377,7 @@ def _convert(path: str, _mtime_ns: int, _size: int, fmt: str, label: str) -> Sou
                 int_for_float=floats,
                 allow=allow,
                 source=label,
+                source_spec=json.loads(spec_json),
             )
         )
     return SourceLoad(tasks=tasks, skipped=skipped, dropped_cases=dropped)

@@ -87,6 +87,11 @@ class CodeTask(BaseModel):
         "granted for this task only.",
     )
     source: str = Field(default="bundled", description="Where the task came from: 'bundled', 'humaneval', a JSONL path.")
+    source_spec: dict[str, str] = Field(
+        default_factory=dict,
+        description="The TaskSource fields that load this task again (empty for bundled tasks): a candidate carries "
+        "them, so a verifier in another process can load the source it has not seen.",
+    )
 
     @model_validator(mode="after")
     def _has_visible_check(self) -> CodeTask:
