@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from policies import (
+    SHIPPED_PRIOR_DIR,
     LowQualityPrior,
     PretrainConfig,
     load_or_pretrain,
@@ -13,6 +14,7 @@ from policies import (
     prior_cache_key,
     prior_dir,
     sample_metrics,
+    shipped_prior,
 )
 
 TINY = dict(n_layer=1, n_embd=32, n_head=2, batch_size=16, max_steps=5, max_molecules=300, eval_samples=20,
@@ -76,3 +78,13 @@ def test_a_prior_below_the_validity_gate_is_used_with_a_warning_and_not_cached(t
     assert report.completed and report.validity < 0.99 and policy is not None
     assert not prior_dir(config, tmp_path).exists()
 
+
+def test_the_default_prior_ships_with_the_package_and_passes_its_gate():
+    config = PretrainConfig()
+    assert shipped_prior(config) == SHIPPED_PRIOR_DIR
+    assert shipped_prior(config.model_copy(update={"seed": 1})) is None
+    policy, report = load_or_pretrain(config)  # loaded from the package: no pretraining here
+    assert report.completed and report.steps == config.max_steps == 4000
+    assert report.validity >= config.min_validity and report.config_hash == prior_cache_key(config)
+    assert report.parameters == sum(p.numel() for p in policy.model.parameters())
+    assert len(report.data_sha256) == 64 and report.molecules > 20_000
