@@ -597,7 +597,8 @@ def rerank(
                 for r, d in enumerate(rank_details(details)[:k])
             ]
             out.append(
-                RerankResult(prompt=item.prompt or (item.task_id or ""), n=len(candidates), top=top,
+                RerankResult(prompt=item.prompt or item.task_id or (f"gap {key[0]:g}-{key[1]:g} eV" if key else ""),
+                             n=len(candidates), top=top,
                              spend_s=summary.spend_s if summary else 0.0, calls=summary.calls if summary else {},
                              run_id=reward.run_id)
             )
