@@ -136,7 +136,7 @@ class RunConfig(_Section):
         default_factory=lambda: [
             TierConfig(verifier="rdkit-eht"),
             TierConfig(verifier="gfn2-xtb", params={"threads": 1}),
-            TierConfig(verifier="pyscf-b3lyp", params={"basis": "6-31g", "threads": 1}),
+            TierConfig(verifier="pyscf-b3lyp", params={"basis": "6-31g", "threads": 1, "workers": 2}),
         ],
         description="The verifier ladder, cheapest first; the last is the top tier the rewards estimate.",
     )
@@ -306,7 +306,10 @@ def read_toml(p: Path) -> dict[str, Any]:
 
 
 def load_config(path: str | Path | None = None, profile: str = "default", overrides: dict[str, Any] | None = None) -> RunConfig:
-    """Read and validate a TOML run config (None: the built-in default), then apply a profile."""
+    """Read and validate a TOML run config (None: the built-in default), then apply a profile.
+
+    ``overrides`` (the command line's ``--steps``, ``--name``, ...) win over the file and over the profile.
+    """
     if profile not in PROFILES:
         raise ConfigError(f"unknown profile {profile!r}; allowed: {', '.join(PROFILES)}")
     data: dict[str, Any] = {}
@@ -320,4 +323,7 @@ def load_config(path: str | Path | None = None, profile: str = "default", overri
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, source)) from None
-    return PROFILES[profile](config)
+    config = PROFILES[profile](config)
+    if overrides and profile != "default":
+        config = RunConfig.model_validate(config.model_dump() | overrides)
+    return config

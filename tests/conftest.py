@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import sysconfig
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -106,3 +110,44 @@ def ledger(db_url: str):  # noqa: ANN201
     led = Ledger(db_url)
     yield led
     led.close()
+
+
+@dataclass(frozen=True)
+class InstalledWheel:
+    """ARL built as a wheel and installed into a fresh venv (see :func:`installed_wheel`)."""
+
+    wheel: Path
+    python: Path
+    site: Path
+
+    @property
+    def arl(self) -> Path:
+        return self.python.with_name("arl")
+
+
+@pytest.fixture(scope="session")
+def installed_wheel(tmp_path_factory: pytest.TempPathFactory) -> InstalledWheel:
+    """ARL's wheel (``pip wheel .``) installed into a fresh venv, built once per test session.
+
+    The venv gets ARL from the wheel alone. Its third-party dependencies
+    (torch, rdkit, prefect, ...) come from the test's own environment through a
+    ``.pth`` line, so nothing is downloaded; the project's editable install there
+    is not active in the new venv (a directory named by a ``.pth`` line is added
+    to ``sys.path`` without processing the ``.pth`` files inside it).
+    """
+    root = Path(__file__).resolve().parents[1]
+    work = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(root), "--no-deps", "--no-build-isolation", "-q", "-w", str(work)],
+        check=True, cwd=work, capture_output=True, text=True, timeout=600,
+    )
+    (wheel,) = work.glob("arl-*.whl")
+    venv = work / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    (site / "_arl_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)],
+                   check=True, capture_output=True, text=True, timeout=600)
+    return InstalledWheel(wheel=wheel, python=python, site=site)

@@ -130,3 +130,12 @@ def test_arl_run_end_to_end_then_show_report_and_lab(prefect_harness, flow_home,
     assert code == 0 and "consistent" in out
     code, out = _main(["run", "--resume", run_id, "--url", url], capsys)
     assert code == 2 and "already completed" in out
+
+
+def test_command_line_overrides_win_over_the_profile() -> None:
+    from arl_flows.config import load_config
+
+    quick = load_config(None, "quick")
+    assert quick.steps == 3 and quick.tiers[-1].verifier == "reference-table"
+    one = load_config(None, "quick", overrides={"steps": 1, "name": "smoke"})
+    assert (one.steps, one.name) == (1, "smoke") and one.tiers == quick.tiers and one.trainer == quick.trainer

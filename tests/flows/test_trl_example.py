@@ -60,22 +60,9 @@ def test_trl_grpo_example_writes_its_run_and_reuses_verdicts(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-def test_the_example_runs_against_an_installed_wheel(tmp_path: Path) -> None:
-    """ARL from a wheel in a fresh venv (dependencies through a .pth line), the example run from another directory."""
-    import sysconfig
-
-    out = tmp_path / "wheel"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
-                   check=True, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    (wheel,) = out.glob("arl-*.whl")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
-    python = venv / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               check=True, capture_output=True, text=True).stdout.strip())
-    (site / "_arl_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)],
-                   check=True, capture_output=True, text=True, timeout=600)
+def test_the_example_runs_against_an_installed_wheel(installed_wheel, tmp_path: Path) -> None:  # noqa: ANN001
+    """ARL from a wheel in a fresh venv (tests/conftest.py), the example run from another directory."""
+    python, site = installed_wheel.python, installed_wheel.site
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     example = elsewhere / "trl_grpo.py"

@@ -1,4 +1,4 @@
-"""Learning actually happens: GRPO from a quickly pretrained prior raises a cheap RDKit reward."""
+"""Learning actually happens: GRPO from the shipped prior raises a cheap RDKit reward."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from rdkit import Chem, rdBase
 
 from policies import GRPOLossConfig, PolicyTrainer, PretrainConfig, TrainerConfig, goal_prompt_ids, load_or_pretrain
 
-# The default architecture with a third of the default budget, in CPU time so that a loaded CI
-# machine trains as far as a free one would (the test home is fresh, so this pretrains every run).
-QUICK_PRIOR = PretrainConfig(budget_clock="cpu", num_threads=1, max_minutes=3.0, eval_samples=200)
+# The default prior, shipped with the package (policies/data/smiles_prior): loaded, never pretrained here.
+DEFAULT_PRIOR = PretrainConfig()
 
 
 def at_least_two_nitrogens(texts: list[str]) -> list[float]:
@@ -26,7 +25,7 @@ def at_least_two_nitrogens(texts: list[str]) -> list[float]:
 @pytest.mark.slow
 def test_grpo_raises_the_nitrogen_reward_and_moves_every_parameter():
     torch.manual_seed(0)
-    policy, _ = load_or_pretrain(QUICK_PRIOR)
+    policy, _ = load_or_pretrain(DEFAULT_PRIOR)
     tok = policy.tokenizer
     prompts = [goal_prompt_ids(tok, lo, lo + 0.5) for lo in (4.0, 5.0, 5.5, 6.0, 6.5, 7.0, 7.5, 8.0)]
 
