@@ -132,9 +132,9 @@ def test_arbitrary_text(tmp_path_factory: pytest.TempPathFactory, text: str) -> 
     _check(tmp_path_factory.mktemp("cfg"), text)
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 def test_slow_config_fuzzing_runs_thousands() -> None:
-    """The slow suite re-runs the properties with 2,500 examples each (7,500 configs)."""
+    """The soak run re-runs the properties with 2,500 examples each (7,500 configs)."""
     import subprocess
     import sys
 
