@@ -5,6 +5,11 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
+# Test files spread over this many pytest-xdist workers (a file's tests stay on one worker, so module and
+# session fixtures are built once per worker). Many tests wait on subprocesses and servers: 2 workers on
+# 2 cores took the suite from 10.7 to 6.2 minutes. WORKERS=0 runs in one process.
+WORKERS ?= 2
+XDIST := $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
 
 .PHONY: setup run test test-fast test-all clean
 
@@ -21,17 +26,17 @@ run: setup
 	$(BIN)/arl db upgrade
 	$(BIN)/arl run
 
-# CI's command: everything but the soak runs (about 10 minutes on 2 cores).
+# CI's command: everything but the soak runs (about 6 minutes on 2 cores, setup aside).
 test: setup
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
 
 # Skips the slow tests too (a couple of minutes).
 test-fast: setup
-	$(BIN)/pytest -m 'not slow and not soak' $(PYTEST_ARGS)
+	$(BIN)/pytest $(XDIST) -m 'not slow and not soak' $(PYTEST_ARGS)
 
 # Everything, soak runs included (random SIGKILL trials, the 2,000-candidate fault run, 20k fuzzed inputs).
 test-all: setup
-	$(BIN)/pytest -m '' $(PYTEST_ARGS)
+	$(BIN)/pytest $(XDIST) -m '' $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
