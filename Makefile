@@ -11,14 +11,21 @@ PYTEST_ARGS ?=
 WORKERS ?= 2
 XDIST := $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
 
-.PHONY: setup run test test-fast test-all clean
+.PHONY: setup setup-dev run test test-fast test-all clean
 
+# What a run needs; `setup-dev` adds the test tools and the PostgreSQL and Dask extras on top
+# (TRL, Playwright, ... take a minute more to install, which a first `make run` does not need to pay).
 setup: $(VENV)/.installed
+setup-dev: $(VENV)/.installed-dev
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
 	$(BIN)/pip install --quiet -e '.[dev,postgres,dask]'
 	touch $@
 
@@ -27,15 +34,15 @@ run: setup
 	$(BIN)/arl run
 
 # CI's command: everything but the soak runs (about 6 minutes on 2 cores, setup aside).
-test: setup
+test: setup-dev
 	$(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
 
 # Skips the slow tests too (a couple of minutes).
-test-fast: setup
+test-fast: setup-dev
 	$(BIN)/pytest $(XDIST) -m 'not slow and not soak' $(PYTEST_ARGS)
 
 # Everything, soak runs included (random SIGKILL trials, the 2,000-candidate fault run, 20k fuzzed inputs).
-test-all: setup
+test-all: setup-dev
 	$(BIN)/pytest $(XDIST) -m '' $(PYTEST_ARGS)
 
 clean:

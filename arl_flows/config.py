@@ -146,7 +146,7 @@ class RunConfig(_Section):
     scheduler: SchedulerConfig = Field(
         default_factory=lambda: SchedulerConfig(
             policy="voi", objective="advantage", target_low=3.0, target_high=4.0, window_softness=0.5,
-            budget_per_step=40.0, budget_per_run=240.0,
+            budget_per_step=30.0, budget_per_run=160.0,
         )
     )
     hindsight: HindsightConfig = Field(default_factory=HindsightConfig)

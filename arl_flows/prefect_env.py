@@ -20,6 +20,8 @@ set:
   ``$ARL_HOME/runs/<run id>/prefect.log`` (:func:`log_to_run`). Flow and task
   logs still reach the Prefect UI. ``--verbose`` keeps Prefect's own terminal
   logging instead; so does a ``PREFECT_LOGGING_SETTINGS_PATH`` of your own.
+- 180 s instead of 20 s for the temporary Prefect server to start, which a
+  busy machine needs (``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``).
 - no progress bars or advisory warnings from the Hugging Face libraries (they
   would draw over ARL's own bar each time a checkpoint is written):
   ``HF_HUB_DISABLE_PROGRESS_BARS=1``, ``TRANSFORMERS_VERBOSITY=error``.
@@ -136,6 +138,8 @@ def configure(arl_home: Path, verbose: bool = False) -> Path | None:
     """Set Prefect's environment before it is imported; returns the log file (None when logs stay on the terminal)."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
+    # Prefect gives its temporary server 20 s to start; on a loaded machine that is not enough.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:

@@ -55,7 +55,8 @@ def test_settings_the_user_made_are_kept(tmp_path: Path) -> None:
 def _unset(monkeypatch: pytest.MonkeyPatch) -> None:
     """Unset what configure() sets, so that the test's own environment is restored afterwards."""
     for key in ("PREFECT_LOGGING_SETTINGS_PATH", "ARL_PREFECT_LOG", "PREFECT_HOME", "PREFECT_SERVER_ANALYTICS_ENABLED",
-                "DO_NOT_TRACK", "HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_VERBOSITY"):
+                "DO_NOT_TRACK", "HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_VERBOSITY",
+                "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"):
         monkeypatch.setenv(key, "")  # recorded, so the original value (or its absence) comes back
         monkeypatch.delenv(key)
 
