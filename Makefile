@@ -1,6 +1,7 @@
 # One-command setup over a local virtual environment (.venv).
 # torch is installed first, pinned, so pip takes the CPU build on this disk
-# instead of pulling gigabytes of CUDA wheels.
+# instead of pulling gigabytes of CUDA wheels. --no-compile: Python compiles the
+# modules a run imports on first use instead of every file of every package now.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -21,12 +22,12 @@ setup-dev: $(VENV)/.installed-dev
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet --no-compile torch==2.13.0
+	$(BIN)/pip install --quiet --no-compile -e .
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(BIN)/pip install --quiet -e '.[dev,postgres,dask]'
+	$(BIN)/pip install --quiet --no-compile -e '.[dev,postgres,dask]'
 	touch $@
 
 run: setup
