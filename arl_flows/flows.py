@@ -225,12 +225,31 @@ def _training_loop(
         # to the CLI's handler afterwards); both mean a clean stop, not a failure.
         status = RunStatus.interrupted
         raise
+    except Exception as exc:
+        # A Ctrl-C that lands while Prefect is still creating a task run surfaces as Prefect's
+        # own error ("Task run is not set") raised while handling it: still a clean stop.
+        if not _raised_by_a_stop(exc):
+            raise
+        status = RunStatus.interrupted
+        raise KeyboardInterrupt(f"interrupted while Prefect was starting a task ({type(exc).__name__})") from exc
     finally:
         session.finish(status)
         _SESSIONS.pop(run.id, None)
         _emit("finished", {"run_id": run.id, "status": status.value})
     _publish_artifacts(ledger, run.id)
     return ledger.run_summary(run.id)
+
+
+def _raised_by_a_stop(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while a KeyboardInterrupt or TerminationSignal was being handled."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, (KeyboardInterrupt, TerminationSignal)):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _max_batch(config: RunConfig) -> int:

@@ -183,9 +183,13 @@ ATTACKS2: list[tuple[str, str, str, str]] = [
      "    q = libc.mq_open(f'/fill{i}'.encode(), os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o600, ctypes.byref(a))\n"
      "    if q < 0:\n        break\n    while libc.mq_send(q, body, 8192, 0) == 0:\n        total += 8192\nprint('PINNED', total)\n"),
     ("fork-allocate-total", "memory-pinning", "sum-to-n",  # each child within RLIMIT_AS; together far past it
-     "import os, time\nr, w = os.pipe()\nfor _ in range(6):\n    if os.fork() == 0:\n        b = bytearray(150 << 20)\n"
-     "        for j in range(0, len(b), 4096):\n            b[j] = 1\n        os.write(w, b'x')\n        time.sleep(1)\n"
-     "        os._exit(0)\nos.close(w)\ngot = 0\nwhile os.read(r, 1):\n    got += 1\n    print('PINNED', got * (150 << 20), flush=True)\n"),
+     # Each child holds its memory until the parent is done (not for a fixed time, which on a busy machine can
+     # end before the next child has touched its pages), so every PINNED line counts memory held at once.
+     "import os, select\nr, w = os.pipe()\nhold_r, hold_w = os.pipe()\nfor _ in range(6):\n    if os.fork() == 0:\n"
+     "        os.close(hold_w)\n        b = bytearray(150 << 20)\n        for j in range(0, len(b), 4096):\n"
+     "            b[j] = 1\n        os.write(w, b'x')\n        os.read(hold_r, 1)\n        os._exit(0)\n"
+     "os.close(w)\nos.close(hold_r)\ngot = 0\nwhile select.select([r], [], [], 3)[0] and os.read(r, 1):\n"
+     "    got += 1\n    print('PINNED', got * (150 << 20), flush=True)\n"),
     ("memfd-fork-fill", "memory-pinning", "sum-to-n",  # each child pins its own open_files x file_size_mb of memfds
      "import os, signal, time\nsignal.signal(signal.SIGXFSZ, signal.SIG_IGN)\nr, w = os.pipe()\nchunk = b'z' * (1 << 20)\n"
      "for _ in range(6):\n    if os.fork() == 0:\n        fds = []\n        try:\n            for i in range(64):\n"

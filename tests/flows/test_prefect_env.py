@@ -76,3 +76,21 @@ def test_an_unusable_arl_home_leaves_prefect_alone(tmp_path: Path, monkeypatch: 
     not_a_dir.write_text("")
     assert prefect_env.configure(not_a_dir) is None
     assert "PREFECT_HOME" not in os.environ and "PREFECT_LOGGING_SETTINGS_PATH" not in os.environ
+
+
+def test_an_error_raised_while_prefect_handles_a_ctrl_c_counts_as_a_stop() -> None:
+    from prefect.exceptions import TerminationSignal
+
+    from arl_flows.flows import _raised_by_a_stop
+
+    def prefect_handling(stop: BaseException) -> None:
+        try:
+            raise stop
+        except BaseException:  # noqa: BLE001 - what Prefect's handle_crash does, then fails itself
+            raise ValueError("Task run is not set")  # noqa: B904
+
+    for stop in (KeyboardInterrupt(), TerminationSignal(signal=15)):
+        with pytest.raises(ValueError) as info:
+            prefect_handling(stop)
+        assert _raised_by_a_stop(info.value)
+    assert not _raised_by_a_stop(ValueError("a real bug"))
