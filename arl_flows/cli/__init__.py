@@ -36,12 +36,10 @@ __all__ = ["app", "main", "UserError", "console"]
 
 def main() -> None:
     """Console-script entry point: user mistakes get one line and exit code 2, never a traceback (``_errors``)."""
-    import os
-    from pathlib import Path
-
     from arl_flows import prefect_env
+    from arl_flows.cli._common import arl_home
     from arl_flows.cli._errors import run_app
 
     # Before anything imports Prefect: offline, quiet, under ARL_HOME.
-    prefect_env.configure(Path(os.environ.get("ARL_HOME", Path.home() / ".arl")))
+    prefect_env.configure(arl_home())
     run_app(app)

@@ -17,18 +17,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, open_ledger, print_json, shown
+from arl_flows.cli._common import UserError, arl_home, console, open_ledger, print_json, shown
 
 URL_OPTION = typer.Option(None, "--url", help="Ledger URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db).")
 UI_HOST, UI_PORT = "127.0.0.1", 4200
 
 
-def _arl_home() -> Path:
-    return Path(os.environ.get("ARL_HOME", Path.home() / ".arl"))
-
-
 def _ui_state_file() -> Path:
-    return _arl_home() / "ui.json"
+    return arl_home() / "ui.json"
 
 
 def _running_ui() -> dict[str, Any] | None:
