@@ -462,8 +462,8 @@ def _aggregate(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _held_out(top: Verifier, ladder: Sequence[Verifier], memo: VerdictMemo, n: int, seed: int) -> list[tuple[Candidate, dict[str, float]]]:
     """``n`` QM9 molecules drawn at random with every tier's ok value (the top tier answers from the table)."""
-    from storage.datasets import load_qm9_gaps
-    from verifiers.chem.molecules import make_candidate
+    from arl_flows.suites.molecules.datasets import load_qm9_gaps
+    from arl_flows.suites.molecules.chemistry import make_candidate
 
     data = load_qm9_gaps()
     rng = random.Random(seed)

@@ -1,10 +1,12 @@
 """Run configuration: one TOML file, validated by pydantic, one model per concern.
 
 Sections reuse the models of the packages that own them, so every field is
-documented once, where it is declared: ``[prior]`` is
-``policies.PretrainConfig``, ``[trainer]`` is ``policies.TrainerConfig``,
-``[scheduler]`` is ``verifiers.scheduler.SchedulerConfig``. A bad field gives
-one line naming the field and what is allowed (:func:`load_config`).
+documented once, where it is declared: ``[trainer]`` is
+``policies.TrainerConfig``, ``[scheduler]`` is
+``verifiers.scheduler.SchedulerConfig``, and ``[options]`` is the suite's own
+``Options`` model. The suite (``suite = "NAME"``) fills in the sections a
+config leaves out: its ladder, its scheduler settings, its hindsight. A bad
+field gives one line naming the field and what is allowed (:func:`load_config`).
 """
 
 from __future__ import annotations
@@ -14,20 +16,20 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from policies import PretrainConfig, TrainerConfig
-from verifiers.code import CodeTaskChoice, RewardWeights
+from policies import TrainerConfig
 from verifiers.scheduler import SchedulerConfig
 
 __all__ = [
-    "PROFILES",
     "ConfigError",
     "HindsightConfig",
     "RolloutConfig",
     "RunConfig",
     "TierConfig",
     "load_config",
+    "profiles",
+    "stored_fields",
     "read_toml",
 ]
 
@@ -62,21 +64,6 @@ class RolloutConfig(_Section):
     prompts_per_step: int = Field(
         default=4, ge=1, le=MAX_PROMPTS_PER_STEP, description="Goal prompts per step; each gets trainer.group_size samples."
     )
-    goal_windows: list[tuple[float, float]] = Field(
-        default_factory=list,
-        max_length=1000,
-        description="Goal windows (low, high) in eV to prompt with, cycled over prompts; empty: the scheduler's target window.",
-    )
-
-    @field_validator("goal_windows")
-    @classmethod
-    def _windows_are_finite_and_ordered(cls, windows: list[tuple[float, float]]) -> list[tuple[float, float]]:
-        for i, (low, high) in enumerate(windows):
-            if not (math.isfinite(low) and math.isfinite(high)):
-                raise ValueError(f"window {i} ({low}, {high}) must be two finite numbers in eV, e.g. [3.0, 4.0]")
-            if not low < high:
-                raise ValueError(f"window {i} ({low}, {high}) needs low below high; write it as [{min(low, high)}, {max(low, high)}]")
-        return windows
 
 
 class HindsightConfig(_Section):
@@ -112,53 +99,45 @@ class RunConfig(_Section):
         max_length=MAX_NAME_LENGTH,
         description="Run name shown in `arl runs list` and the Prefect UI (printable text, one line).",
     )
-    suite: Literal["molecules", "code"] = Field(
+    suite: str = Field(
         default="molecules",
-        description="Task suite: 'molecules' (design by gap window, tiny SMILES policy) or 'code' (Python tasks; "
-        "needs policy_path).",
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        description="The problem: a suite name (`arl suites list`: the built-in 'molecules' and 'code', or one a "
+        "package registers) or a 'package.module:Class' reference. It supplies the defaults of the sections below.",
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The suite's own options (`arl suites show NAME` lists them), validated by the suite.",
     )
     policy_path: str | None = Field(
         default=None,
         description="Local directory of a transformers causal LM (+ tokenizer) to train; never downloaded. "
-        "None: the suite's built-in policy (molecules: the pretrained SMILES prior).",
+        "None: the suite's own policy, if it ships one.",
     )
-    code_tasks: CodeTaskChoice = Field(
-        default_factory=list,
-        description="Code-suite tasks to prompt with: bundled task ids (empty: all bundled), or a source, "
-        "{source = 'humaneval'} or {source = 'jsonl', path = 'FILE'} (HumanEval or MBPP records).",
-    )
-    code_reward: RewardWeights = Field(default_factory=RewardWeights, description="Weights of the code reward.")
     steps: int = Field(
         default=6, ge=1, le=MAX_STEPS, description="Training steps (rollout -> verify -> GRPO -> hindsight -> checkpoint)."
     )
     seed: int = Field(default=0, description="Seeds sampling (per step) and the scheduler.")
     tiers: list[TierConfig] = Field(
-        default_factory=lambda: [
-            TierConfig(verifier="rdkit-eht"),
-            TierConfig(verifier="gfn2-xtb", params={"threads": 1}),
-            TierConfig(verifier="pyscf-b3lyp", params={"basis": "6-31g", "threads": 1, "workers": 2}),
-        ],
-        description="The verifier ladder, cheapest first; the last is the top tier the rewards estimate.",
+        default_factory=list,
+        description="The verifier ladder, cheapest first; the last is the top tier the rewards estimate "
+        "(default: the suite's ladder).",
     )
-    prior: PretrainConfig = Field(default_factory=PretrainConfig, description="The SMILES prior (pretrained once, cached).")
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     trainer: TrainerConfig = Field(default_factory=lambda: TrainerConfig(group_size=8, lr=5e-5, max_new_tokens=48))
-    scheduler: SchedulerConfig = Field(
-        default_factory=lambda: SchedulerConfig(
-            policy="voi", objective="advantage", target_low=3.0, target_high=4.0, window_softness=0.5,
-            budget_per_step=30.0, budget_per_run=160.0,
-        )
-    )
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig, description="Routing and budget (default: the suite's).")
     hindsight: HindsightConfig = Field(default_factory=HindsightConfig)
     device: str = Field(default="cpu", description="Torch device of the policy ('cpu', 'cuda:0').")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(default="float32", description="Policy weight dtype.")
     task_runner: Literal["threads", "dask", "ray"] = Field(default="threads", description="Where verifier tier tasks run.")
     dask_address: str | None = Field(default=None, description="tcp://HOST:PORT of a Dask scheduler; None starts a LocalCluster.")
     tier_concurrency: dict[str, int] = Field(
-        default_factory=lambda: {"pyscf-b3lyp": 1, "gfn2-xtb": 2},
+        default_factory=dict,
         description="Global Prefect concurrency limit per expensive verifier (tasks tagged 'arl-tier:NAME'), "
-        f"1 to {MAX_TIER_CONCURRENCY}.",
+        f"1 to {MAX_TIER_CONCURRENCY} (default: the suite's).",
     )
+    _suite_options: BaseModel | None = PrivateAttr(default=None)
 
     @field_validator("name")
     @classmethod
@@ -189,14 +168,53 @@ class RunConfig(_Section):
     @model_validator(mode="before")
     @classmethod
     def _suite_defaults(cls, data: Any) -> Any:
-        """The code suite gets the code ladder and the 'all' policy unless the config says otherwise."""
-        if isinstance(data, dict) and data.get("suite") == "code":
-            data = dict(data)
-            data.setdefault("tiers", [{"verifier": "code-format"}, {"verifier": "code-exec"}, {"verifier": "code-tests"}])
-            data.setdefault("scheduler", {"policy": "all", "target_low": 0.5, "target_high": 1.0, "budget_per_step": 600.0})
-            data.setdefault("hindsight", {"relabel": False, "hint_teacher": True})
-            data.setdefault("tier_concurrency", {})
+        """The suite fills in the sections a config leaves out (its ladder, scheduler, ...) and moves its old fields."""
+        if not isinstance(data, dict):
+            return data
+        from arl_flows.suites import SuiteNotFound, get_suite
+
+        name = data.get("suite", "molecules")
+        if not isinstance(name, str):
+            return data  # the field's own check names the problem
+        try:
+            suite = get_suite(name)
+        except SuiteNotFound as exc:
+            raise ValueError(f"suite: {exc}") from None
+        data = dict(data)
+        for old, option in suite.legacy_fields.items():
+            head, _, tail = old.partition(".")
+            if tail and isinstance(data.get(head), dict) and tail in data[head]:
+                section = dict(data[head])
+                data.setdefault("options", {})
+                data["options"] = {option: section.pop(tail)} | dict(data["options"])
+                data[head] = section
+            elif not tail and head in data:
+                data["options"] = {option: data.pop(head)} | dict(data.get("options") or {})
+        for key, value in suite.defaults.items():
+            data.setdefault(key, value)
         return data
+
+    @model_validator(mode="after")
+    def _options_are_the_suites(self) -> RunConfig:
+        from arl_flows.suites import get_suite
+
+        suite = get_suite(self.suite)
+        try:
+            self._suite_options = suite.Options.model_validate(self.options)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            msg = "unknown field; check the spelling (`arl suites show " + suite.name + "` lists the options)" if err["type"] == "extra_forbidden" else str(err["msg"]).removeprefix("Value error, ")
+            raise ValueError(f"options.{loc}: {' '.join(msg.split())}" if loc else f"options: {msg}") from None
+        if suite.needs_policy_path and not self.policy_path:
+            raise ValueError(f"policy_path: the {suite.name} suite ships no policy; give a local transformers model directory to train")
+        return self
+
+    @property
+    def suite_options(self) -> BaseModel:
+        """The suite's validated options (its ``Options`` model)."""
+        assert self._suite_options is not None
+        return self._suite_options
 
     @model_validator(mode="after")
     def _ladder_is_usable(self) -> RunConfig:
@@ -212,33 +230,25 @@ class RunConfig(_Section):
                 f"scheduler.policy: {self.scheduler.policy!r} needs tuned thresholds or the true values, which a training "
                 "run does not have; use 'voi', 'all', 'fast-only' or 'random' (the benchmarks compare the others)"
             )
-        if self.suite == "code" and not self.policy_path:
-            raise ValueError("policy_path: the code suite needs a local transformers model directory to train")
         return self
 
-    def goal_windows(self) -> list[tuple[float, float]]:
-        return self.rollout.goal_windows or [(self.scheduler.target_low, self.scheduler.target_high)]
+
+def stored_fields(stored: dict[str, Any]) -> dict[str, Any]:
+    """The run-config fields of a config stored with a run (older runs' moved fields included, see ``legacy_fields``)."""
+    from arl_flows.suites import SuiteNotFound, get_suite
+
+    try:
+        legacy = {k.partition(".")[0] for k in get_suite(str(stored.get("suite", "molecules"))).legacy_fields}
+    except SuiteNotFound:
+        legacy = set()
+    return {k: v for k, v in stored.items() if k in RunConfig.model_fields or k in legacy}
 
 
-def _quick(config: RunConfig) -> RunConfig:
-    """About two minutes on 2 cores once the prior is cached: 3 small steps, no DFT (same prior as the default)."""
-    return config.model_copy(
-        update={
-            "name": config.name if config.name != "gap-window" else "gap-window-quick",
-            "steps": 3,
-            "rollout": config.rollout.model_copy(update={"prompts_per_step": 2}),
-            "trainer": config.trainer.model_copy(update={"group_size": 6}),
-            "tiers": [
-                TierConfig(verifier="rdkit-eht"),
-                TierConfig(verifier="gfn2-xtb", params={"threads": 1}),
-                TierConfig(verifier="reference-table", params={"cost_per_call": 12.0}),
-            ],
-            "scheduler": config.scheduler.model_copy(update={"budget_per_step": 40.0, "budget_per_run": 120.0}),
-        }
-    )
+def profiles(suite: str) -> dict[str, Any]:
+    """The profiles a run of ``suite`` may name: 'default' and the suite's own (e.g. the molecules suite's 'quick')."""
+    from arl_flows.suites import get_suite
 
-
-PROFILES = {"default": lambda c: c, "quick": _quick}
+    return {"default": lambda c: c} | dict(get_suite(suite).profiles)
 
 
 def _loc_part(part: object) -> object:
@@ -310,8 +320,6 @@ def load_config(path: str | Path | None = None, profile: str = "default", overri
 
     ``overrides`` (the command line's ``--steps``, ``--name``, ...) win over the file and over the profile.
     """
-    if profile not in PROFILES:
-        raise ConfigError(f"unknown profile {profile!r}; allowed: {', '.join(PROFILES)}")
     data: dict[str, Any] = {}
     source = "default config"
     if path is not None:
@@ -323,7 +331,10 @@ def load_config(path: str | Path | None = None, profile: str = "default", overri
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, source)) from None
-    config = PROFILES[profile](config)
+    allowed = profiles(config.suite)
+    if profile not in allowed:
+        raise ConfigError(f"unknown profile {profile!r} for suite {config.suite!r}; allowed: {', '.join(allowed)}")
+    config = allowed[profile](config)
     if overrides and profile != "default":
         config = RunConfig.model_validate(config.model_dump() | overrides)
     return config

@@ -29,7 +29,7 @@ from prefect.concurrency.sync import concurrency
 from prefect.exceptions import TerminationSignal
 from pydantic import BaseModel, Field
 
-from arl_flows.config import RunConfig, load_config
+from arl_flows.config import RunConfig, load_config, stored_fields
 from arl_flows.training import RunSession, StepSummary, TierInterrupted
 from storage.ledger import Ledger
 from storage.records import RunStatus, Verdict
@@ -308,7 +308,7 @@ def _session(run_id: str, config_path: str | None, profile: str, database_url: s
         return _SESSIONS[run_id]
     ledger = Ledger(database_url)
     run = ledger.get_run(run_id)
-    stored = {k: v for k, v in run.config.items() if k in RunConfig.model_fields}
+    stored = stored_fields(run.config)
     config = load_config(config_path, profile, overrides=None if config_path else stored)
     session = RunSession.open(config, ledger, resume=run.id)
     _SESSIONS[run.id] = session
@@ -317,13 +317,13 @@ def _session(run_id: str, config_path: str | None, profile: str, database_url: s
 
 @flow(name="pretrain_prior")
 def pretrain_prior(config_path: str | None = None, profile: str = "default") -> dict[str, Any]:
-    """Pretrain (or load from the cache) the SMILES prior of a config; report validity, uniqueness, novelty."""
-    from policies import load_or_pretrain
+    """Load the suite's starting policy, training it first if the suite ships none for this config; report it."""
+    from arl_flows.suites import suite_for
 
     config = load_config(config_path, profile)
-    _policy, report = load_or_pretrain(config.prior)
-    create_table_artifact([report.model_dump(mode="json")], key="prior-report", description="SMILES prior")
-    return report.model_dump(mode="json")
+    report = suite_for(config).prepare_policy()
+    create_table_artifact([report], key="prior-report", description=f"starting policy of the {config.suite} suite")
+    return report
 
 
 @flow(name="rollout")

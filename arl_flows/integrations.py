@@ -239,7 +239,9 @@ class TieredReward:
         self.ledger = ledger if ledger is not None else Ledger(ledger_url)
         self.ladder = build_ladder(self.config)
         self.ledger.record_tiers([v.spec() for v in self.ladder])
-        self.scheduler = Scheduler(self.ladder, self.config.scheduler, featurize=self.suite.featurize)
+        self.scheduler = Scheduler(
+            self.ladder, self.config.scheduler, featurize=self.suite.featurize, learner=self.suite.surrogate_learner
+        )
         if history:
             teach_from_ledger(self.scheduler, self.ledger, self.suite)
         self.run_id: str | None = None
@@ -383,7 +385,7 @@ class TieredReward:
             raise ValueError("warm_start draws from the QM9 table, so it is for the molecules suite only")
         import random
 
-        from storage.datasets import load_qm9_gaps
+        from arl_flows.suites.molecules.datasets import load_qm9_gaps
 
         with self._lock:
             run_id = self._ensure_run()
@@ -420,7 +422,7 @@ class TieredReward:
 
     def _prompt(self, text: str, task_id: str | None) -> Prompt:
         if self.config.suite == "code":
-            from verifiers.code import get_task
+            from arl_flows.suites.code import get_task
 
             get_task(task_id)  # an unknown task id is the caller's mistake: say so before verifying
             return Prompt(id=f"code:{task_id}", suite="code", text=text, goal={"task_id": task_id})
@@ -610,7 +612,9 @@ def rerank(
 
 def prior_sampler(policy_path: str | None = None, max_new_tokens: int = 48, temperature: float = 1.0):  # noqa: ANN201
     """A molecules sampler for :func:`rerank`: the shipped SMILES prior (or a local model), goal-prompted by window."""
-    from policies import PretrainConfig, Policy, goal_prompt_ids, load_or_pretrain
+    from arl_flows.suites.molecules.prior import PretrainConfig, load_or_pretrain
+    from arl_flows.suites.molecules.smiles import goal_prompt_ids
+    from policies import Policy
 
     policy = Policy.load(policy_path) if policy_path else load_or_pretrain(PretrainConfig())[0]
 

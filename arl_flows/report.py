@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from storage.ledger import Ledger  # noqa: E402
 from storage.records import Status  # noqa: E402
+from arl_flows.suites import Suite  # noqa: E402
 
 __all__ = ["Report", "build_report", "surrogate_calibration", "tier_disagreements"]
 
@@ -51,20 +52,22 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def surrogate_calibration(ledger: Ledger, ladder: list[str], seed: int = 0) -> dict[str, float] | None:
-    """Coverage of the surrogate's 50%/90% intervals: fit on half the ledger's paired observations, test on the rest."""
+def surrogate_calibration(ledger: Ledger, ladder: list[str], suite: Suite, seed: int = 0) -> dict[str, float] | None:
+    """Coverage of the surrogate's 50%/90% intervals: fit on half the ledger's paired observations, test on the rest.
+
+    The candidates are rebuilt from their keys by the run's suite (``Suite.history_candidate``).
+    """
     import numpy as np
 
-    from verifiers.chem.molecules import make_candidate
-    from verifiers.scheduler import Observation, Surrogate, molecule_features
+    from verifiers.scheduler import Observation, Surrogate
 
     values = {name: ledger.ok_values(name) for name in ladder}
     top = values[ladder[-1]]
     obs = []
     for key in top:
-        if key.startswith("molecules:") and not key.startswith("molecules:invalid:"):
-            feats = molecule_features(make_candidate(key.split(":", 1)[1]))
-            obs.append(Observation(key, feats, {n: v[key] for n, v in values.items() if key in v}))
+        cand = suite.history_candidate(key)
+        if cand is not None:
+            obs.append(Observation(key, suite.featurize(cand), {n: v[key] for n, v in values.items() if key in v}))
     if len(obs) < 10:
         return None
     rng = np.random.default_rng(seed)
@@ -73,6 +76,17 @@ def surrogate_calibration(ledger: Ledger, ladder: list[str], seed: int = 0) -> d
     model = Surrogate(ladder[:-1], ladder[-1], int(np.size(obs[0].features)), seed=seed)
     model.add([obs[i] for i in order[:half]])
     return model.calibration([obs[i] for i in order[half:]])
+
+
+def _suite_of(stored: dict[str, Any]) -> Suite | None:
+    """The suite of a stored run config (None when it no longer loads: a suite uninstalled, a config from an older ARL)."""
+    from arl_flows.config import RunConfig, stored_fields
+    from arl_flows.suites import suite_for
+
+    try:
+        return suite_for(RunConfig.model_validate(stored_fields(stored)))
+    except (ValueError, ImportError, LookupError):
+        return None
 
 
 def tier_disagreements(ledger: Ledger, run_id: str, steps: list[int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -147,9 +161,10 @@ def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> 
 
     ladder = [t["verifier"] for t in run.config.get("tiers", [])]
     calibration = None
-    if len(ladder) >= 2:
+    suite = _suite_of(run.config)
+    if len(ladder) >= 2 and suite is not None:
         try:
-            calibration = surrogate_calibration(ledger, ladder)
+            calibration = surrogate_calibration(ledger, ladder, suite)
         except (ValueError, KeyError):
             calibration = None
     if calibration:
@@ -212,9 +227,9 @@ def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> 
     lines += ["", "## Disagreement between tiers", ""]
     if any(r["flagged"] for r in per_step):
         lines += [
-            "Candidates two tiers judged differently (code: passes the visible check but fails the hidden tests, "
-            "the mark of output matching or test gaming, or the reverse; molecules: the top tier's value far "
-            "outside the surrogate's interval predicted from the lower tiers).",
+            "Candidates two tiers judged differently: a pass/fail tier and the one above it disagree (e.g. passes "
+            "the visible check but fails the hidden tests), or the top tier's value lies far outside the "
+            "surrogate's interval predicted from the lower tiers.",
             "",
             "| step | estimates | flagged | share |",
             "|---|---|---|---|",

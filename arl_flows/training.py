@@ -143,7 +143,8 @@ class RunSession:
         self.ladder = ladder
         self.trainer = PolicyTrainer(policy, config.trainer)
         self.scheduler = Scheduler(
-            ladder, config.scheduler, featurize=self.suite.featurize, run_spent=sum(ledger.spend_by_tier(run.id).values())
+            ladder, config.scheduler, featurize=self.suite.featurize, learner=self.suite.surrogate_learner,
+            run_spent=sum(ledger.spend_by_tier(run.id).values()),
         )
         self.steps: dict[int, _StepState] = {}
         self.lab_seen: set[str] = {r.id for r in ledger.lab_requests(Status.ok, run_id=run.id)}
@@ -524,14 +525,8 @@ def _rollout_from_tokens(
 
 
 def _initial_policy(config: RunConfig, policy_config: PolicyConfig, on_pretrain: Callable[[str], None] | None) -> Policy:
-    """The suite's starting policy (the cached SMILES prior, pretrained on first use, or policy_path)."""
-    if config.suite == "molecules" and not config.policy_path and on_pretrain is not None:
-        from policies import prior_dir
-
-        directory = prior_dir(config.prior)
-        if not (directory / "pretrain_report.json").exists():
-            on_pretrain(str(directory))
-    return suite_for(config).load_policy(policy_config)
+    """The suite's starting policy (policy_path, or the suite's own; ``on_pretrain`` hears of a first training)."""
+    return suite_for(config).load_policy(policy_config, on_pretrain=on_pretrain)
 
 
 def _finite(metrics: dict[str, Any]) -> dict[str, Any]:

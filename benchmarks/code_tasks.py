@@ -33,9 +33,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from verifiers.code import CodeExecution, CodeFormat, CodeTests, make_candidate
-from verifiers.code.sources import TaskSource, load_source
-from verifiers.code.tasks import CodeTask
+from arl_flows.suites.code import CodeExecution, CodeFormat, CodeTests, make_candidate
+from arl_flows.suites.code.sources import TaskSource, load_source
+from arl_flows.suites.code.tasks import CodeTask
 
 MUTANTS = ("return-none", "off-by-one", "constants-swapped")
 LIMITS = {"cpu_s": 4, "wall_s": 20}
@@ -167,8 +167,8 @@ def check_tasks(
 
 def former_policy_rejects(tasks: list[CodeTask]) -> list[str]:
     """Tasks whose reference the static policy refused before hashlib was allowed and grants existed."""
-    from verifiers.code.fast import DEFAULT_ALLOWED_IMPORTS, check_code
-    from verifiers.code.format import FormatError, parse_answer
+    from arl_flows.suites.code.fast import DEFAULT_ALLOWED_IMPORTS, check_code
+    from arl_flows.suites.code.format import FormatError, parse_answer
 
     former = [m for m in DEFAULT_ALLOWED_IMPORTS if m != "hashlib"]
     out = []

@@ -140,7 +140,7 @@ class PrefectServer:
 def ensure_prior(arl_home: Path) -> None:
     """Put the tiny prior into ``arl_home/priors``: the shipped test copy, else pretrain it (a subprocess: keeps torch out of here)."""
     code = (
-        "import shutil; from policies import PretrainConfig, load_or_pretrain, prior_cache_key, prior_dir; "
+        "import shutil; from arl_flows.suites.molecules.prior import PretrainConfig, load_or_pretrain, prior_cache_key, prior_dir; "
         f"config = PretrainConfig(**{TINY_PRIOR!r}); src = {str(TINY_PRIOR_DIR)!r}; "
         "import json, pathlib; shipped = pathlib.Path(src) / 'pretrain_report.json'; "
         "ok = shipped.is_file() and json.loads(shipped.read_text())['config_hash'] == prior_cache_key(config); "

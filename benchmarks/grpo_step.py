@@ -31,16 +31,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from policies import (  # noqa: E402
-    GRPOLossConfig,
-    PolicyTrainer,
-    PretrainConfig,
-    TrainerConfig,
-    build_prior,
-    build_smiles_tokenizer,
-    goal_prompt_ids,
-)
-from storage.datasets import load_qm9_gaps  # noqa: E402
+from policies import GRPOLossConfig, PolicyTrainer, TrainerConfig  # noqa: E402
+from arl_flows.suites.molecules.prior import PretrainConfig, build_prior  # noqa: E402
+from arl_flows.suites.molecules.smiles import build_smiles_tokenizer, goal_prompt_ids  # noqa: E402
+from arl_flows.suites.molecules.datasets import load_qm9_gaps  # noqa: E402
 
 HEADING = "## GRPO update throughput (issue 5)"
 

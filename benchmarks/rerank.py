@@ -54,8 +54,8 @@ def molecule_ladder(top_cost: float) -> list[Any]:
 
 
 def molecules(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    from storage.datasets import load_qm9_gaps
-    from verifiers.chem.molecules import make_candidate
+    from arl_flows.suites.molecules.datasets import load_qm9_gaps
+    from arl_flows.suites.molecules.chemistry import make_candidate
 
     low, high = args.window
     ladder = molecule_ladder(args.top_cost)
@@ -134,7 +134,7 @@ def code_candidates(task: Any, rng: random.Random) -> list[str]:
 
 def code(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from verifiers import registry
-    from verifiers.code import load_tasks, make_candidate
+    from arl_flows.suites.code import load_tasks, make_candidate
 
     rng = random.Random(args.seed)
     tasks = rng.sample(load_tasks(), min(args.code_prompts, len(load_tasks())))

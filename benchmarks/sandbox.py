@@ -29,7 +29,7 @@ import statistics
 import subprocess
 import time
 
-from verifiers.code.sandbox import SandboxLimits, isolation_support, run_python
+from verifiers.sandbox.runtime import SandboxLimits, isolation_support, run_python
 
 PROGRAM = "print(1)\n"
 OLD = SandboxLimits(private_pids_ipc=False, socket_filter=False)

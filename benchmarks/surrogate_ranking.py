@@ -22,7 +22,7 @@ Rankers, side by side in one run:
   residuals with a Tanimoto kernel on 2048-bit Morgan fingerprints (the
   standard kernel of molecular Bayesian optimisation), fixed amplitude
   0.2 eV^2 and noise 0.05 eV^2; its predictive variance replaces the std;
-- ``graph``: :class:`verifiers.scheduler.graph.GraphModel` alone (a
+- ``graph``: :class:`arl_flows.suites.molecules.graph.GraphModel` alone (a
   message-passing network on the molecular graph that also reads the EHT and
   xTB gaps), trained on 90% of the N molecules, its std rescaled by split
   conformal calibration on the last 10%;
@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 
 from arl_flows.cli.bench import _setup  # noqa: E402
 from verifiers.scheduler import Observation, Surrogate  # noqa: E402
-from verifiers.scheduler.graph import GraphModel, GraphModelConfig  # noqa: E402
+from arl_flows.suites.molecules.graph import GraphModel, GraphModelConfig  # noqa: E402
 
 FP_BITS = 2048
 

@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 python benchmarks/tiers.py                       # all tiers on tests/data/qm9_sample.csv
     python benchmarks/tiers.py --verifiers rdkit-eht,gfn2-xtb          # skip DFT
-    python benchmarks/tiers.py --make-sample 32 --seed 7               # re-draw the sample from storage/data
+    python benchmarks/tiers.py --make-sample 32 --seed 7               # re-draw the sample from the molecules suite's data
     python benchmarks/tiers.py --verifiers pyscf-b3lyp:basis=sto-3g    # a tier with other params (key=value+...)
 
 For each verifier: mean absolute error and Pearson correlation of its gap
@@ -28,10 +28,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from storage.datasets import QM9_GAP_CSV, load_qm9_gaps  # noqa: E402
+from arl_flows.suites.molecules.datasets import QM9_GAP_CSV, load_qm9_gaps  # noqa: E402
 from storage.records import Status  # noqa: E402
 from verifiers import registry  # noqa: E402
-from verifiers.chem import (  # noqa: E402
+from arl_flows.suites.molecules import (  # noqa: E402
     DFTGapVerifier,
     EHTGapVerifier,
     InvalidMolecule,

@@ -106,7 +106,7 @@ def run_regime(regime: str, seed: int, args: argparse.Namespace, base_db: Path, 
 
     from arl_flows import TieredReward
     from arl_flows.bench_learning import top_k_auc
-    from policies import goal_prompt_ids
+    from arl_flows.suites.molecules.smiles import goal_prompt_ids
 
     torch.manual_seed(seed)
     torch.set_num_threads(1)
@@ -179,11 +179,11 @@ def main() -> None:
     args = p.parse_args()
 
     from arl_flows import TieredReward
-    from storage.datasets import load_qm9_gaps
-    from verifiers.chem.molecules import make_candidate
+    from arl_flows.suites.molecules.datasets import load_qm9_gaps
+    from arl_flows.suites.molecules.chemistry import make_candidate
 
     if args.model.startswith("prior:"):
-        from policies import PretrainConfig, load_or_pretrain, prior_dir
+        from arl_flows.suites.molecules.prior import PretrainConfig, load_or_pretrain, prior_dir
 
         config = PretrainConfig(n_layer=2, n_embd=96, n_head=2, max_steps=int(args.model.split(":", 1)[1]), max_minutes=25.0,
                                 min_validity=0.0, eval_samples=100, batch_size=64, num_threads=1)

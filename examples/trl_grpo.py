@@ -39,19 +39,21 @@ from pathlib import Path
 def _model(kind: str, seed: int):  # noqa: ANN202 - (model, tokenizer)
     """The policy to train: the shipped prior, a tiny GPT-2 from a config, or a local model directory."""
     import policies
+    from arl_flows.suites.molecules import prior as smiles_prior
+    from arl_flows.suites.molecules.smiles import build_smiles_tokenizer
 
     if kind == "auto":
-        shipped = getattr(policies, "SHIPPED_PRIOR_DIR", None)
-        kind = "prior" if shipped is not None and (Path(shipped) / "config.json").is_file() else "tiny"
+        shipped = smiles_prior.SHIPPED_PRIOR_DIR
+        kind = "prior" if (Path(shipped) / "config.json").is_file() else "tiny"
     if kind == "prior":
-        policy, _report = policies.load_or_pretrain(policies.PretrainConfig())
+        policy, _report = smiles_prior.load_or_pretrain(smiles_prior.PretrainConfig())
         return policy.model, policy.tokenizer, "shipped prior"
     if kind == "tiny":
         import torch
         from transformers import GPT2Config, GPT2LMHeadModel
 
         torch.manual_seed(seed)
-        tokenizer = policies.build_smiles_tokenizer()
+        tokenizer = build_smiles_tokenizer()
         config = GPT2Config(
             vocab_size=len(tokenizer), n_layer=2, n_embd=64, n_head=2, n_positions=64,
             bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
@@ -103,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     from trl import GRPOConfig, GRPOTrainer
 
     from arl_flows import TieredReward
-    from policies import goal_prompt_ids
+    from arl_flows.suites.molecules.smiles import goal_prompt_ids
 
     torch.set_num_threads(1)
     model, tokenizer, origin = _model(args.model, args.seed)

@@ -2,10 +2,12 @@
 
 Two ways, both driven by what the verifiers said about the attempt:
 
-1. ``relabel`` (hindsight experience replay, Andrychowicz et al. 2017, applied
+1. relabelling (hindsight experience replay, Andrychowicz et al. 2017, applied
    to goal-conditioned generation): a molecule asked for gap window A that
    actually has gap y is a correct answer to the goal "window containing y".
    The completion is kept and the prompt is rewritten; training is plain SFT.
+   The rewriting is the suite's (e.g. ``arl_flows.suites.molecules.hindsight``);
+   this module holds the example types and the suite-independent helpers.
    Goals are on the top tier's scale, so y must be too: a lower tier's raw
    value is not (the xTB gap of a QM9 molecule is ~2 eV below its DFT gap),
    and ``top_scale_value`` reads y from the scheduler's posterior instead.
@@ -24,7 +26,6 @@ from dataclasses import dataclass
 
 from storage.records import RewardEstimate, Status, Verdict, tier_rank
 
-from .smiles import GAP_BIN_WIDTH, goal_prompt_ids
 
 __all__ = [
     "HintedExample",
@@ -32,7 +33,6 @@ __all__ = [
     "achieved_value",
     "feedback_hint",
     "hint_prompt",
-    "relabel",
     "top_scale_value",
 ]
 
@@ -78,27 +78,6 @@ def top_scale_value(estimate: RewardEstimate | None, max_std: float) -> float | 
     if mean is None or std is None or not (math.isfinite(mean) and math.isfinite(std)) or std > max_std:
         return None
     return float(mean)
-
-
-def relabel(
-    completion_ids: Sequence[int],
-    achieved: float,
-    tokenizer,
-    *,
-    bin_width: float = GAP_BIN_WIDTH,
-) -> RelabeledExample:
-    """Rewrite the goal of a completion to the bin that contains its achieved value.
-
-    ``completion_ids`` are the tokens the policy wrote (ending in eos if it finished);
-    the new prompt is ``<bos> <bin of achieved> <sep>``.
-    """
-    if not math.isfinite(achieved):
-        raise ValueError(f"cannot relabel with a non-finite achieved value {achieved!r}")
-    if not completion_ids:
-        raise ValueError("cannot relabel an empty completion")
-    low = math.floor(achieved / bin_width) * bin_width
-    goal = (low, low + bin_width)
-    return RelabeledExample(goal_prompt_ids(tokenizer, *goal), list(completion_ids), goal)
 
 
 def feedback_hint(achieved: float | None = None, error: str = "", unit: str = "") -> str:

@@ -28,23 +28,26 @@ class NoParams(BaseModel):
 
 
 class Candidate(BaseModel):
-    """What a verifier looks at: a keyed payload (a SMILES, a code answer)."""
+    """What a verifier looks at: a keyed payload (a molecule's text, a program), built by its suite."""
 
     model_config = ConfigDict(extra="forbid")
 
     key: str = Field(description="Candidate key (cache key in the ledger).")
     suite: str
-    payload: str = Field(description="The text to verify: a SMILES, a trajectory's final answer.")
+    payload: str = Field(description="The text to verify, e.g. a trajectory's final answer.")
     task_id: str | None = None
     goal: dict[str, Any] = Field(default_factory=dict)
-    meta: dict[str, Any] = Field(default_factory=dict, description="Suite-specific extras (e.g. atom count).")
+    meta: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Suite-specific extras; 'size' is the size the cost model and the default features use.",
+    )
 
 
 class CostModel(BaseModel):
     """Expected CPU-seconds per candidate: ``base + per_unit * size``.
 
-    ``size`` is suite-specific (heavy atoms for molecules, characters for
-    code). ``refine`` fits both numbers to costs measured in the ledger, so
+    ``size`` is suite-specific (``Candidate.meta['size']``: e.g. heavy atoms
+    of a molecule). ``refine`` fits both numbers to costs measured in the ledger, so
     the scheduler's budget arithmetic follows the machine it runs on.
     """
 
@@ -123,7 +126,7 @@ class Verifier(ABC, Generic[P]):
     # -- cost -------------------------------------------------------------
     def size(self, candidate: Candidate) -> float:
         """Size of a candidate for the cost model (override per suite)."""
-        return float(candidate.meta.get("heavy_atoms", 0) or 0)
+        return float(candidate.meta.get("size", 0) or 0)
 
     def expected_cost(self, candidate: Candidate) -> float:
         """Expected CPU-seconds to verify ``candidate``."""

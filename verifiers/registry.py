@@ -1,7 +1,9 @@
 """Verifier registry: explicit registration, three ways.
 
-1. ``@register_verifier`` on a class in our code (built-in verifiers).
-2. The entry point group ``arl.verifiers`` for third-party packages.
+1. ``@register_verifier`` on a class (records it when its module is imported).
+2. The entry point group ``arl.verifiers``: how every suite's tiers are found,
+   the built-in suites' included (see ``pyproject.toml``), so that the core
+   names no suite.
 3. A ``"module:Class"`` reference in a run config.
 
 An import failure is an error that names the reference; nothing is skipped
@@ -68,7 +70,7 @@ class VerifierRegistry:
                 cls = ep.load()
             except Exception as exc:  # noqa: BLE001 - re-raised with the entry point named
                 raise ImportError(f"cannot load verifier entry point {ep.name!r} ({ep.value}): {exc}") from exc
-            self.register(cls, origin="entry point")
+            self.register(cls, origin=_origin(ep))
 
     def load_reference(self, ref: str) -> type[Verifier[Any]]:
         """Import and register a ``module:Class`` reference from a run config."""
@@ -117,9 +119,13 @@ class VerifierRegistry:
         return name in self._classes
 
     def _ensure_loaded(self) -> None:
-        # Importing the built-in modules registers them via the decorator.
-        importlib.import_module("verifiers.builtin")
         self.load_entry_points()
+
+
+def _origin(ep: Any) -> str:
+    """'built-in' for the entry points ARL's own distribution declares, else 'entry point'."""
+    dist = getattr(ep, "dist", None)
+    return "built-in" if dist is not None and dist.name == "arl" else "entry point"
 
 
 registry = VerifierRegistry()

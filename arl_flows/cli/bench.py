@@ -34,7 +34,7 @@ DEFAULT_TOP_COST = 10.5
 def _load_pool(path: Path | None) -> list[tuple[str, float]]:
     import csv
 
-    from storage.datasets import QM9_GAP_CSV
+    from arl_flows.suites.molecules.datasets import QM9_GAP_CSV
 
     path = path or QM9_GAP_CSV
     if not Path(path).is_file():
@@ -121,7 +121,7 @@ def _setup(
     high: float,
 ) -> dict[str, Any]:
     """Pool split, live ladder, replay ladder, truth and held-out observations."""
-    from verifiers.chem import (
+    from arl_flows.suites.molecules import (
         EHTGapVerifier,
         InvalidMolecule,
         MoleculeConstraints,
@@ -130,7 +130,8 @@ def _setup(
         check_molecule,
         make_candidate,
     )
-    from verifiers.scheduler import Observation, molecule_features, replay_ladder
+    from arl_flows.suites.molecules.features import molecule_features
+    from verifiers.scheduler import Observation, replay_ladder
 
     rows = _load_pool(pool)
     if limit < 10:
@@ -184,7 +185,8 @@ def _setup(
 
 def _calibration(data: dict[str, Any], seed: int, learned: bool) -> tuple[dict[str, dict[str, float]], int]:
     """Coverage of voi's surrogate's intervals on the pool, trained on the held-out split only."""
-    from verifiers.scheduler import Scheduler, SchedulerConfig, molecule_features
+    from arl_flows.suites.molecules.features import molecule_features
+    from verifiers.scheduler import Scheduler, SchedulerConfig
     from verifiers.scheduler.config import LearnedSurrogateConfig
 
     names = [v.name for v in data["ladder"]]
@@ -287,7 +289,8 @@ def bench_scheduler(
     learned: Annotated[bool, typer.Option("--learned/--no-learned", help="Stack the graph network under voi's surrogate when the held-out split has at least 2,000 molecules (trained once, a few CPU-minutes).")] = True,
 ) -> None:
     """Retrieval from a pool: cost for each policy to confirm 50/80/95% of the hits at the top tier."""
-    from verifiers.scheduler import molecule_features, retrieval_benchmark
+    from arl_flows.suites.molecules.features import molecule_features
+    from verifiers.scheduler import retrieval_benchmark
     from verifiers.scheduler.config import LearnedSurrogateConfig
 
     low, high = _window(window)
@@ -367,7 +370,8 @@ def bench_advantages(
     learned: Annotated[bool, typer.Option("--learned/--no-learned", help="Stack the graph network under voi's surrogate when the held-out split has at least 2,000 molecules (trained once, a few CPU-minutes).")] = True,
 ) -> None:
     """Advantage accuracy per cost: groups of G molecules, estimated vs true GRPO advantages."""
-    from verifiers.scheduler import advantage_benchmark, molecule_features
+    from arl_flows.suites.molecules.features import molecule_features
+    from verifiers.scheduler import advantage_benchmark
     from verifiers.scheduler.config import LearnedSurrogateConfig
 
     low, high = _window(window)

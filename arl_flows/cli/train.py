@@ -168,9 +168,9 @@ def run(
         if stored.status.value == "completed":
             raise UserError(f"run {stored.id} already completed all {stored.steps_done} steps; nothing to resume")
         if config is None:
-            from arl_flows.config import RunConfig
+            from arl_flows.config import stored_fields
 
-            overrides = {k: v for k, v in stored.config.items() if k in RunConfig.model_fields}
+            overrides = stored_fields(stored.config)
         resume = stored.id
     if name:
         overrides["name"] = name

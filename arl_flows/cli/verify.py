@@ -124,7 +124,7 @@ def verify(
             if goal_low > goal_high:
                 raise UserError(f"--goal-low {goal_low} is above --goal-high {goal_high}; swap them")
             goal = {"property": "gap_ev", "low": goal_low, "high": goal_high}
-        from verifiers.chem import make_candidate
+        from arl_flows.suites.molecules import make_candidate
 
         candidates = [make_candidate(text, goal=goal) for text in texts]
     elif suite == "code":
@@ -137,7 +137,7 @@ def verify(
             answer = answer_file.read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
             raise UserError(f"cannot read --answer-file {answer_file}: {exc.strerror}") from None
-        from verifiers.code import make_candidate as make_code_candidate
+        from arl_flows.suites.code import make_candidate as make_code_candidate
 
         try:
             candidates = [make_code_candidate(task, answer)]

@@ -33,7 +33,7 @@ ATTACKS: list[tuple[str, str, str]] = [
      "i = 0\nwhile True:\n    open(f'junk{i}', 'w').write('x' * 1_000_000)\n    i += 1\n"),
     ("huge-file", "filesystem", "open('big', 'w').write('x' * (1 << 30))\n"),
     ("read-hidden-tests", "hidden data", "import json\nprint(json.load(open('TASKS_FILE'))['tasks'][0]['expected_stdout'])\n"),
-    ("read-hidden-tests-relative", "hidden data", "print(open('../../../..REPO/verifiers/code/tasks/tasks.json').read()[:200])\n"),
+    ("read-hidden-tests-relative", "hidden data", "print(open('../../../..REPO/arl_flows/suites/code/tasks/tasks.json').read()[:200])\n"),
     ("read-parent-memory", "hidden data",
      "import os\nppid = os.getppid()\nprint(open(f'/proc/{ppid}/environ').read())\nprint(open(f'/proc/{ppid}/mem', 'rb').read(10))\n"),
     ("print-environment", "hidden data", "import os\nprint(dict(os.environ))\n"),

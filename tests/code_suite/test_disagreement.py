@@ -12,7 +12,7 @@ import pytest
 
 from storage.ledger import Ledger
 from storage.records import RewardEstimate, Status, TierDisagreement, TrainingStepRecord, Trajectory
-from verifiers.code import CodeExecution, CodeTests, get_task, make_candidate
+from arl_flows.suites.code import CodeExecution, CodeTests, get_task, make_candidate
 from verifiers.disagreement import interval_disagreement, pass_fail_disagreement
 
 LIMITS = {"cpu_s": 2, "wall_s": 10}
@@ -122,7 +122,7 @@ def test_molecule_dft_far_outside_the_surrogate_interval_is_flagged():
     from arl_flows.config import load_config
     from arl_flows.suites import suite_for
     from arl_flows.training import build_ladder
-    from verifiers.chem.molecules import make_candidate as make_molecule
+    from arl_flows.suites.molecules.chemistry import make_candidate as make_molecule
     from verifiers.scheduler import Scheduler
     from verifiers.scheduler.surrogate import Observation
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from verifiers.code.format import FormatError, canonical_code, make_candidate, normalise_code, parse_answer
-from verifiers.code.tasks import UnknownTask
+from arl_flows.suites.code.format import FormatError, canonical_code, make_candidate, normalise_code, parse_answer
+from arl_flows.suites.code.tasks import UnknownTask
 
 GOOD = "<think>add</think>\n<code>\nprint(1)\n</code>\n"
 MULTI = (

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from storage.records import Status, Tier, Verdict
-from verifiers.code.reward import RewardWeights, code_reward, cosine_length_penalty, repeat_penalty
+from arl_flows.suites.code.reward import RewardWeights, code_reward, cosine_length_penalty, repeat_penalty
 
 ONE_TURN = "<think>t</think><code>print(1)</code>"
 

@@ -23,10 +23,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from attacks import ATTACKS  # noqa: E402
 
-from verifiers.code import CodeExecution, CodeFormat, CodeTests, code_reward, make_candidate  # noqa: E402
-import verifiers.code.sandbox as sandbox_module  # noqa: E402
-from verifiers.code.sandbox import _UID_HIGH, _UID_LOW, isolation_support  # noqa: E402
-from verifiers.code.tasks import TASKS_FILE  # noqa: E402
+from arl_flows.suites.code import CodeExecution, CodeFormat, CodeTests, code_reward, make_candidate  # noqa: E402
+import verifiers.sandbox.runtime as sandbox_module  # noqa: E402
+from verifiers.sandbox.runtime import _UID_HIGH, _UID_LOW, isolation_support  # noqa: E402
+from arl_flows.suites.code.tasks import TASKS_FILE  # noqa: E402
 
 LIMITS = {"cpu_s": 1, "wall_s": 2}
 SECRET = "ARL-SENTINEL-7f3a9c"

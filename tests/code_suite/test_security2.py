@@ -27,9 +27,9 @@ from attacks2 import ATTACKS2, CGROUP_BOUNDS, PIN_BOUNDS  # noqa: E402
 from test_security import SECRET, World  # noqa: E402
 
 from storage.ledger import Ledger  # noqa: E402
-from verifiers.code import CodeExecution, CodeFormat, CodeTests, SandboxLimits, code_reward, make_candidate, run_python  # noqa: E402
-from verifiers.code.format import normalise_code  # noqa: E402
-from verifiers.code.sandbox import isolation_support  # noqa: E402
+from arl_flows.suites.code import CodeExecution, CodeFormat, CodeTests, SandboxLimits, code_reward, make_candidate, run_python  # noqa: E402
+from arl_flows.suites.code.format import normalise_code  # noqa: E402
+from verifiers.sandbox.runtime import isolation_support  # noqa: E402
 
 LIMITS = {"cpu_s": 1, "wall_s": 3}
 SUPPORT = isolation_support()
@@ -163,7 +163,7 @@ def test_one_bad_candidate_never_costs_the_batch(world):
 
 def test_judge_error_in_one_candidate_is_that_candidates_verdict(world, monkeypatch):
     """Whatever trips the judge while deciding one candidate becomes its `failed` verdict; the rest are judged."""
-    import verifiers.code.tests_tier as tier
+    import arl_flows.suites.code.tests_tier as tier
 
     real = tier.values_equal
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.code import CodeExecution, CodeFormat, CodeTests, TaskSource, check_trajectory, get_task, load_source, make_candidate
-from verifiers.code.fast import check_code
+from arl_flows.suites.code import CodeExecution, CodeFormat, CodeTests, TaskSource, check_trajectory, get_task, load_source, make_candidate
+from arl_flows.suites.code.fast import check_code
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).with_name("data")
@@ -175,15 +175,16 @@ def test_run_config_takes_a_source():
     cfg = load_config(overrides={"suite": "code", "policy_path": "/models/x", "code_tasks": {"source": "jsonl", "path": str(MBPP)}})
     prompts = suite_for(cfg).prompts(0)
     assert [p.goal["task_id"] for p in prompts] == ["mbpp/9001", "mbpp/9002", "mbpp/9003", "mbpp/9004"][: len(prompts)]
-    assert load_config(overrides={"suite": "code", "policy_path": "/m", "code_tasks": ["sum-to-n"]}).code_tasks == ["sum-to-n"]
-    with pytest.raises(ConfigError, match="code_tasks"):
+    assert load_config(overrides={"suite": "code", "policy_path": "/m", "code_tasks": ["sum-to-n"]}).suite_options.tasks == ["sum-to-n"]
+    assert load_config(overrides={"suite": "code", "policy_path": "/m", "options": {"tasks": ["sum-to-n"]}}).suite_options.tasks == ["sum-to-n"]
+    with pytest.raises(ConfigError, match="options.tasks"):
         load_config(overrides={"suite": "code", "policy_path": "/m", "code_tasks": {"source": "nope"}})
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(overrides={"suite": "code", "policy_path": "/m", "code_tasks": {"source": "jsonl", "path": "/no/such.jsonl"}})
 
 
 def test_humaneval_ids_resolve_in_a_process_that_never_loaded_the_source(monkeypatch):
-    from verifiers.code import tasks
+    from arl_flows.suites.code import tasks
 
     monkeypatch.setattr(tasks, "_registered", {})
     assert get_task("HumanEval/5").function == "intersperse"
@@ -194,7 +195,7 @@ def test_humaneval_ids_resolve_in_a_process_that_never_loaded_the_source(monkeyp
 
 
 def test_a_verifier_in_a_fresh_process_loads_the_source_its_candidate_names(monkeypatch):
-    from verifiers.code import tasks
+    from arl_flows.suites.code import tasks
 
     loaded = load_source(TaskSource(source="jsonl", path=str(MBPP)))
     t = {x.id: x for x in loaded.tasks}["mbpp/9002"]

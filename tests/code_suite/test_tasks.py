@@ -5,8 +5,8 @@ import json
 import pytest
 
 from arl_flows.cli import app
-from verifiers.code import CodeExecution, CodeFormat, CodeTests, get_task, load_tasks, make_candidate
-from verifiers.code.tasks import UnknownTask
+from arl_flows.suites.code import CodeExecution, CodeFormat, CodeTests, get_task, load_tasks, make_candidate
+from arl_flows.suites.code.tasks import UnknownTask
 
 LIMITS = {"cpu_s": 2, "wall_s": 10}
 

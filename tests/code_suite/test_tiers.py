@@ -2,8 +2,8 @@
 
 import pytest
 
-from verifiers.code import CodeExecution, CodeFormat, CodeTests, make_candidate
-from verifiers.code.sandbox import isolation_support
+from arl_flows.suites.code import CodeExecution, CodeFormat, CodeTests, make_candidate
+from verifiers.sandbox.runtime import isolation_support
 
 LIMITS = {"cpu_s": 1, "wall_s": 3}
 GOOD = "def solve(n):\n    return n * (n + 1) // 2\nprint(solve(100))"
@@ -105,7 +105,7 @@ def test_execution_unknown_task_is_invalid():
 
 
 def test_sandbox_failure_is_failed_not_a_score(monkeypatch):
-    import verifiers.code.execution as execution
+    import arl_flows.suites.code.execution as execution
 
     def broken(*args, **kwargs):
         raise execution.SandboxError("could not start the sandbox: no interpreter")

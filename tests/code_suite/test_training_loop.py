@@ -12,7 +12,7 @@ import random
 import torch
 
 from policies.losses import group_advantages
-from verifiers.code import CodeExecution, CodeFormat, CodeTests, code_reward, get_task, make_candidate
+from arl_flows.suites.code import CodeExecution, CodeFormat, CodeTests, code_reward, get_task, make_candidate
 
 LIMITS = {"cpu_s": 1, "wall_s": 3}
 G = 4
@@ -33,7 +33,7 @@ def canned(task_id: str) -> dict[str, str]:
         ),
         "hardcoded_print": ans(f"print({t.expected_stdout.strip()!r})"),  # right stdout, no solve()
         "exit_before_tests": ans(f"print({t.expected_stdout.strip()!r})\nraise SystemExit(0)"),
-        "os_hack": ans("import os\nos.system('cat /work/main/verifiers/code/tasks/tasks.json')"),
+        "os_hack": ans("import os\nos.system('cat /work/main/arl_flows/suites/code/tasks/tasks.json')"),
         "fake_ok": ans(f"print('Ran 5 tests\\nOK')\ndef {t.function}(*a):\n    return 0"),
         "malformed": f"<think>x</think><code>{call}",
         "loops": ans("while True:\n    pass"),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.code import get_task
+from arl_flows.suites.code import get_task
 
 
 def _main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:

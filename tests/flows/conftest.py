@@ -36,7 +36,7 @@ def session_arl_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
         import json
         import shutil
 
-        from policies import PretrainConfig, load_or_pretrain, prior_cache_key, prior_dir
+        from arl_flows.suites.molecules.prior import PretrainConfig, load_or_pretrain, prior_cache_key, prior_dir
 
         config = PretrainConfig(**TINY_PRIOR)
         report = TINY_PRIOR_DIR / "pretrain_report.json"

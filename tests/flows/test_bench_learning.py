@@ -26,7 +26,7 @@ from arl_flows.bench_learning import (
 from arl_flows.config import load_config
 from storage.records import RewardEstimate, Status
 from verifiers import registry
-from verifiers.chem import canonical_smiles, load_reference_table, make_candidate
+from arl_flows.suites.molecules import canonical_smiles, load_reference_table, make_candidate
 
 TOP_COST = 5.0
 

@@ -33,7 +33,7 @@ def _main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str
     ("toml", "expected"),
     [
         ("stepz = 3\n", "stepz: unknown field"),
-        ('suite = "chess"\n', "suite: allowed values are 'molecules'"),
+        ('suite = "chess"\n', "suite: no suite named 'chess'; installed: code, molecules"),
         ("steps = 0\n", "steps: Input should be greater than or equal to 1"),
         ("[scheduler]\ntarget_low = 5.0\ntarget_high = 4.0\n", "target_low (5.0) must be below target_high"),
         ("[trainer.loss]\nloss_type = 'ppo'\n", "trainer.loss.loss_type"),

@@ -14,7 +14,7 @@ def _tiny_text_policy(directory: Path) -> str:
     from tokenizers import ByteLevelBPETokenizer
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-    from verifiers.code import load_tasks
+    from arl_flows.suites.code import load_tasks
 
     texts = [t.prompt + "\n" + t.reference for t in load_tasks()] + ["<think></think><code></code>"]
     bpe = ByteLevelBPETokenizer()
@@ -74,7 +74,7 @@ def test_code_suite_rewards_a_correct_answer_through_the_session(tmp_path: Path,
     from arl_flows.config import load_config
     from arl_flows.training import RunSession, _StepState
     from storage.records import Trajectory
-    from verifiers.code import get_task
+    from arl_flows.suites.code import get_task
 
     policy = _tiny_text_policy(tmp_path / "policy")
     ledger = Ledger(sqlite_url)

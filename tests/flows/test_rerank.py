@@ -70,7 +70,7 @@ def test_the_budget_limits_top_tier_calls_and_a_second_pass_is_free(tmp_path: Pa
 
 
 def test_code_rerank_picks_the_correct_answer(tmp_path: Path) -> None:
-    from verifiers.code import get_task
+    from arl_flows.suites.code import get_task
 
     right = f"<think>formula</think><code>{get_task('sum-to-n').reference}</code>"
     items = [{"task_id": "sum-to-n", "candidates": ["<think>x</think><code>print(0)</code>", "no tags at all", right]}]

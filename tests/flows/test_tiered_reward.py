@@ -91,7 +91,7 @@ def test_async_forms_and_trl_logging_hooks(tmp_path: Path) -> None:
 
 
 def test_code_suite_rewards_a_correct_answer_above_a_wrong_one(tmp_path: Path) -> None:
-    from verifiers.code import get_task
+    from arl_flows.suites.code import get_task
 
     right = f"<think>sum</think><code>{get_task('sum-to-n').reference}</code>"
     wrong = "<think>guess</think><code>print(1)</code>"

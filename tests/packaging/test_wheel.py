@@ -25,13 +25,13 @@ def wheel(installed_wheel) -> Path:  # noqa: ANN001
 def test_wheel_holds_the_data_a_run_needs(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in (
-        "storage/data/qm9_gap.csv",
+        "arl_flows/suites/molecules/data/qm9_gap.csv",
         "storage/migrations/env.py",
         "storage/migrations/versions/0001_core_tables.py",
-        "verifiers/code/tasks/tasks.json",
-        "policies/data/smiles_prior/model.safetensors",
-        "policies/data/smiles_prior/tokenizer.json",
-        "policies/data/smiles_prior/pretrain_report.json",
+        "arl_flows/suites/code/tasks/tasks.json",
+        "arl_flows/suites/molecules/data/smiles_prior/model.safetensors",
+        "arl_flows/suites/molecules/data/smiles_prior/tokenizer.json",
+        "arl_flows/suites/molecules/data/smiles_prior/pretrain_report.json",
     ):
         assert required in names, f"{required} is missing from {wheel.name}"
     assert not any(n.startswith("tests/") for n in names)

@@ -6,8 +6,10 @@ import pytest
 import torch
 from transformers import GPT2Config
 
-from policies import Policy, build_smiles_tokenizer
-from storage.datasets import load_qm9_gaps
+from policies import Policy
+
+from arl_flows.suites.molecules.smiles import build_smiles_tokenizer
+from arl_flows.suites.molecules.datasets import load_qm9_gaps
 
 
 @pytest.fixture(scope="session")

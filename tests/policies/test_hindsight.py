@@ -5,19 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from policies import (
-    HintedExample,
-    PolicyTrainer,
-    TrainerConfig,
-    achieved_value,
-    collate,
-    feedback_hint,
-    goal_prompt_ids,
-    goal_window,
-    hint_prompt,
-    relabel,
-    top_scale_value,
-)
+from policies import HintedExample, PolicyTrainer, TrainerConfig, achieved_value, collate, feedback_hint, hint_prompt, top_scale_value
+
+from arl_flows.suites.molecules.smiles import goal_prompt_ids, goal_window
+
+from arl_flows.suites.molecules.hindsight import relabel
 from storage.records import Prompt, RewardEstimate, Status, Tier, Trajectory, Verdict
 
 from .conftest import make_tiny_policy
@@ -56,7 +48,7 @@ def test_molecule_relabels_use_the_top_tier_scale_not_a_lower_tiers_raw_value(sm
     from types import SimpleNamespace
 
     from arl_flows.config import RunConfig
-    from arl_flows.suites import MoleculeSuite
+    from arl_flows.suites.molecules.suite import MoleculeSuite
 
     tok = smiles_tokenizer
     suite = MoleculeSuite(RunConfig())  # hindsight: min_fidelity simulation, max_value_std 0.5

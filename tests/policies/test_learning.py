@@ -6,9 +6,13 @@ import pytest
 import torch
 from rdkit import Chem, rdBase
 
-from policies import GRPOLossConfig, PolicyTrainer, PretrainConfig, TrainerConfig, goal_prompt_ids, load_or_pretrain
+from policies import GRPOLossConfig, PolicyTrainer, TrainerConfig
 
-# The default prior, shipped with the package (policies/data/smiles_prior): loaded, never pretrained here.
+from arl_flows.suites.molecules.prior import PretrainConfig, load_or_pretrain
+
+from arl_flows.suites.molecules.smiles import goal_prompt_ids
+
+# The default prior, shipped with the package (arl_flows/suites/molecules/data/smiles_prior): loaded, never pretrained here.
 DEFAULT_PRIOR = PretrainConfig()
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from policies import Policy, collate, goal_prompt_ids
+from policies import Policy, collate
+
+from arl_flows.suites.molecules.smiles import goal_prompt_ids
 from storage.records import Turn, TurnKind
 
 

@@ -5,17 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from policies import (
-    SHIPPED_PRIOR_DIR,
-    LowQualityPrior,
-    PretrainConfig,
-    load_or_pretrain,
-    pretrain,
-    prior_cache_key,
-    prior_dir,
-    sample_metrics,
-    shipped_prior,
-)
+from arl_flows.suites.molecules.prior import SHIPPED_PRIOR_DIR, LowQualityPrior, PretrainConfig, load_or_pretrain, pretrain, prior_cache_key, prior_dir, sample_metrics, shipped_prior
 
 TINY = dict(n_layer=1, n_embd=32, n_head=2, batch_size=16, max_steps=5, max_molecules=300, eval_samples=20,
             warmup_steps=1, min_validity=0.0)
@@ -27,7 +17,7 @@ def test_sample_metrics_counts_valid_unique_novel():
     assert m["uniqueness"] == 2 / 3  # CCO and OCC are the same molecule
     assert m["novelty"] == 1 / 2  # benzene is new, ethanol is not
     # RDKit is silenced for these calls only: the verifiers' parse errors keep their reason.
-    from verifiers.chem import InvalidMolecule, check_molecule
+    from arl_flows.suites.molecules import InvalidMolecule, check_molecule
 
     with pytest.raises(InvalidMolecule, match="unclosed ring"):
         check_molecule("C1CC")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
-from policies import gap_bin_tokens, goal_prompt_ids, goal_window, split_smiles
+from arl_flows.suites.molecules.smiles import gap_bin_tokens, goal_prompt_ids, goal_window, split_smiles
 
 
 def test_round_trip_on_all_qm9_smiles(smiles_tokenizer, qm9):

@@ -7,7 +7,9 @@ import copy
 import pytest
 import torch
 
-from policies import GRPOLossConfig, PolicyTrainer, TrainerConfig, goal_prompt_ids
+from policies import GRPOLossConfig, PolicyTrainer, TrainerConfig
+
+from arl_flows.suites.molecules.smiles import goal_prompt_ids
 
 
 def _rollout(policy):

@@ -1,6 +1,6 @@
 """A top tier that counts its own invocations, for the crash and concurrency harnesses.
 
-``CountingReferenceTable`` is the real :class:`verifiers.chem.lab.ReferenceTableVerifier`
+``CountingReferenceTable`` is the real :class:`arl_flows.suites.molecules.lab.ReferenceTableVerifier`
 (QM9 gaps, a declared cost per call) with two additions:
 
 - every candidate it is asked about appends a ``start`` line to the file named by
@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 
 from storage.records import Verdict
 from verifiers.base import Candidate
-from verifiers.chem.lab import ReferenceTableParams, ReferenceTableVerifier
+from arl_flows.suites.molecules.lab import ReferenceTableParams, ReferenceTableVerifier
 
 __all__ = ["COUNT_LOG_ENV", "CountingReferenceTable", "CountingParams", "read_count_log"]
 

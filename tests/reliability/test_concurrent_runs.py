@@ -80,11 +80,11 @@ def harness_env(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
 
 def _pending_lab_requests(url: str) -> list[tuple[str, float]]:
     """Store LAB_REQUESTS pending lab verdicts + requests of known QM9 molecules; return (request id, true gap)."""
-    from storage.datasets import QM9_GAP_CSV
+    from arl_flows.suites.molecules.datasets import QM9_GAP_CSV
     from storage.ledger import Ledger
     from verifiers import registry
-    from verifiers.chem.lab import load_reference_table
-    from verifiers.chem.molecules import make_candidate
+    from arl_flows.suites.molecules.lab import load_reference_table
+    from arl_flows.suites.molecules.chemistry import make_candidate
 
     table = load_reference_table(QM9_GAP_CSV)
     smiles = sorted(table)[100 : 100 + LAB_REQUESTS]

@@ -64,7 +64,7 @@ def test_top_tier_calls_are_classified_as_first_inflight_or_duplicate() -> None:
 def test_count_log_lines_survive_as_whole_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from counting_tier import COUNT_LOG_ENV, CountingReferenceTable, read_count_log
 
-    from verifiers.chem.molecules import make_candidate
+    from arl_flows.suites.molecules.chemistry import make_candidate
 
     log = tmp_path / "calls.log"
     monkeypatch.setenv(COUNT_LOG_ENV, str(log))

@@ -19,10 +19,10 @@ import psutil
 import pytest
 from fault_targets import ExactMassVerifier
 
-from storage.datasets import load_qm9_gaps
+from arl_flows.suites.molecules.datasets import load_qm9_gaps
 from storage.records import Status, Tier
 from verifiers.base import Candidate
-from verifiers.chem import (
+from arl_flows.suites.molecules import (
     EHTGapVerifier,
     InvalidMolecule,
     ReferenceTableVerifier,
@@ -32,7 +32,8 @@ from verifiers.chem import (
 )
 from verifiers.faults import FAULT_KINDS, MALFORMED_KINDS, FaultInjectingVerifier, FaultPlan
 from verifiers.isolation import IsolatedVerifier
-from verifiers.scheduler import Scheduler, SchedulerConfig, molecule_features
+from arl_flows.suites.molecules.features import molecule_features
+from verifiers.scheduler import Scheduler, SchedulerConfig
 
 # A hang is killed after this long. The wrapped work takes milliseconds
 # (exact mass: well under 1 ms; xTB: ~15 ms), so a healthy call never comes

@@ -41,11 +41,11 @@ from hypothesis import strategies as st
 
 from storage.ledger import Ledger, LedgerError
 from storage.records import LabRequest, Status, Tier, Verdict
-from verifiers.chem import EHTGapVerifier, InvalidMolecule, check_molecule
-from verifiers.chem import make_candidate as molecule_candidate
-from verifiers.code import CodeFormat, check_trajectory, load_tasks, parse_answer
-from verifiers.code import make_candidate as code_candidate
-from verifiers.code.format import FormatError, ParsedTrajectory
+from arl_flows.suites.molecules import EHTGapVerifier, InvalidMolecule, check_molecule
+from arl_flows.suites.molecules import make_candidate as molecule_candidate
+from arl_flows.suites.code import CodeFormat, check_trajectory, load_tasks, parse_answer
+from arl_flows.suites.code import make_candidate as code_candidate
+from arl_flows.suites.code.format import FormatError, ParsedTrajectory
 
 from cli_runner import arl  # tests/reliability is on sys.path (conftest.py)
 from cli_runner import assert_user_error as _assert_user_error
@@ -505,7 +505,7 @@ def test_db_check_with_a_bad_port(cli: _CliFixture, url: str) -> None:
     _assert_user_error(code, err)
 
 
-@pytest.mark.parametrize("args", [["runs", "show", "--0", "--url", "sqlite:///cli.db"], ["tasks", "list"], ["verify", "--no-such-option"]])
+@pytest.mark.parametrize("args", [["runs", "show", "--0", "--url", "sqlite:///cli.db"], ["tasks", "list", "--source"], ["verify", "--no-such-option"]])
 def test_usage_errors_are_one_line(cli: _CliFixture, args: list[str]) -> None:
     code, _, err = arl(args)
     _assert_user_error(code, err)

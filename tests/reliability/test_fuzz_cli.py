@@ -94,6 +94,8 @@ SPECS: dict[str, Spec] = {
     "runs show": ({"--url": URL, "--json": FLAG}, None, _RUN_ID),
     "tiers list": ({"--suite": st.one_of(st.sampled_from(["molecules", "code"]), TEXT), "--json": FLAG}, None, None),
     "tiers show": ({"--json": FLAG, "--no-json": FLAG}, None, st.one_of(_SAFE_TIERS, st.sampled_from(["pyscf-b3lyp", "gfn2-xtb"]))),
+    "suites list": ({"--json": FLAG, "--no-json": FLAG}, None, None),
+    "suites show": ({"--json": FLAG, "--no-json": FLAG}, None, st.one_of(st.sampled_from(["molecules", "code", "x:Y", "os:path"]), TEXT)),
     "tasks list": ({"--suite": st.one_of(st.just("code"), TEXT), "--json": FLAG,
                     "--source": st.one_of(st.sampled_from(["bundled", "humaneval", "jsonl"]), TEXT), "--path": FILE}, None, None),
     "bench scheduler": ({

@@ -27,7 +27,7 @@ MAX = 2500 if os.environ.get("ARL_FUZZ_SLOW") else 60
 FIELDS = list(RunConfig.model_fields)
 SECTIONS = {"prior": ["n_layer", "n_embd", "max_minutes", "lr"], "trainer": ["group_size", "temperature", "lr", "loss"],
             "scheduler": ["policy", "objective", "target_low", "target_high", "budget_per_step", "window_softness"],
-            "rollout": ["prompts_per_step", "goal_windows"], "hindsight": ["enabled", "threshold", "min_fidelity"]}
+            "rollout": ["prompts_per_step", "goal_windows"], "options": ["goal_windows", "prior", "tasks"], "hindsight": ["enabled", "threshold", "min_fidelity"]}
 
 _scalars = st.one_of(
     st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
@@ -65,8 +65,12 @@ def _check(tmp: Path, text: str) -> None:
 
 def _assert_sane(cfg: RunConfig) -> None:
     """What a config that loads promises: finite ordered windows and bounded sizes."""
-    for low, high in cfg.goal_windows():
-        assert math.isfinite(low) and math.isfinite(high) and low < high, cfg.rollout.goal_windows
+    if cfg.suite == "molecules":
+        from arl_flows.suites import suite_for
+
+        windows = suite_for(cfg).goal_windows()
+        for low, high in windows:
+            assert math.isfinite(low) and math.isfinite(high) and low < high, windows
     assert all(1 <= n <= MAX_TIER_CONCURRENCY for n in cfg.tier_concurrency.values()), cfg.tier_concurrency
     assert 1 <= cfg.steps <= MAX_STEPS and 2 <= cfg.trainer.group_size <= MAX_GROUP_SIZE
     assert 1 <= cfg.rollout.prompts_per_step <= MAX_PROMPTS_PER_STEP

@@ -1,4 +1,4 @@
-"""The graph network stacked under the surrogate (verifiers.scheduler.graph, Surrogate.fit_learned)."""
+"""The graph network stacked under the surrogate (arl_flows.suites.molecules.graph, Surrogate.fit_learned)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import pytest
 
 from verifiers.scheduler import Observation, Scheduler, SchedulerConfig, Surrogate
 from verifiers.scheduler.config import LearnedSurrogateConfig
-from verifiers.scheduler.graph import ATOM_DIM, BOND_DIM, GraphModel, GraphModelConfig, mol_graph
+from arl_flows.suites.molecules.graph import ATOM_DIM, BOND_DIM, GraphLearner, GraphModel, GraphModelConfig, mol_graph
+from arl_flows.suites.molecules.suite import MoleculeSuite
 
-QM9 = Path(__file__).resolve().parents[2] / "storage" / "data" / "qm9_gap.csv"
+from arl_flows.suites.molecules.datasets import QM9_GAP_CSV as QM9  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,7 @@ def test_fit_learned_stacks_out_of_sample_and_beats_the_linear_surrogate(qm9: tu
     linear.add(history)
     stacked = Surrogate(["fast"], "top")
     stacked.add(history)
-    assert stacked.fit_learned(GraphModelConfig(epochs=25, members=2, seed=0), calibration_share=0.2)
+    assert stacked.fit_learned(GraphLearner(stacked.lower, GraphModelConfig(epochs=25, members=2, seed=0)), calibration_share=0.2)
     # The network trains on ~80% of the pairs; the linear stack on top sees only the rest.
     assert 0.7 * len(history) < stacked.learned_pairs < 0.9 * len(history)
     fitted_on = stacked._pairs_with(("fast",))
@@ -83,10 +84,10 @@ def test_fit_learned_stacks_out_of_sample_and_beats_the_linear_surrogate(qm9: tu
 def test_fit_learned_needs_payloads() -> None:
     s = Surrogate(["fast"], "top")
     s.add([Observation(f"k{i}", np.zeros(0), {"fast": float(i), "top": float(i)}) for i in range(200)])
-    assert not s.fit_learned(GraphModelConfig(epochs=1))
+    assert not s.fit_learned(GraphLearner(s.lower, GraphModelConfig(epochs=1)))
     assert s.learned is None and s.learned_pairs == 0
     with pytest.raises(ValueError, match="calibration_share"):
-        s.fit_learned(calibration_share=1.0)
+        s.fit_learned(GraphLearner(s.lower), calibration_share=1.0)
 
 
 def test_scheduler_trains_the_network_once_history_is_large_enough(qm9: tuple[list[str], np.ndarray], ladder_factory) -> None:  # noqa: ANN001
@@ -96,12 +97,15 @@ def test_scheduler_trains_the_network_once_history_is_large_enough(qm9: tuple[li
     names = [v.name for v in ladder]
     renamed = [Observation(o.key, o.features, {names[0]: o.values["fast"], names[-1]: o.values["top"]}, o.payload) for o in obs]
 
-    off = Scheduler(ladder, SchedulerConfig(learned=LearnedSurrogateConfig(enabled=False, min_pairs=100, epochs=1)))
+    off = Scheduler(ladder, SchedulerConfig(learned=LearnedSurrogateConfig(enabled=False, min_pairs=100, epochs=1)), learner=MoleculeSuite.surrogate_learner)
     off.add_history(renamed)
     assert off.surrogate.learned is None
 
     config = SchedulerConfig(learned=LearnedSurrogateConfig(min_pairs=300, epochs=1, members=1, refit_growth=2.0))
-    on = Scheduler(ladder, config)
+    without = Scheduler(ladder, config)  # no learner (a suite without a learned model): the linear surrogate only
+    without.add_history(renamed)
+    assert without.surrogate.learned is None
+    on = Scheduler(ladder, config, learner=MoleculeSuite.surrogate_learner)
     on.add_history(renamed[:200])
     assert on.surrogate.learned is None  # below min_pairs
     messages: list[str] = []
@@ -113,7 +117,7 @@ def test_scheduler_trains_the_network_once_history_is_large_enough(qm9: tuple[li
 
 
 def test_fitted_model_is_saved_and_reloaded_not_retrained(qm9: tuple[list[str], np.ndarray], tmp_path, monkeypatch) -> None:  # noqa: ANN001
-    from verifiers.scheduler import graph
+    from arl_flows.suites.molecules import graph
 
     monkeypatch.setenv("ARL_HOME", str(tmp_path))
     monkeypatch.setattr(graph, "_FITTED", {})
@@ -141,5 +145,5 @@ def test_fit_learned_skips_payloads_that_are_not_molecules() -> None:
     s = Surrogate(["fast"], "top")
     programs = [f"def f(x):\n    return x + {i}\n" for i in range(200)]
     s.add([Observation(f"k{i}", np.zeros(0), {"fast": float(i), "top": float(i)}, p) for i, p in enumerate(programs)])
-    assert not s.fit_learned(GraphModelConfig(epochs=1))
+    assert not s.fit_learned(GraphLearner(s.lower, GraphModelConfig(epochs=1)))
     assert s.learned is None

@@ -17,7 +17,7 @@ from verifiers.scheduler import hit_probability, reward_moments, window_score
 )
 def test_window_score_matches_the_chemistry_suite_shape(y, softness, expected) -> None:
     assert float(window_score(y, 3.0, 4.0, softness)) == pytest.approx(expected)
-    from verifiers.chem.molecules import window_score as chem_score
+    from arl_flows.suites.molecules.chemistry import window_score as chem_score
 
     assert float(window_score(y, 3.0, 4.0, softness)) == pytest.approx(chem_score(y, 3.0, 4.0, softness))
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from storage.records import LabRequest, Status, Tier
-from verifiers.chem import (
+from arl_flows.suites.molecules import (
     DFTGapVerifier,
     EHTGapVerifier,
     LabVerifier,
@@ -33,7 +33,7 @@ INVALID_INPUTS = [
 
 ALL_TIERS = [EHTGapVerifier, XTBGapVerifier, DFTGapVerifier, LabVerifier, ReferenceTableVerifier]
 
-# QM9 B3LYP/6-31G(2df,p) gaps (eV), from storage/data/qm9_gap.csv.
+# QM9 B3LYP/6-31G(2df,p) gaps (eV), from arl_flows/suites/molecules/data/qm9_gap.csv.
 QM9_GAPS = {"O": 9.8369, "C": 13.7363, "N": 9.2491}
 
 
@@ -199,8 +199,8 @@ def test_cost_models_grow_with_size() -> None:
 
 def test_parse_errors_keep_their_reason_after_scheduler_features() -> None:
     """Scheduler features silence RDKit for their own calls only, never process-wide."""
-    from verifiers.chem import InvalidMolecule, check_molecule
-    from verifiers.scheduler import molecule_features
+    from arl_flows.suites.molecules import InvalidMolecule, check_molecule
+    from arl_flows.suites.molecules.features import molecule_features
 
     molecule_features(make_candidate("C1CC"))
     with pytest.raises(InvalidMolecule, match="unclosed ring"):

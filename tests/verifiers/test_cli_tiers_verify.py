@@ -103,7 +103,7 @@ def test_verify_stores_verdicts_and_lab_requests(sqlite_url: str) -> None:
 
 
 def test_verify_code_suite(tmp_path: Path) -> None:
-    code = pytest.importorskip("verifiers.code")
+    code = pytest.importorskip("arl_flows.suites.code")
     task = code.load_tasks()[0]
     answer = tmp_path / "answer.txt"
     answer.write_text("not even code")

@@ -14,7 +14,7 @@ from faulty_work import ConfigOnlyTier
 
 from storage.records import Status, Tier
 from verifiers import register_verifier, registry
-from verifiers.chem import EHTGapVerifier, make_candidate
+from arl_flows.suites.molecules import EHTGapVerifier, make_candidate
 from verifiers.registry import VerifierNotFound, VerifierRegistry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ def test_module_class_reference() -> None:
     verdicts = cls().verify_batch([make_candidate("CCO")])
     assert verdicts[0].value == 3.0
     with pytest.raises(ImportError, match="no attribute"):
-        fresh.load_reference("verifiers.chem.fast:NoSuchClass")
+        fresh.load_reference("arl_flows.suites.molecules.fast:NoSuchClass")
     with pytest.raises(ValueError, match="module:ClassName"):
         fresh.load_reference("not-a-reference")
     with pytest.raises(VerifierNotFound, match="registered"):

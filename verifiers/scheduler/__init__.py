@@ -25,7 +25,7 @@ from verifiers.scheduler.baselines import (
 from verifiers.scheduler.benchmark import ReplayVerifier, advantage_benchmark, replay_ladder, retrieval_benchmark
 from verifiers.scheduler.config import Objective, SchedulerConfig, TierCaps
 from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView, VoiPolicy
-from verifiers.scheduler.features import molecule_features, size_features
+from verifiers.scheduler.features import size_features
 from verifiers.scheduler.planner import Decision, Scheduler, StepPlan, StepResult
 from verifiers.scheduler.surrogate import Observation, Surrogate, SurrogatePrior
 from verifiers.scheduler.window import hit_probability, reward_moments, window_score
@@ -55,7 +55,6 @@ __all__ = [
     "advantage_benchmark",
     "hit_probability",
     "make_policy",
-    "molecule_features",
     "replay_ladder",
     "retrieval_benchmark",
     "reward_moments",

@@ -1,9 +1,7 @@
 """Cheap features of a candidate for the surrogate: they cost microseconds, not CPU-seconds.
 
-``size_features`` works for any suite (the size the cost model uses);
-``molecule_features`` adds a Morgan fingerprint folded to a few bits, which
-is enough for a linear model to pick up ring and heteroatom effects without
-drowning a small history in dimensions.
+``size_features`` works for any suite (the size the cost model uses); a suite
+gives richer ones through ``Suite.featurize``.
 """
 
 from __future__ import annotations
@@ -14,35 +12,11 @@ import numpy as np
 
 from verifiers.base import Candidate
 
-__all__ = ["Featurizer", "molecule_features", "size_features"]
+__all__ = ["Featurizer", "size_features"]
 
 Featurizer = Callable[[Candidate], np.ndarray]
 
 
 def size_features(candidate: Candidate) -> np.ndarray:
-    """One feature: the candidate's size (heavy atoms for molecules), scaled to about 1."""
-    return np.array([float(candidate.meta.get("heavy_atoms", 0) or 0) / 10.0])
-
-
-def molecule_features(candidate: Candidate, bits: int = 64, radius: int = 2) -> np.ndarray:
-    """Heavy atoms / 10, aromatic fraction, and a radius-2 Morgan fingerprint folded to ``bits`` bits.
-
-    An unparsable SMILES gives all zeros (the fast tier will call it invalid;
-    a feature function must not crash the scheduler).
-    """
-    from rdkit import Chem, rdBase
-    from rdkit.Chem import rdFingerprintGenerator
-
-    out = np.zeros(2 + bits)
-    # Silence parse errors here only: RDLogger.DisableLog would silence them process-wide,
-    # and the verifiers' feedback ("unclosed ring") is read from that log.
-    with rdBase.BlockLogs():
-        mol = Chem.MolFromSmiles(candidate.payload) if candidate.payload else None
-    if mol is None or mol.GetNumHeavyAtoms() == 0:
-        return out
-    heavy = mol.GetNumHeavyAtoms()
-    out[0] = heavy / 10.0
-    out[1] = sum(a.GetIsAromatic() for a in mol.GetAtoms()) / heavy
-    fp = rdFingerprintGenerator.GetMorganGenerator(radius=radius, fpSize=bits).GetCountFingerprintAsNumPy(mol)
-    out[2:] = np.minimum(fp, 3) / 3.0
-    return out
+    """One feature: the candidate's size as its suite measures it (``meta['size']``), scaled to about 1."""
+    return np.array([float(candidate.meta.get("size", 0) or 0) / 10.0])

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +85,9 @@ class Scheduler:
 
     ``ladder`` is ordered cheapest first; its last verifier is the top tier
     whose value the surrogate predicts. ``featurize`` maps a candidate to
-    cheap features (``features.molecule_features`` for molecules).
+    cheap features (the suite's ``featurize``); ``learner(lower_tiers, config.learned, seed)``
+    makes the learned model the surrogate stacks once the history is large (the suite's
+    ``surrogate_learner``; None: the linear surrogate only).
     ``policy`` defaults to the one named in ``config.policy`` among those
     that need no extra data (``voi``, ``all``, ``fast-only``, ``random``);
     ``cascade`` and ``oracle`` need thresholds or the truth, so build them
@@ -100,6 +103,7 @@ class Scheduler:
         policy: EscalationPolicy | None = None,
         surrogate_prior: SurrogatePrior | None = None,
         run_spent: float = 0.0,
+        learner: Callable[[Sequence[str], Any, int], Any] | None = None,
     ) -> None:
         if len(ladder) < 2:
             raise ValueError("a ladder needs at least two verifiers (a fast one and a top one)")
@@ -109,6 +113,7 @@ class Scheduler:
         self.ladder = list(ladder)
         self.config = config or SchedulerConfig()
         self.featurize = featurize
+        self.learner = learner
         self._features: dict[str, np.ndarray] = {}
         n_features = 0 if featurize is None else int(np.size(featurize(Candidate(key="probe", suite="probe", payload=""))))
         self.surrogate = Surrogate(names[:-1], names[-1], n_features, surrogate_prior, seed=self.config.seed)
@@ -146,30 +151,21 @@ class Scheduler:
     def add_history(self, observations: Iterable[Observation], progress: Callable[[str], None] | None = None) -> int:
         """Teach the surrogate paired observations (e.g. from ``Ledger.ok_values`` of each ladder verifier).
 
-        With ``config.learned.enabled`` and at least ``min_pairs`` pairs (or
+        With ``config.learned.enabled``, a ``learner`` and at least ``min_pairs`` pairs (or
         ``refit_growth`` times the pairs of the last training), this also
-        trains the surrogate's graph network, once, here: never mid-step.
+        trains the surrogate's learned model, once, here: never mid-step.
         """
         added = self.surrogate.add(list(observations))
         learned = self.config.learned
         n = self.surrogate.n_pairs
-        if learned.enabled and n >= learned.min_pairs and (
+        if learned.enabled and self.learner is not None and n >= learned.min_pairs and (
             self.surrogate.learned is None or n >= learned.refit_growth * self._learned_at
         ):
-            from verifiers.scheduler.graph import GraphModelConfig
-
-            cfg = GraphModelConfig(
-                hidden=learned.hidden,
-                layers=learned.layers,
-                epochs=learned.epochs,
-                members=learned.members,
-                seed=self.config.seed,
-                threads=learned.threads,
-            )
             report = None
             if progress is not None:
                 report = lambda e, k, loss: progress(f"surrogate network epoch {e}/{k}, loss {loss:.3f}")  # noqa: E731
-            if self.surrogate.fit_learned(cfg, learned.calibration_share, progress=report):
+            learner = self.learner(self.surrogate.lower, learned, self.config.seed)
+            if self.surrogate.fit_learned(learner, learned.calibration_share, progress=report):
                 self._learned_at = n
         return added
 

@@ -48,7 +48,7 @@ class Observation:
     key: str
     features: np.ndarray = field(default_factory=lambda: np.zeros(0))
     values: Mapping[str, float] = field(default_factory=dict)
-    payload: str = ""  # the candidate itself (a SMILES), for a learned component that reads it
+    payload: str = ""  # the candidate itself (its text), for a learned model that reads it
 
 
 class SurrogatePrior(BaseModel):
@@ -174,7 +174,7 @@ class Surrogate:
         self._seed = seed
         self._pairs: dict[str, Observation] = {}
         self._models: dict[tuple[str, ...], _PatternModel] = {}
-        self._learned: Any = None  # a fitted GraphModel, stacked under the linear models (see fit_learned)
+        self._learned: Any = None  # a fitted learned model, stacked under the linear models (see fit_learned)
         self._learned_keys: frozenset[str] = frozenset()  # the pairs it was trained on
         self._learned_memo: dict[tuple[str, tuple[str, ...]], tuple[float, float]] = {}
 
@@ -205,7 +205,7 @@ class Surrogate:
     # -- learned component --------------------------------------------------
     @property
     def learned(self) -> Any:
-        """The fitted learned model (a :class:`verifiers.scheduler.graph.GraphModel`) or None."""
+        """The fitted learned model (from the suite's learner, see :meth:`fit_learned`) or None."""
         return self._learned
 
     @property
@@ -213,42 +213,33 @@ class Surrogate:
         """How many pairs the learned model was trained on (0 without one)."""
         return len(self._learned_keys)
 
-    def fit_learned(self, config: Any = None, calibration_share: float = 0.15, progress: Any = None) -> bool:
-        """Train a graph network on the pairs so far and stack it under the per-pattern linear models.
+    def fit_learned(self, learner: Any, calibration_share: float = 0.15, progress: Any = None) -> bool:
+        """Train a learned model on the pairs so far and stack it under the per-pattern linear models.
 
-        The network is trained on all pairs but a ``calibration_share`` (chosen
-        by a hash of the key, so the split is stable). From then on every
-        pattern's linear model regresses on the network's prediction alone (the
-        network already reads the tiers), weighted by the network's std, and
-        is fitted only on pairs the network has *not* seen: the
-        calibration share and every pair added later (online answers). Its
-        weights, conformal std and gross-error tail therefore measure how
-        good the network is out of sample, and the network never grades its
-        own homework. Pairs without a payload (no SMILES) are used by the
-        linear models only. Returns False, changing nothing, with fewer than
-        50 pairs to train on or payloads that are not SMILES (the code suite's
-        programs, say).
+        ``learner`` comes from the candidates' suite (``Suite.surrogate_learner``; the molecules suite's is
+        a graph network, ``arl_flows.suites.molecules.graph.GraphLearner``): ``learner.fit(payloads, values,
+        target, progress)`` returns a model with ``predict(payloads, values) -> (mean, std)``, or None when
+        it cannot read these payloads. The model is trained on all pairs but a ``calibration_share``
+        (chosen by a hash of the key, so the split is stable). From then on every pattern's linear model
+        regresses on the model's prediction alone (the model already reads the tiers), weighted by the
+        model's std, and is fitted only on pairs the model has *not* seen: the calibration share and
+        every pair added later (online answers). Its weights, conformal std and gross-error tail
+        therefore measure how good the model is out of sample, and the model never grades its own
+        homework. Pairs without a payload are used by the linear models only. Returns False, changing
+        nothing, with fewer than 50 pairs to train on or payloads the learner cannot read.
         """
-        from verifiers.scheduler.graph import GraphModel, GraphModelConfig, fitted_model, mol_graph
-
         if not 0.0 < calibration_share < 1.0:
             raise ValueError(f"calibration_share must be in (0, 1), got {calibration_share}")
         train = [o for o in self._pairs.values() if o.payload and _share(o.key) >= calibration_share]
         if len(train) < 50:
             return False
-        probe = train[:200]
-        if sum(mol_graph(o.payload) is not None for o in probe) < 0.9 * len(probe):
-            return False  # not molecules (a program, a dialogue): the graph network has nothing to read
         train.sort(key=lambda o: o.key)
         values = np.array([[o.values.get(t, np.nan) for t in self.lower] for o in train], dtype=float)
         target = np.array([o.values[self.top] for o in train])
-        self._learned = fitted_model(
-            GraphModel(self.lower, config or GraphModelConfig(seed=self._seed)),
-            [o.payload for o in train],
-            values,
-            target,
-            progress=progress,
-        )
+        model = learner.fit([o.payload for o in train], values, target, progress=progress)
+        if model is None:
+            return False
+        self._learned = model
         self._learned_keys = frozenset(o.key for o in train)
         self._learned_memo.clear()
         self._models.clear()

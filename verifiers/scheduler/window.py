@@ -3,7 +3,7 @@
 The scheduler's reward for a candidate is a window score of its top-tier
 value ``y``: 1 inside ``[low, high]`` and a Gaussian fall-off of width
 ``softness`` outside (0 gives a hard 0/1 window). It is the same shape as
-``verifiers.chem.molecules.window_score``, restated here so that the
+``arl_flows.suites.molecules.chemistry.window_score``, restated here so that the
 scheduler does not depend on any one suite. When ``y`` is only known as a
 posterior ``N(mean, std^2)`` the reward is a random variable too; these
 functions give its probability of a hit and its mean and variance, the

@@ -15,7 +15,7 @@ from rdkit.Chem import Crippen
 
 from storage.records import Status, Tier, Verdict
 from verifiers import Candidate, CostModel, Verifier
-from verifiers.chem import InvalidMolecule, MoleculeConstraints, check_molecule, window_score
+from arl_flows.suites.molecules import InvalidMolecule, MoleculeConstraints, check_molecule, window_score
 
 
 class LogPParams(BaseModel):

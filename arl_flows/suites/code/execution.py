@@ -33,8 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel, Verifier
-from verifiers.code.fast import CodeFormatParams, gate_for_execution, verify_each
-from verifiers.code.sandbox import SandboxError, SandboxLimits, SandboxResult, run_python
+from arl_flows.suites.code.fast import CodeFormatParams, gate_for_execution, verify_each
+from verifiers.sandbox.runtime import SandboxError, SandboxLimits, SandboxResult, run_python
 from verifiers.registry import register_verifier
 
 __all__ = ["CodeExecution", "CodeExecutionParams", "normalise_stdout", "run_feedback"]
@@ -103,7 +103,7 @@ def _visible_calls(code: str, task: Any, limits: SandboxLimits) -> tuple[str | N
 
     Returns (None if every call returned the expected value, else why; what the run is charged).
     """
-    from verifiers.code.tests_tier import run_hidden_tests
+    from arl_flows.suites.code.tests_tier import run_hidden_tests
 
     report = run_hidden_tests(code, task, limits, task.visible_tests, label="visible")
     if report.leftover_after_cleanup:

@@ -22,7 +22,7 @@ from rdkit.Chem import rdEHTTools
 
 from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel, Verifier
-from verifiers.chem.molecules import (
+from arl_flows.suites.molecules.chemistry import (
     SUITE,
     GeometryError,
     GeometryParams,

@@ -1,4 +1,4 @@
-"""Code tasks: the bundled set (``verifiers/code/tasks/tasks.json``) and the tasks other sources registered.
+"""Code tasks: the bundled set (``arl_flows/suites/code/tasks/tasks.json``) and the tasks other sources registered.
 
 Each task carries a prompt, a visible check for the execution tier (the
 exact stdout its program must print, or visible calls of its function) and
@@ -9,7 +9,7 @@ each task, and ``tests/code_suite`` checks that every reference still passes
 every tier. The file never enters a sandbox: the sandbox mounts an empty
 directory over the checkout, and the hidden tests' expected values stay in
 the verifier process (only their arguments are sent to the test runner).
-Tasks converted from other formats (HumanEval, MBPP: ``verifiers.code.sources``)
+Tasks converted from other formats (HumanEval, MBPP: ``arl_flows.suites.code.sources``)
 are registered here with :func:`register_tasks`, so every tier finds them by id.
 """
 
@@ -130,7 +130,7 @@ def get_task(task_id: str) -> CodeTask:
     if task_id.startswith("HumanEval/") and task_id not in _registered:
         # HumanEval ships with a dependency, so any process can convert it on first use (a verifier in a
         # worker process included); other sources register their tasks where they are loaded.
-        from verifiers.code.sources import TaskSource, load_source
+        from arl_flows.suites.code.sources import TaskSource, load_source
 
         load_source(TaskSource(source="humaneval"))
     try:

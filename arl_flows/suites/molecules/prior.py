@@ -1,7 +1,7 @@
 """The tiny goal-conditioned SMILES prior: build, pretrain on shipped QM9, cache.
 
 The prior is a small GPT-2 trained from scratch on the QM9 SMILES shipped in
-``storage/data/qm9_gap.csv``, each conditioned on a gap window that contains the
+``arl_flows/suites/molecules/data/qm9_gap.csv``, each conditioned on a gap window that contains the
 molecule's own DFT gap. Windows are usually the molecule's single 0.5 eV bin and
 sometimes a wider run of bins around it, so that multi-bin goal prompts used
 later by GRPO are in distribution.
@@ -12,7 +12,7 @@ a number of optimizer steps, never seconds, so the same config gives the same
 prior on an idle laptop and on a loaded cluster node; ``max_minutes`` is only a
 safety cap, and a run it cuts short is reported as truncated and never cached.
 
-The default prior ships with the package (``policies/data/smiles_prior/``,
+The default prior ships with the package (``arl_flows/suites/molecules/data/smiles_prior/``,
 trained once by ``arl prior pretrain --ship``), so a first run loads it instead
 of pretraining. Any other config is pretrained on first use and cached under
 ``~/.arl/priors/<config-hash>/`` (``ARL_HOME`` moves ``~/.arl``), but only when
@@ -38,11 +38,13 @@ import torch
 from pydantic import BaseModel, Field
 from transformers import GPT2Config
 
-from storage.datasets import QM9_GAP_CSV, load_qm9_gaps
+from arl_flows.suites.molecules.datasets import QM9_GAP_CSV, load_qm9_gaps
+from policies import Policy, PolicyConfig, collate
 from storage.records import params_hash
 
-from .model import Policy, PolicyConfig, collate
-from .smiles import GAP_BIN_WIDTH, build_smiles_tokenizer, goal_prompt_ids
+from arl_flows.suites.molecules.options import PretrainConfig
+
+from arl_flows.suites.molecules.smiles import GAP_BIN_WIDTH, build_smiles_tokenizer, goal_prompt_ids
 
 __all__ = [
     "SHIPPED_PRIOR_DIR",
@@ -68,50 +70,6 @@ _RUN_ONLY_FIELDS = {"max_minutes", "budget_clock", "num_threads", "min_validity"
 
 class LowQualityPrior(UserWarning):
     """A prior that was cut short by its safety cap or fell below the validity gate."""
-
-
-class PretrainConfig(BaseModel):
-    """Architecture, optimisation and evaluation of the SMILES prior."""
-
-    n_layer: int = Field(default=4, ge=1, description="Transformer blocks.")
-    n_embd: int = Field(default=128, ge=16, description="Hidden width (must be divisible by n_head).")
-    n_head: int = Field(default=4, ge=1, description="Attention heads.")
-    n_positions: int = Field(default=64, ge=16, description="Longest prompt + SMILES + eos in tokens (QM9 needs ~45).")
-    batch_size: int = Field(default=128, ge=1, description="Sequences per optimizer step.")
-    lr: float = Field(default=3e-3, gt=0, description="Peak AdamW learning rate.")
-    warmup_steps: int = Field(default=50, ge=0, description="Linear warm-up steps before cosine decay.")
-    weight_decay: float = Field(default=0.01, ge=0)
-    max_steps: int = Field(
-        default=4000, ge=1, le=10_000_000,
-        description="The training budget, in optimizer steps: it alone decides the prior (with the seed and data).",
-    )
-    max_minutes: float = Field(
-        default=120.0,
-        gt=0,
-        description=(
-            "Safety cap on training time (evaluation excluded), not a budget: a run it stops before max_steps is "
-            "reported as truncated and never cached as a default."
-        ),
-    )
-    budget_clock: Literal["wall", "cpu"] = Field(
-        default="wall", description="Clock that the max_minutes cap counts: 'wall' or 'cpu' (this process's CPU time)."
-    )
-    min_validity: float = Field(
-        default=0.85, ge=0, le=1,
-        description="Quality gate: a prior whose own samples parse less often than this is never cached as a default.",
-    )
-    wide_window_prob: float = Field(
-        default=0.3, ge=0, le=1, description="Share of examples whose goal window spans 2-4 bins instead of one."
-    )
-    seed: int = Field(default=0, description="Seeds data order, initialisation and evaluation sampling.")
-    num_threads: int | None = Field(
-        default=None, ge=1, description="torch.set_num_threads during training; None keeps the default."
-    )
-    eval_samples: int = Field(
-        default=1000, ge=1, description="Molecules sampled to measure validity/uniqueness/novelty."
-    )
-    eval_temperature: float = Field(default=1.0, gt=0, description="Sampling temperature for the evaluation.")
-    max_molecules: int | None = Field(default=None, ge=1, description="Train on the first N molecules only (tests).")
 
 
 class PretrainReport(BaseModel):

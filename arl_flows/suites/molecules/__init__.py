@@ -5,16 +5,16 @@ Tiers, cheapest first: ``rdkit-eht`` (fast), ``gfn2-xtb`` (simulation),
 Importing this package registers all of them.
 """
 
-from verifiers.chem.dft import DFTGapVerifier, DFTParams, dft_gap
-from verifiers.chem.fast import EHTGapVerifier, EHTParams
-from verifiers.chem.lab import (
+from arl_flows.suites.molecules.dft import DFTGapVerifier, DFTParams, dft_gap
+from arl_flows.suites.molecules.fast import EHTGapVerifier, EHTParams
+from arl_flows.suites.molecules.lab import (
     LabParams,
     LabVerifier,
     ReferenceTableParams,
     ReferenceTableVerifier,
     load_reference_table,
 )
-from verifiers.chem.molecules import (
+from arl_flows.suites.molecules.chemistry import (
     SUITE,
     GeometryError,
     GeometryParams,
@@ -29,8 +29,8 @@ from verifiers.chem.molecules import (
     parse_smiles,
     window_score,
 )
-from verifiers.chem.reference_or_dft import ReferenceOrDFTParams, ReferenceOrDFTVerifier  # noqa: F401 - registers it
-from verifiers.chem.xtb import XTBGapVerifier, XTBParams, xtb_gap
+from arl_flows.suites.molecules.reference_or_dft import ReferenceOrDFTParams, ReferenceOrDFTVerifier  # noqa: F401 - registers it
+from arl_flows.suites.molecules.xtb import XTBGapVerifier, XTBParams, xtb_gap
 
 __all__ = [
     "SUITE",

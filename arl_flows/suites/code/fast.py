@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel, Verifier
-from verifiers.code.format import FormatError, ParsedTrajectory, parse_answer
-from verifiers.code.tasks import GRANTABLE_NAMES
+from arl_flows.suites.code.format import FormatError, ParsedTrajectory, parse_answer
+from arl_flows.suites.code.tasks import GRANTABLE_NAMES
 from verifiers.registry import register_verifier
 
 __all__ = [
@@ -207,7 +207,7 @@ def task_of(candidate: Candidate) -> Any:
     loads the source from ``candidate.meta["task_source"]`` (set by ``make_candidate``) on first use.
     Raises ``UnknownTask``.
     """
-    from verifiers.code.tasks import UnknownTask, get_task
+    from arl_flows.suites.code.tasks import UnknownTask, get_task
 
     task_id = candidate.task_id or ""
     try:
@@ -216,7 +216,7 @@ def task_of(candidate: Candidate) -> Any:
         spec = candidate.meta.get("task_source")
         if not isinstance(spec, dict):
             raise
-    from verifiers.code.sources import TaskSource, load_source
+    from arl_flows.suites.code.sources import TaskSource, load_source
 
     try:
         load_source(TaskSource.model_validate(spec))
@@ -227,7 +227,7 @@ def task_of(candidate: Candidate) -> Any:
 
 def _task_allow(candidate: Candidate) -> list[str]:
     """The builtins the candidate's task declared its solutions need; none for an unknown task."""
-    from verifiers.code.tasks import UnknownTask
+    from arl_flows.suites.code.tasks import UnknownTask
 
     try:
         return list(task_of(candidate).allow)
@@ -240,7 +240,7 @@ def gate_for_execution(candidate: Candidate, enforce_policy: bool, policy: Any) 
 
     Returns (task, parsed trajectory), or the reason (feedback) the candidate must not run.
     """
-    from verifiers.code.tasks import UnknownTask
+    from arl_flows.suites.code.tasks import UnknownTask
 
     try:
         task = task_of(candidate)

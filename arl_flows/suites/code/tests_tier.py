@@ -42,10 +42,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel, Verifier
-from verifiers.code.execution import run_feedback
-from verifiers.code.fast import CodeFormatParams, gate_for_execution, verify_each
-from verifiers.code.sandbox import SandboxError, SandboxLimits, channel_fd_placeholder, run_python
-from verifiers.code.tasks import CodeTask, HiddenTest
+from arl_flows.suites.code.execution import run_feedback
+from arl_flows.suites.code.fast import CodeFormatParams, gate_for_execution, verify_each
+from verifiers.sandbox.runtime import SandboxError, SandboxLimits, channel_fd_placeholder, run_python
+from arl_flows.suites.code.tasks import CodeTask, HiddenTest
 from verifiers.registry import register_verifier
 
 __all__ = ["CodeTests", "CodeTestsParams", "json_equal", "run_hidden_tests", "values_equal"]

@@ -7,14 +7,14 @@ outside it). ``reward`` composes their verdicts into a training reward.
 Importing this package registers the three verifiers.
 """
 
-from verifiers.code.execution import CodeExecution, CodeExecutionParams
-from verifiers.code.fast import CodeFormat, CodeFormatParams, check_code, check_trajectory
-from verifiers.code.format import FormatError, ParsedTrajectory, ParsedTurn, make_candidate, parse_answer
-from verifiers.code.reward import CodeReward, RewardWeights, code_reward, cosine_length_penalty, repeat_penalty
-from verifiers.code.sandbox import SandboxError, SandboxLimits, SandboxResult, isolation_support, run_python
-from verifiers.code.sources import CodeTaskChoice, TaskSource, load_source
-from verifiers.code.tasks import CodeTask, UnknownTask, get_task, load_tasks
-from verifiers.code.tests_tier import CodeTests, CodeTestsParams
+from arl_flows.suites.code.execution import CodeExecution, CodeExecutionParams
+from arl_flows.suites.code.fast import CodeFormat, CodeFormatParams, check_code, check_trajectory
+from arl_flows.suites.code.format import FormatError, ParsedTrajectory, ParsedTurn, make_candidate, parse_answer
+from arl_flows.suites.code.reward import CodeReward, RewardWeights, code_reward, cosine_length_penalty, repeat_penalty
+from verifiers.sandbox import SandboxError, SandboxLimits, SandboxResult, isolation_support, run_python
+from arl_flows.suites.code.sources import CodeTaskChoice, TaskSource, load_source
+from arl_flows.suites.code.tasks import CodeTask, UnknownTask, get_task, load_tasks
+from arl_flows.suites.code.tests_tier import CodeTests, CodeTestsParams
 
 __all__ = [
     "CodeExecution",

@@ -201,7 +201,7 @@ def canonical_code(answer_text: str) -> str:
 
 def make_candidate(task_id: str, answer_text: str) -> Candidate:
     """The verifier input for one code trajectory (``arl verify --suite code`` calls this)."""
-    from verifiers.code.tasks import get_task
+    from arl_flows.suites.code.tasks import get_task
 
     task = get_task(task_id)  # an unknown task is the caller's mistake; UnknownTask says which ids exist
     canonical = canonical_code(answer_text)  # ASCII: json escapes lone surrogates too

@@ -1,6 +1,6 @@
 """Code task sources: the bundled set, HumanEval, and local JSONL files in the HumanEval or MBPP format.
 
-Every source becomes :class:`~verifiers.code.tasks.CodeTask` records with
+Every source becomes :class:`~arl_flows.suites.code.tasks.CodeTask` records with
 hidden tests of the one kind the judge knows: calls of the task's function
 with JSON arguments and the JSON value each must return. The expected values
 never enter a candidate's sandbox, so a format whose tests are assert
@@ -42,8 +42,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from verifiers.code.sandbox import SandboxLimits, run_python
-from verifiers.code.tasks import GRANTABLE_NAMES, CodeTask, HiddenTest, load_tasks, register_tasks
+from verifiers.sandbox.runtime import SandboxLimits, run_python
+from arl_flows.suites.code.tasks import GRANTABLE_NAMES, CodeTask, HiddenTest, load_tasks, register_tasks
 
 __all__ = ["HUMANEVAL_ALLOW", "CodeTaskChoice", "SourceLoad", "TaskSource", "humaneval_path", "load_source", "load_source_tasks"]
 

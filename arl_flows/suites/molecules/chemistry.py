@@ -347,5 +347,5 @@ def make_candidate(smiles: str, goal: dict[str, Any] | None = None) -> Candidate
     else:
         canonical = Chem.MolToSmiles(mol)
         key = candidate_key(SUITE, canonical)
-        meta.update(valid=True, canonical=canonical, heavy_atoms=mol.GetNumHeavyAtoms())
+        meta.update(valid=True, canonical=canonical, heavy_atoms=mol.GetNumHeavyAtoms(), size=mol.GetNumHeavyAtoms())
     return Candidate(key=key, suite=SUITE, payload=text, goal=dict(goal or {}), meta=meta)

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -350,3 +351,29 @@ def fitted_model(
             pass
     _FITTED[key] = got
     return got
+
+
+class GraphLearner:
+    """The molecules suite's learned surrogate model (``Suite.surrogate_learner``): a cached, fitted :class:`GraphModel`."""
+
+    def __init__(self, tiers: Sequence[str], config: GraphModelConfig | None = None) -> None:
+        self.tiers = list(tiers)
+        self.config = config or GraphModelConfig()
+
+    @classmethod
+    def from_settings(cls, tiers: Sequence[str], learned: Any, seed: int) -> GraphLearner:
+        """From the scheduler's ``LearnedSurrogateConfig`` (width, depth, epochs, members, threads) and seed."""
+        return cls(
+            tiers,
+            GraphModelConfig(
+                hidden=learned.hidden, layers=learned.layers, epochs=learned.epochs, members=learned.members,
+                seed=seed, threads=learned.threads,
+            ),
+        )
+
+    def fit(self, payloads: Sequence[str], values: np.ndarray, target: np.ndarray, progress=None) -> GraphModel | None:  # noqa: ANN001
+        """A model fitted on the pairs (or loaded, see :func:`fitted_model`); None if the payloads are not molecules."""
+        probe = list(payloads[:200])
+        if not probe or sum(mol_graph(p) is not None for p in probe) < 0.9 * len(probe):
+            return None  # not molecules (a program, a dialogue): the graph network has nothing to read
+        return fitted_model(GraphModel(self.tiers, self.config), payloads, values, target, progress=progress)

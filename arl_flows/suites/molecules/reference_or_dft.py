@@ -11,7 +11,7 @@ leave every new molecule unverifiable. This verifier does both, on one scale:
   cost model below, fitted on measured worker CPU-seconds), so being in the
   table is not a discount;
 - any other valid molecule runs real PySCF B3LYP with the small ``6-31G``
-  basis on the MMFF geometry (:func:`verifiers.chem.dft.dft_gap`, in an
+  basis on the MMFF geometry (:func:`arl_flows.suites.molecules.dft.dft_gap`, in an
   isolated worker) and is charged its measured CPU-seconds.
 
 Scale mismatch. B3LYP/6-31G on an MMFF geometry is not the QM9 method: on 20
@@ -33,12 +33,12 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-from storage.datasets import QM9_GAP_CSV
+from arl_flows.suites.molecules.datasets import QM9_GAP_CSV
 from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel
-from verifiers.chem.dft import DFTGapVerifier, DFTParams
-from verifiers.chem.lab import load_reference_table
-from verifiers.chem.molecules import InvalidMolecule, check_molecule, goal_score
+from arl_flows.suites.molecules.dft import DFTGapVerifier, DFTParams
+from arl_flows.suites.molecules.lab import load_reference_table
+from arl_flows.suites.molecules.chemistry import InvalidMolecule, check_molecule, goal_score
 from verifiers.isolation import TaskOutcome
 from verifiers.registry import register_verifier
 

@@ -1,4 +1,4 @@
-"""``arl prior``: the SMILES prior a run starts from (shipped, cached, or pretrained on a step budget)."""
+"""``arl prior`` (added by the molecules suite): the SMILES prior a run starts from (shipped, cached, or pretrained on a step budget)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ from pathlib import Path
 
 import typer
 
-from arl_flows.cli import app
 from arl_flows.cli._common import UserError, console, print_json
 
 prior_app = typer.Typer(help="The SMILES prior: where it comes from, and pretraining another one.", no_args_is_help=True)
-app.add_typer(prior_app, name="prior")
 
 CONFIG_OPTION = typer.Option(None, "--config", "-c", help="Run config (TOML) whose [prior] table to use; default: the built-in one.")
 
@@ -26,14 +24,17 @@ def _prior_config(config: Path | None, profile: str, steps: int | None = None, s
     if seed is not None:
         overrides["seed"] = seed
     try:
-        prior = load_config(config, profile).prior
+        run_config = load_config(config, profile)
+        if run_config.suite != "molecules":
+            raise UserError(f"{config}: suite {run_config.suite!r} has no SMILES prior; `arl prior` is the molecules suite's")
+        prior = run_config.suite_options.prior
         return prior.model_validate(prior.model_dump() | overrides) if overrides else prior
     except (ConfigError, ValueError) as exc:
         raise UserError(" ".join(str(exc).split())) from None
 
 
 def _source(prior_config) -> tuple[str, Path | None]:  # noqa: ANN001
-    from policies import prior_dir, shipped_prior
+    from arl_flows.suites.molecules.prior import prior_dir, shipped_prior
 
     shipped = shipped_prior(prior_config)
     if shipped is not None:
@@ -53,7 +54,7 @@ def show(
     """Where the prior of a config comes from, and its pretraining report."""
     import json
 
-    from policies import prior_cache_key
+    from arl_flows.suites.molecules.prior import prior_cache_key
 
     prior_config = _prior_config(config, profile)
     source, directory = _source(prior_config)
@@ -83,7 +84,7 @@ def pretrain_command(
     as_json: bool = typer.Option(False, "--json", help="Print the pretraining report as JSON."),
 ) -> None:
     """Pretrain the prior of a config on its step budget and cache it by config hash (if it passes the gate)."""
-    from policies import SHIPPED_PRIOR_DIR, LowQualityPrior, load_or_pretrain, pretrain, prior_dir, save_prior
+    from arl_flows.suites.molecules.prior import SHIPPED_PRIOR_DIR, LowQualityPrior, load_or_pretrain, pretrain, prior_dir, save_prior
 
     prior_config = _prior_config(config, profile, steps, seed)
     source, directory = _source(prior_config)

@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from storage.records import Status, Tier, Verdict
-from verifiers.code.format import FormatError, parse_answer
+from arl_flows.suites.code.format import FormatError, parse_answer
 
 __all__ = ["CodeReward", "RewardWeights", "code_reward", "cosine_length_penalty", "repeat_penalty"]
 

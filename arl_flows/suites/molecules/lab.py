@@ -6,7 +6,7 @@ fresh ``request_id``; the flow stores the matching :class:`LabRequest` (see
 ``arl lab submit`` or a Prefect form, which turns the verdict ``ok``.
 
 ``reference-table`` answers from a CSV of known values (by default the QM9
-gaps shipped in ``storage/data``) and charges a declared cost per call, so the
+gaps shipped in ``data/``) and charges a declared cost per call, so the
 benchmarks can treat it as an expensive source of truth without a lab.
 """
 
@@ -21,10 +21,10 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 from rdkit import Chem
 
-from storage.datasets import QM9_GAP_CSV
+from arl_flows.suites.molecules.datasets import QM9_GAP_CSV
 from storage.records import LabRequest, Status, Tier, Verdict, new_id
 from verifiers.base import Candidate, CostModel, Verifier
-from verifiers.chem.molecules import SUITE, InvalidMolecule, MoleculeConstraints, check_molecule, goal_score
+from arl_flows.suites.molecules.chemistry import SUITE, InvalidMolecule, MoleculeConstraints, check_molecule, goal_score
 from verifiers.registry import register_verifier
 
 __all__ = ["LabParams", "LabVerifier", "ReferenceTableParams", "ReferenceTableVerifier", "load_reference_table"]

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel
-from verifiers.chem.molecules import (
+from arl_flows.suites.molecules.chemistry import (
     SUITE,
     GeometryParams,
     InvalidMolecule,
@@ -32,7 +32,7 @@ from verifiers.chem.molecules import (
     goal_score,
     xyz_of,
 )
-from verifiers.chem.xtb import ANGSTROM_TO_BOHR, HARTREE_TO_EV, xtb_optimize
+from arl_flows.suites.molecules.xtb import ANGSTROM_TO_BOHR, HARTREE_TO_EV, xtb_optimize
 from verifiers.isolation import IsolatedVerifier, IsolationParams, TaskOutcome
 from verifiers.registry import register_verifier
 
@@ -122,7 +122,7 @@ class DFTGapVerifier(IsolatedVerifier):
     suite: ClassVar[str | None] = SUITE
     Params: ClassVar[type[BaseModel]] = DFTParams
     work_function = staticmethod(dft_gap)
-    preload_modules: ClassVar[tuple[str, ...]] = ("pyscf.dft", "pyscf.df", "verifiers.chem.dft")
+    preload_modules: ClassVar[tuple[str, ...]] = ("pyscf.dft", "pyscf.df", "arl_flows.suites.molecules.dft")
     # Worker CPU seconds, 1 thread, B3LYP/6-31G* with density fitting (docs/tiers.md):
     # 0.3 s for water, 4.4 s for pyridine (6 heavy atoms), median 10.5 s (7-17 s) at 7-9.
     cost_model: ClassVar[CostModel] = CostModel(base=0.3, per_unit=0.014, exponent=3.0)

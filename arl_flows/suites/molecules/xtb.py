@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel
-from verifiers.chem.molecules import (
+from arl_flows.suites.molecules.chemistry import (
     SUITE,
     GeometryParams,
     InvalidMolecule,
@@ -125,7 +125,7 @@ class XTBGapVerifier(IsolatedVerifier):
     suite: ClassVar[str | None] = SUITE
     Params: ClassVar[type[BaseModel]] = XTBParams
     work_function = staticmethod(xtb_gap)
-    preload_modules: ClassVar[tuple[str, ...]] = ("tblite.interface", "scipy.optimize", "verifiers.chem.xtb")
+    preload_modules: ClassVar[tuple[str, ...]] = ("tblite.interface", "scipy.optimize", "arl_flows.suites.molecules.xtb")
     # Worker CPU seconds measured with benchmarks/tiers.py (docs/tiers.md), embedding included:
     # single point 2 ms for water, median 9 ms at 7-9 heavy atoms; with the xTB relaxation
     # median 0.19 s (see __init__).

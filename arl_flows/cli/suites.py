@@ -1,0 +1,138 @@
+"""``arl suites``: the problems ARL can train on (built-in, from installed packages, or a module:Class reference).
+
+Importing this module also adds each installed suite's own command groups to
+``arl`` (the molecules suite's ``arl prior``, the code suite's ``arl tasks``).
+A suite that fails to import does not break the CLI: ``arl suites list``
+names it and the error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from arl_flows.cli import app
+from arl_flows.cli._common import UserError, console, print_json, shown
+
+suites_app = typer.Typer(help="Suites: one plugin per problem (prompts, ladder, objective, policy).", no_args_is_help=True)
+app.add_typer(suites_app, name="suites")
+
+
+def _describe(cls: Any) -> dict[str, Any]:
+    from arl_flows.suites import suite_origin
+
+    options = cls.Options()
+    tiers = cls.defaults.get("tiers", [])
+    scheduler = cls.defaults.get("scheduler", {})
+    return {
+        "name": cls.name,
+        "description": cls.description,
+        "origin": suite_origin(cls),
+        "class": f"{cls.__module__}:{cls.__qualname__}",
+        "tiers": [t["verifier"] if isinstance(t, dict) else str(t) for t in tiers],
+        "objective": cls.defaults.get("objective") or _window(scheduler),
+        "prompts": cls.prompts_source(options),
+        "needs_policy_path": cls.needs_policy_path,
+        "profiles": ["default", *cls.profiles],
+        "commands": [name for name, _ in cls.commands()],
+        "options": {
+            name: {"default": _jsonable(getattr(options, name)), "description": field.description or ""}
+            for name, field in cls.Options.model_fields.items()
+        },
+    }
+
+
+def _window(scheduler: dict[str, Any]) -> dict[str, Any]:
+    if "target_low" not in scheduler:
+        return {}
+    return {
+        "kind": "window",
+        "low": scheduler["target_low"],
+        "high": scheduler["target_high"],
+        "softness": scheduler.get("window_softness", 0.0),
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    return value
+
+
+def _installed() -> tuple[dict[str, Any], str | None]:
+    from arl_flows.suites import suite_classes
+
+    try:
+        return suite_classes(), None
+    except (ImportError, ValueError, LookupError) as exc:
+        return {}, " ".join(str(exc).split())
+
+
+@suites_app.command("list")
+def list_suites(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Every installed suite: name, origin, ladder, description."""
+    found, error = _installed()
+    if error:
+        raise UserError(error)
+    rows = [_describe(cls) for cls in found.values()]
+    if as_json:
+        print_json(rows)
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{len(rows)} suites (`arl suites show NAME` for options)")
+    for column in ("name", "origin", "tiers", "description"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(shown(r["name"]), r["origin"], shown(" -> ".join(r["tiers"])), shown(r["description"]))
+    console.print(table)
+
+
+@suites_app.command("show")
+def show_suite(
+    name: str = typer.Argument(..., help="Suite name, or a 'package.module:Class' reference."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """One suite: its tiers, objective, prompts source, options, origin."""
+    from arl_flows.suites import SuiteNotFound, get_suite
+
+    try:
+        cls = get_suite(name)
+    except (SuiteNotFound, ImportError, ValueError) as exc:
+        raise UserError(" ".join(str(exc).split())) from None
+    info = _describe(cls)
+    if as_json:
+        print_json(info)
+        return
+    console.print(f"[bold]{shown(info['name'])}[/bold] ({info['origin']}, {shown(info['class'])})")
+    console.print(shown(info["description"]))
+    console.print(f"tiers: {shown(' -> '.join(info['tiers']))}")
+    objective = info["objective"]
+    console.print("objective: " + (shown(", ".join(f"{k}={v}" for k, v in objective.items())) if objective else "the scheduler's default"))
+    console.print(f"prompts: {shown(info['prompts'])}")
+    console.print(f"policy: {'policy_path (a local model) is required' if info['needs_policy_path'] else 'ships with the suite'}")
+    console.print(f"profiles: {', '.join(map(shown, info['profiles']))}")
+    if info["commands"]:
+        console.print(f"commands: {', '.join('arl ' + shown(c) for c in info['commands'])}")
+    from rich.table import Table
+
+    table = Table(title="[options]")
+    for column in ("option", "default", "description"):
+        table.add_column(column)
+    for opt, meta in info["options"].items():
+        table.add_row(shown(opt), shown(str(meta["default"]), 80), shown(meta["description"]))
+    console.print(table)
+
+
+def _add_suite_commands() -> None:
+    found, _error = _installed()
+    taken = {group.name for group in app.registered_groups} | {c.name for c in app.registered_commands}
+    for cls in found.values():
+        for name, sub in cls.commands():
+            if name not in taken:  # a suite cannot shadow a core command or another suite's
+                app.add_typer(sub, name=name)
+                taken.add(name)
+
+
+_add_suite_commands()

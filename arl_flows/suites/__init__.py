@@ -1,0 +1,245 @@
+"""Suites: one plugin per problem, found by the ``arl.suites`` entry point.
+
+A suite holds everything specific to one problem, so that the core (storage,
+the generic verifiers and scheduler, policies, the flows) names none:
+
+- its options, validated by its own ``Options`` model (``[options]`` in a run
+  config), and the defaults it gives the run config's other sections (its
+  verifier ladder, the scheduler's objective, hindsight);
+- the prompts it asks and how a completion becomes a verifiable candidate;
+- where its policy comes from (a shipped prior, or ``policy_path``);
+- the scheduler's features of its candidates, and a learned model of them if
+  it has one;
+- how verdicts become rewards when the scheduler's estimate is not the
+  reward, and what hindsight distillation learns from a failure;
+- how reports show its candidates, and any commands it adds to ``arl``.
+
+The built-in ``molecules`` and ``code`` suites live in this folder and are
+registered by the same entry point as a user's (see ``pyproject.toml``); a
+run config may also name a suite by ``"package.module:Class"``. A new suite
+is one folder (or package) plus one entry point: README, "Add a suite".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from collections.abc import Callable, Sequence
+from functools import cache
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from policies import HintedExample, Policy, PolicyConfig, RelabeledExample
+from storage.records import Prompt, RewardEstimate, Tier, Trajectory, Turn, Verdict
+from verifiers import Candidate
+
+if TYPE_CHECKING:
+    import typer
+
+    from arl_flows.config import RunConfig
+    from verifiers.scheduler import Scheduler
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "NoOptions",
+    "Suite",
+    "SuiteNotFound",
+    "get_suite",
+    "suite_classes",
+    "suite_for",
+    "suite_origin",
+]
+
+ENTRY_POINT_GROUP = "arl.suites"
+
+Failure = tuple[Trajectory, Prompt, list[int], list[Verdict], RewardEstimate]
+"""One failed trajectory handed to ``Suite.hindsight``: with its prompt, completion ids, verdicts and estimate."""
+
+
+class NoOptions(BaseModel):
+    """Options model of a suite that takes none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class SuiteNotFound(LookupError):
+    """A suite name or reference that no entry point or module provides; the message lists the known ones."""
+
+
+class Suite:
+    """One problem. Subclass it, fill in the class attributes and override what differs from the defaults."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    Options: ClassVar[type[BaseModel]] = NoOptions
+    """The suite's ``[options]`` table of a run config (pydantic, every field documented)."""
+    defaults: ClassVar[dict[str, Any]] = {}
+    """Run-config sections this suite fills in when a config leaves them out: ``tiers``, ``scheduler``, ``hindsight``, ..."""
+    legacy_fields: ClassVar[dict[str, str]] = {}
+    """Old top-level run-config fields that are now options: ``{"old_field": "option"}`` (still accepted)."""
+    needs_policy_path: ClassVar[bool] = False
+    """True when the suite ships no policy of its own, so a run must name a local model."""
+    profiles: ClassVar[dict[str, Callable[[RunConfig], RunConfig]]] = {}
+    """Named variants of a run config (``arl run --profile NAME``) besides 'default'."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self.options = config.suite_options
+
+    # -- what the suite is ----------------------------------------------------
+    @classmethod
+    def prompts_source(cls, options: BaseModel) -> str:
+        """Where the prompts come from, in words (``arl suites show``)."""
+        return "defined by the suite"
+
+    @classmethod
+    def commands(cls) -> list[tuple[str, typer.Typer]]:
+        """Command groups this suite adds to ``arl`` (name, typer app); e.g. the molecules suite's ``arl prior``."""
+        return []
+
+    # -- the policy and its prompts ---------------------------------------------
+    def load_policy(self, policy_config: PolicyConfig, on_pretrain: Callable[[str], None] | None = None) -> Policy:
+        """The policy a run starts from: ``policy_path``, else the suite's own (``on_pretrain`` hears of a first training)."""
+        if self.config.policy_path:
+            return Policy.load(self.config.policy_path, policy_config)
+        raise ValueError(f"suite {self.name!r} needs policy_path (a local transformers model directory)")
+
+    def prepare_policy(self) -> dict[str, Any]:
+        """Make the starting policy ready (train it if the suite trains its own) and say what it is (the
+        ``pretrain_prior`` flow's report). By default: load it and name it."""
+        policy = self.load_policy(PolicyConfig())
+        return {"suite": self.name, "policy": self.config.policy_path or type(policy.model).__name__}
+
+    def prompts(self, step: int) -> list[Prompt]:
+        raise NotImplementedError(f"suite {self.name!r} must define prompts(step)")
+
+    def prompt_ids(self, policy: Policy, prompt: Prompt) -> list[int]:
+        return policy.encode(prompt.text)
+
+    def completion(self, prompt: Prompt, text: str) -> tuple[Candidate, str, list[Turn]]:
+        """The candidate a completion proposes, the answer text to store, and the turns of the trajectory."""
+        raise NotImplementedError(f"suite {self.name!r} must define completion(prompt, text)")
+
+    def candidate(self, text: str, goal: dict[str, Any] | None = None) -> Candidate:
+        """A candidate from text outside a run (``arl verify``, ``arl rerank``, a trainer's reward function)."""
+        prompt = Prompt(id=f"{self.name}:adhoc", suite=self.name, text="", goal=dict(goal or {}))
+        return self.completion(prompt, text)[0]
+
+    def external_prompt(self, text: str, goal: dict[str, Any]) -> Prompt:
+        """A prompt of another trainer's dataset (TRL, verl), with the goal its columns give."""
+        digest = hashlib.sha256(repr((text, sorted(goal.items()))).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return Prompt(id=f"{self.name}:ext:{digest}", suite=self.name, text=text, goal=goal)
+
+    # -- what the scheduler and the rewards need ------------------------------------
+    def featurize(self, candidate: Candidate) -> np.ndarray:
+        """Cheap features of a candidate for the scheduler's surrogate (default: its size)."""
+        from verifiers.scheduler import size_features
+
+        return size_features(candidate)
+
+    surrogate_learner: ClassVar[Callable[[Sequence[str], Any, int], Any] | None] = None
+    """Makes the learned model the scheduler's surrogate stacks on its linear one once the history is large:
+    ``surrogate_learner(lower_tiers, scheduler.learned, seed)`` returns an object whose ``fit(payloads, values,
+    target, progress)`` gives a model with ``predict(payloads, values) -> (mean, std)`` (or None if it cannot
+    read the payloads). None: the linear surrogate only. The molecules suite's is a graph network."""
+
+    def history_candidate(self, key: str) -> Candidate | None:
+        """A candidate rebuilt from a cache key, to teach the surrogate from the ledger (None: cannot)."""
+        return None
+
+    def rewards(
+        self,
+        trajectories: Sequence[Trajectory],
+        candidates: Sequence[Candidate],
+        verdicts: dict[str, list[Verdict]],
+        estimates: list[RewardEstimate],
+    ) -> list[RewardEstimate]:
+        """The rewards GRPO uses; by default the scheduler's estimates."""
+        return estimates
+
+    def hindsight(self, policy: Policy, failures: list[Failure]) -> tuple[list[RelabeledExample], list[HintedExample]]:
+        """Supervision from failed trajectories: each comes with its verdicts and the scheduler's estimate."""
+        return [], []
+
+    def disagreements(
+        self,
+        scheduler: Scheduler,
+        candidates: Sequence[Candidate],
+        verdicts: dict[str, list[Verdict]],
+        estimates: list[RewardEstimate],
+    ) -> list[RewardEstimate]:
+        """The estimates, with ``disagreement`` set where two tiers that should agree about the candidate do not.
+
+        ``estimates`` are one per candidate, in order. By default two pass/fail tiers: the highest-ranked
+        simulation verdict and the high-fidelity verdict (see ``verifiers.disagreement``).
+        """
+        from verifiers.disagreement import pass_fail_disagreement
+
+        out = []
+        for cand, est in zip(candidates, estimates, strict=True):
+            by_tier = {v.tier: v for v in verdicts.get(cand.key, [])}
+            flag = pass_fail_disagreement(by_tier.get(Tier.simulation), by_tier.get(Tier.high_fidelity))
+            out.append(est.model_copy(update={"disagreement": flag}) if flag else est)
+        return out
+
+    # -- reports ----------------------------------------------------------------------
+    def show_candidate(self, key: str, answer: str) -> str:
+        """How a report names a candidate (default: its answer text)."""
+        return answer
+
+
+@cache
+def suite_classes() -> dict[str, type[Suite]]:
+    """Every suite advertised in the ``arl.suites`` entry point group, by name."""
+    found: dict[str, type[Suite]] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            cls = ep.load()
+        except Exception as exc:  # noqa: BLE001 - re-raised with the entry point named
+            raise ImportError(f"cannot load suite entry point {ep.name!r} ({ep.value}): {exc}") from exc
+        _check(cls, ep.value)
+        if cls.name != ep.name:
+            raise ValueError(f"suite entry point {ep.name!r} ({ep.value}) names a suite called {cls.name!r}; make them equal")
+        found[ep.name] = cls
+    return found
+
+
+def get_suite(name: str) -> type[Suite]:
+    """A suite class by registered name or ``"package.module:Class"`` reference."""
+    known = suite_classes()
+    if name in known:
+        return known[name]
+    if ":" in name:
+        module_name, _, attr = name.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise SuiteNotFound(f"cannot load suite {name!r}: {exc}") from None
+        _check(cls, name)
+        return cls
+    listed = ", ".join(sorted(known)) or "none"
+    raise SuiteNotFound(f"no suite named {name!r}; installed: {listed} (or give 'package.module:Class')")
+
+
+def suite_origin(cls: type[Suite]) -> str:
+    """'built-in', 'entry point' (another package's) or 'reference' (a module:Class in a config)."""
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.value == f"{cls.__module__}:{cls.__qualname__}":
+            dist = getattr(ep, "dist", None)
+            return "built-in" if dist is not None and dist.name == "arl" else "entry point"
+    return "reference"
+
+
+def suite_for(config: RunConfig) -> Suite:
+    """The suite object of a run."""
+    return get_suite(config.suite)(config)
+
+
+def _check(cls: object, ref: str) -> None:
+    if not (isinstance(cls, type) and issubclass(cls, Suite)):
+        raise SuiteNotFound(f"{ref!r} is not a subclass of arl_flows.suites.Suite")
+    if not cls.name:
+        raise SuiteNotFound(f"suite class {ref!r} must set the class attribute 'name'")

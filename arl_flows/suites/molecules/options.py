@@ -1,0 +1,77 @@
+"""The molecules suite's ``[options]``: its SMILES prior and goal windows (light: no torch, no RDKit)."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["MoleculeOptions", "PretrainConfig"]
+
+
+class PretrainConfig(BaseModel):
+    """Architecture, optimisation and evaluation of the SMILES prior."""
+
+    n_layer: int = Field(default=4, ge=1, description="Transformer blocks.")
+    n_embd: int = Field(default=128, ge=16, description="Hidden width (must be divisible by n_head).")
+    n_head: int = Field(default=4, ge=1, description="Attention heads.")
+    n_positions: int = Field(default=64, ge=16, description="Longest prompt + SMILES + eos in tokens (QM9 needs ~45).")
+    batch_size: int = Field(default=128, ge=1, description="Sequences per optimizer step.")
+    lr: float = Field(default=3e-3, gt=0, description="Peak AdamW learning rate.")
+    warmup_steps: int = Field(default=50, ge=0, description="Linear warm-up steps before cosine decay.")
+    weight_decay: float = Field(default=0.01, ge=0)
+    max_steps: int = Field(
+        default=4000, ge=1, le=10_000_000,
+        description="The training budget, in optimizer steps: it alone decides the prior (with the seed and data).",
+    )
+    max_minutes: float = Field(
+        default=120.0,
+        gt=0,
+        description=(
+            "Safety cap on training time (evaluation excluded), not a budget: a run it stops before max_steps is "
+            "reported as truncated and never cached as a default."
+        ),
+    )
+    budget_clock: Literal["wall", "cpu"] = Field(
+        default="wall", description="Clock that the max_minutes cap counts: 'wall' or 'cpu' (this process's CPU time)."
+    )
+    min_validity: float = Field(
+        default=0.85, ge=0, le=1,
+        description="Quality gate: a prior whose own samples parse less often than this is never cached as a default.",
+    )
+    wide_window_prob: float = Field(
+        default=0.3, ge=0, le=1, description="Share of examples whose goal window spans 2-4 bins instead of one."
+    )
+    seed: int = Field(default=0, description="Seeds data order, initialisation and evaluation sampling.")
+    num_threads: int | None = Field(
+        default=None, ge=1, description="torch.set_num_threads during training; None keeps the default."
+    )
+    eval_samples: int = Field(
+        default=1000, ge=1, description="Molecules sampled to measure validity/uniqueness/novelty."
+    )
+    eval_temperature: float = Field(default=1.0, gt=0, description="Sampling temperature for the evaluation.")
+    max_molecules: int | None = Field(default=None, ge=1, description="Train on the first N molecules only (tests).")
+
+
+class MoleculeOptions(BaseModel):
+    """``[options]`` of a molecules run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prior: PretrainConfig = Field(default_factory=PretrainConfig, description="The SMILES prior (shipped; pretrained once and cached if the config differs).")
+    goal_windows: list[tuple[float, float]] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="Goal windows (low, high) in eV to prompt with, cycled over prompts; empty: the scheduler's target window.",
+    )
+
+    @field_validator("goal_windows")
+    @classmethod
+    def _windows_are_finite_and_ordered(cls, windows: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        for i, (low, high) in enumerate(windows):
+            if not (math.isfinite(low) and math.isfinite(high)):
+                raise ValueError(f"window {i} ({low}, {high}) must be two finite numbers in eV, e.g. [3.0, 4.0]")
+            if not low < high:
+                raise ValueError(f"window {i} ({low}, {high}) needs low below high; write it as [{min(low, high)}, {max(low, high)}]")
+        return windows

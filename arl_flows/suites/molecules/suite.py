@@ -1,0 +1,222 @@
+"""The ``molecules`` suite: design small molecules (QM9 chemistry) whose HOMO-LUMO gap lies in a goal window.
+
+- Prompts: goal windows of the gap (eV), cycled; the policy is the shipped
+  SMILES prior (``prior.py``, ``data/smiles_prior``), goal-conditioned by
+  gap-bin tokens (``smiles.py``).
+- Ladder: extended Hückel (``fast.py``, RDKit) -> GFN2-xTB (``xtb.py``,
+  tblite) -> B3LYP (``dft.py``, PySCF); ``lab.py`` and ``reference_or_dft.py``
+  for a lab or a reference table at the top.
+- Reward: the scheduler's estimate of the window score of the top-tier gap.
+- Scheduler features: a folded Morgan fingerprint (``features.py``); a graph
+  network (``graph.py``) stacked under the surrogate once the history is large.
+- Hindsight: a failed molecule is relabelled with the gap bin it achieved.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel
+
+from arl_flows.suites import Failure, Suite
+from arl_flows.suites.molecules.options import MoleculeOptions
+from policies import Policy, PolicyConfig, top_scale_value
+from policies.hindsight import achieved_value
+from storage.records import Prompt, Status, Turn, tier_rank
+from verifiers import Candidate
+
+if TYPE_CHECKING:
+    import typer
+
+    from arl_flows.config import RunConfig
+
+__all__ = ["MoleculeSuite"]
+
+
+def _quick(config: RunConfig) -> RunConfig:
+    """About two minutes on 2 cores: 3 small steps, the reference table instead of DFT (same prior as the default)."""
+    from arl_flows.config import TierConfig
+
+    return config.model_copy(
+        update={
+            "name": config.name if config.name != "gap-window" else "gap-window-quick",
+            "steps": 3,
+            "rollout": config.rollout.model_copy(update={"prompts_per_step": 2}),
+            "trainer": config.trainer.model_copy(update={"group_size": 6}),
+            "tiers": [
+                TierConfig(verifier="rdkit-eht"),
+                TierConfig(verifier="gfn2-xtb", params={"threads": 1}),
+                TierConfig(verifier="reference-table", params={"cost_per_call": 12.0}),
+            ],
+            "scheduler": config.scheduler.model_copy(update={"budget_per_step": 40.0, "budget_per_run": 120.0}),
+        }
+    )
+
+
+class MoleculeSuite(Suite):
+    name = "molecules"
+    description = "Design molecules (C, N, O, F; at most 9 heavy atoms) whose HOMO-LUMO gap lies in a goal window."
+    Options = MoleculeOptions
+    defaults: ClassVar[dict[str, Any]] = {
+        "name": "gap-window",
+        "tiers": [
+            {"verifier": "rdkit-eht"},
+            {"verifier": "gfn2-xtb", "params": {"threads": 1}},
+            {"verifier": "pyscf-b3lyp", "params": {"basis": "6-31g", "threads": 1, "workers": 2}},
+        ],
+        "scheduler": {
+            "policy": "voi", "objective": "advantage", "target_low": 3.0, "target_high": 4.0, "window_softness": 0.5,
+            "budget_per_step": 30.0, "budget_per_run": 160.0,
+        },
+        "tier_concurrency": {"pyscf-b3lyp": 1, "gfn2-xtb": 2},
+    }
+    legacy_fields: ClassVar[dict[str, str]] = {"prior": "prior", "rollout.goal_windows": "goal_windows"}
+    profiles: ClassVar[dict[str, Callable[[RunConfig], RunConfig]]] = {"quick": _quick}
+
+    @classmethod
+    def prompts_source(cls, options: BaseModel) -> str:
+        windows = getattr(options, "goal_windows", None)
+        shown = ", ".join(f"{lo:g}-{hi:g}" for lo, hi in windows) if windows else "the scheduler's target window"
+        return f"goal windows of the HOMO-LUMO gap (eV): {shown}"
+
+    @classmethod
+    def commands(cls) -> list[tuple[str, typer.Typer]]:
+        from arl_flows.suites.molecules.cli import prior_app
+
+        return [("prior", prior_app)]
+
+    @staticmethod
+    def surrogate_learner(tiers: Sequence[str], learned: Any, seed: int) -> Any:
+        """A graph network on the molecule and the lower tiers' values (``graph.py``)."""
+        from arl_flows.suites.molecules.graph import GraphLearner
+
+        return GraphLearner.from_settings(tiers, learned, seed)
+
+    def goal_windows(self) -> list[tuple[float, float]]:
+        sched = self.config.scheduler
+        return self.options.goal_windows or [(sched.target_low, sched.target_high)]
+
+    def load_policy(self, policy_config: PolicyConfig, on_pretrain: Callable[[str], None] | None = None) -> Policy:
+        from arl_flows.suites.molecules.prior import load_or_pretrain, prior_dir, shipped_prior
+
+        if self.config.policy_path:
+            return Policy.load(self.config.policy_path, policy_config)
+        prior = self.options.prior
+        if on_pretrain is not None and shipped_prior(prior) is None and not (prior_dir(prior) / "pretrain_report.json").is_file():
+            on_pretrain(str(prior_dir(prior)))
+        policy, _report = load_or_pretrain(prior, policy_config=policy_config)
+        return policy
+
+    def prepare_policy(self) -> dict[str, Any]:
+        """The SMILES prior of the config, pretrained if neither shipped nor cached; its pretraining report."""
+        from arl_flows.suites.molecules.prior import load_or_pretrain
+
+        _policy, report = load_or_pretrain(self.options.prior)
+        return report.model_dump(mode="json")
+
+    def prompts(self, step: int) -> list[Prompt]:
+        windows = self.goal_windows()
+        n = self.config.rollout.prompts_per_step
+        out = []
+        for i in range(n):
+            low, high = windows[(step * n + i) % len(windows)]
+            out.append(self._goal_prompt(low, high, f"{self.name}:gap:{low:.2f}-{high:.2f}"))
+        return out
+
+    def _goal_prompt(self, low: float, high: float, prompt_id: str, text: str | None = None) -> Prompt:
+        return Prompt(
+            id=prompt_id,
+            suite=self.name,
+            text=text or f"Propose a molecule (C, N, O, F; at most 9 heavy atoms) with a HOMO-LUMO gap between {low:g} and {high:g} eV.",
+            goal={"property": "gap_ev", "low": low, "high": high, "softness": self.config.scheduler.window_softness},
+        )
+
+    def prompt_ids(self, policy: Policy, prompt: Prompt) -> list[int]:
+        from arl_flows.suites.molecules.smiles import goal_prompt_ids
+
+        return goal_prompt_ids(policy.tokenizer, prompt.goal["low"], prompt.goal["high"])
+
+    def completion(self, prompt: Prompt, text: str) -> tuple[Candidate, str, list[Turn]]:
+        from arl_flows.suites.molecules.chemistry import make_candidate
+
+        smiles = "".join(text.split())  # the SMILES tokenizer decodes with spaces between tokens
+        return make_candidate(smiles, prompt.goal), smiles, [Turn(role="user", content=prompt.text), Turn(role="assistant", content=smiles)]
+
+    def candidate(self, text: str, goal: dict[str, Any] | None = None) -> Candidate:
+        from arl_flows.suites.molecules.chemistry import make_candidate
+
+        return make_candidate(text, goal)
+
+    def featurize(self, candidate: Candidate) -> np.ndarray:
+        from arl_flows.suites.molecules.features import molecule_features
+
+        return molecule_features(candidate)
+
+    def history_candidate(self, key: str) -> Candidate | None:
+        from arl_flows.suites.molecules.chemistry import make_candidate
+
+        if not key.startswith(f"{self.name}:") or key.startswith(f"{self.name}:invalid:"):
+            return None
+        return make_candidate(key.split(":", 1)[1])
+
+    def disagreements(self, scheduler, candidates, verdicts, estimates):  # noqa: ANN001, ANN201 - see Suite.disagreements
+        """A top-tier value far outside the surrogate's interval predicted from the lower tiers alone.
+
+        The lower tiers are every ``ok`` value below the top tier; the flag names the highest of them
+        (xTB in the default ladder). Candidates without an ``ok`` top-tier value are not judged.
+        """
+        from verifiers.disagreement import interval_disagreement
+        from verifiers.scheduler.surrogate import Observation
+
+        names = [v.name for v in scheduler.ladder]
+        top, lower_names = names[-1], names[:-1]
+        queries, index = [], []
+        for i, cand in enumerate(candidates):
+            mine = {v.verifier: v for v in verdicts.get(cand.key, []) if v.status == Status.ok and v.value is not None}
+            lowers = [mine[n] for n in lower_names if n in mine]
+            if top not in mine or not lowers:
+                continue
+            values = {v.verifier: float(v.value) for v in lowers}
+            queries.append(Observation(cand.key, self.featurize(cand), values, payload=cand.payload))
+            index.append((i, lowers[-1], mine[top]))
+        if not queries:
+            return estimates
+        mean, std = scheduler.surrogate.predict(queries)
+        out = list(estimates)
+        for (i, lower, upper), m, s in zip(index, mean, std, strict=True):
+            flag = interval_disagreement(lower, upper, float(m), float(s))
+            if flag:
+                out[i] = out[i].model_copy(update={"disagreement": flag})
+        return out
+
+    def hindsight(self, policy: Policy, failures: list[Failure]):  # noqa: ANN201 - see Suite.hindsight
+        """Relabel each failed molecule with the bin of the gap it achieved (hindsight experience replay).
+
+        The achieved gap is on the top tier's scale, where the goals are: the
+        top tier's own value, or the scheduler's calibrated posterior mean when
+        a tier at least ``min_fidelity`` answered and the posterior std is at
+        most ``max_value_std`` (a raw xTB gap is about 2 eV off the DFT scale).
+        """
+        from arl_flows.suites.molecules.hindsight import relabel
+
+        hcfg = self.config.hindsight
+        if not hcfg.relabel:
+            return [], []
+        min_rank = tier_rank(hcfg.min_fidelity)
+        relabeled = []
+        for _traj, _prompt, completion_ids, verdicts, estimate in failures:
+            if achieved_value([v for v in verdicts if tier_rank(v.tier) >= min_rank]) is None:
+                continue
+            achieved = top_scale_value(estimate, hcfg.max_value_std)
+            if achieved is not None:
+                relabeled.append(relabel(completion_ids, achieved, policy.tokenizer))
+        return relabeled, []
+
+    def show_candidate(self, key: str, answer: str) -> str:
+        """A molecule by its canonical SMILES (the cache key's body), else the text the policy wrote."""
+        if key.startswith(f"{self.name}:") and not key.startswith(f"{self.name}:invalid:"):
+            return key.split(":", 1)[1]
+        return answer
