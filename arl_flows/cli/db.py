@@ -18,7 +18,7 @@ def upgrade(url: str | None = URL_OPTION, revision: str = typer.Option("head", h
     """Apply Alembic migrations to the ledger."""
     ledger = open_ledger(url) if revision == "head" else _open_unmigrated(url)
     ledger.upgrade(revision)
-    console.print(f"ledger at {shown(ledger._safe_url)} is at revision {ledger.current_revision()}")
+    console.print(f"ledger at {shown(ledger.safe_url)} is at revision {ledger.current_revision()}")
 
 
 @db_app.command("downgrade")
@@ -26,7 +26,7 @@ def downgrade(revision: str = typer.Argument("-1", help="Target revision, e.g. -
     """Revert migrations (for development; data in dropped tables is lost)."""
     ledger = _open_unmigrated(url)
     ledger.downgrade(revision)
-    console.print(f"ledger at {shown(ledger._safe_url)} is at revision {ledger.current_revision()}")
+    console.print(f"ledger at {shown(ledger.safe_url)} is at revision {ledger.current_revision()}")
 
 
 @db_app.command("check")
@@ -37,11 +37,11 @@ def check(url: str | None = URL_OPTION, json_out: bool = typer.Option(False, "--
     if json_out:
         print_json({"ok": not problems, "problems": problems})
     elif problems:
-        console.print(f"[bold red]{len(problems)} problem(s)[/] in {shown(ledger._safe_url)}:", soft_wrap=True)
+        console.print(f"[bold red]{len(problems)} problem(s)[/] in {shown(ledger.safe_url)}:", soft_wrap=True)
         for p in problems:
             console.print(f"  - {shown(p)}", highlight=False, soft_wrap=True)
     else:
-        console.print(f"[green]ledger is consistent[/] ({shown(ledger._safe_url)})", soft_wrap=True)
+        console.print(f"[green]ledger is consistent[/] ({shown(ledger.safe_url)})", soft_wrap=True)
     raise typer.Exit(1 if problems else 0)
 
 

@@ -26,7 +26,7 @@ def list_runs(
     if json_out:
         print_json([r.model_dump(mode="json", exclude={"config"}) for r in runs])
         return
-    table = Table(title=f"runs in {shown(ledger._safe_url)}")
+    table = Table(title=f"runs in {shown(ledger.safe_url)}")
     for col in ("id", "name", "status", "steps", "created"):
         table.add_column(col)
     for r in runs:

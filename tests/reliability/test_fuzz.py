@@ -102,7 +102,7 @@ def _text(max_size: int) -> st.SearchStrategy[str]:
 
 
 def _stored_text(text: str) -> str:
-    """Free text as the ledger stores it: lone surrogates backslash-escaped (storage/ledger.py _storable_text)."""
+    """Free text as the ledger stores it: lone surrogates backslash-escaped (storage/ledger/_errors.py _storable_text)."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 _huge = st.builds(lambda s, n: (s * n)[:200_000], st.text(min_size=1, max_size=8), st.integers(1, 50_000))
