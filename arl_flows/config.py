@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from policies import PretrainConfig, TrainerConfig
 from verifiers.code import CodeTaskChoice, RewardWeights
+from verifiers.objectives import Objective
 from verifiers.scheduler import SchedulerConfig
 
 __all__ = [
@@ -149,6 +150,12 @@ class RunConfig(_Section):
             budget_per_step=30.0, budget_per_run=160.0,
         )
     )
+    objective: Objective | None = Field(
+        default=None,
+        description="The reward over named properties ([objective] with [[objective.terms]], see verifiers.objectives "
+        "and the README); None: the window [scheduler] target_low..target_high with window_softness on the top "
+        "tier's value.",
+    )
     hindsight: HindsightConfig = Field(default_factory=HindsightConfig)
     device: str = Field(default="cpu", description="Torch device of the policy ('cpu', 'cuda:0').")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(default="float32", description="Policy weight dtype.")
@@ -214,6 +221,15 @@ class RunConfig(_Section):
             )
         if self.suite == "code" and not self.policy_path:
             raise ValueError("policy_path: the code suite needs a local transformers model directory to train")
+        return self
+
+    @model_validator(mode="after")
+    def _objective_reaches_the_scheduler(self) -> RunConfig:
+        """The scheduler computes the reward, so [objective] becomes its ``reward``; one place to declare it."""
+        if self.objective is not None and self.scheduler.reward not in (None, self.objective):
+            raise ValueError("objective: declare the reward once, in [objective]; remove [scheduler.reward]")
+        if self.objective is not None and self.scheduler.reward is None:
+            self.scheduler = self.scheduler.model_copy(update={"reward": self.objective})
         return self
 
     def goal_windows(self) -> list[tuple[float, float]]:

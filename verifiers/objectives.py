@@ -95,7 +95,8 @@ class Term(BaseModel):
 
     @model_validator(mode="after")
     def _fields_fit_the_kind(self) -> Term:
-        kind, given = self.kind, {f for f in _SHAPE_FIELDS if getattr(self, f) not in (None, 0.0) or f in self.model_fields_set}
+        kind = self.kind
+        given = {f for f in _SHAPE_FIELDS if getattr(self, f) is not None and not (f == "softness" and self.softness == 0)}
         if kind == "threshold":
             if (self.above is None) == (self.below is None):
                 raise ValueError(f"a 'threshold' term on {self.property!r} needs exactly one of above or below, e.g. {_EXAMPLE['threshold']}")

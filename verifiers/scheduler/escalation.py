@@ -138,7 +138,12 @@ class VoiPolicy(EscalationPolicy):
 
     def escalate(self, view: PlanView) -> list[Action]:
         nxt = view.next_tier()
-        idx = np.flatnonzero((nxt >= 0) & (view.std > view.config.exact_std))
+        uncertain = (nxt >= 0) & (view.std > view.config.exact_std)
+        if view.objective.as_window() is None:
+            # The top tier's value can move the reward only by the stake its exact properties leave
+            # (0 when a cheap term zeroes a geometric mean): such a reward is known, like an exact value.
+            uncertain &= np.broadcast_to(view.objective.stake(view.exact), nxt.shape) > 0
+        idx = np.flatnonzero(uncertain)
         if idx.size == 0:
             return []
         if view.config.voi_target == VoiTarget.discovery:
