@@ -70,7 +70,7 @@ from arl_flows.config import RunConfig, load_config
 from arl_flows.training import RunSession, run_dir
 from storage.records import RewardEstimate, Status, Verdict
 from verifiers import Candidate, Verifier
-from verifiers.scheduler import CascadePolicy, Objective, Observation, window_score
+from verifiers.scheduler import CascadePolicy, Observation, VoiTarget, window_score
 
 __all__ = [
     "REGIMES",
@@ -153,7 +153,7 @@ def regime_config(base: RunConfig, regime: str, bench: LearningBenchConfig, seed
     )
     hindsight = base.hindsight
     if regime in ("scheduled", "scheduled-no-hindsight"):
-        sched = sched.model_copy(update={"policy": "voi", "objective": Objective.advantage})
+        sched = sched.model_copy(update={"policy": "voi", "voi_target": VoiTarget.advantage})
         if regime == "scheduled-no-hindsight":
             hindsight = hindsight.model_copy(update={"enabled": False})
     elif regime == "top-only":

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from policies import TrainerConfig
+from verifiers.objectives import Objective
 from verifiers.scheduler import SchedulerConfig
 
 __all__ = [
@@ -127,6 +128,12 @@ class RunConfig(_Section):
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     trainer: TrainerConfig = Field(default_factory=lambda: TrainerConfig(group_size=8, lr=5e-5, max_new_tokens=48))
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig, description="Routing and budget (default: the suite's).")
+    objective: Objective | None = Field(
+        default=None,
+        description="The reward over named properties ([objective] with [[objective.terms]], see verifiers.objectives "
+        "and the README); None: the window [scheduler] target_low..target_high with window_softness on the top "
+        "tier's value (the suite's default objective, if it declares one).",
+    )
     hindsight: HindsightConfig = Field(default_factory=HindsightConfig)
     device: str = Field(default="cpu", description="Torch device of the policy ('cpu', 'cuda:0').")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(default="float32", description="Policy weight dtype.")
@@ -230,6 +237,15 @@ class RunConfig(_Section):
                 f"scheduler.policy: {self.scheduler.policy!r} needs tuned thresholds or the true values, which a training "
                 "run does not have; use 'voi', 'all', 'fast-only' or 'random' (the benchmarks compare the others)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _objective_reaches_the_scheduler(self) -> RunConfig:
+        """The scheduler computes the reward, so [objective] becomes its ``reward``; one place to declare it."""
+        if self.objective is not None and self.scheduler.reward not in (None, self.objective):
+            raise ValueError("objective: declare the reward once, in [objective]; remove [scheduler.reward]")
+        if self.objective is not None and self.scheduler.reward is None:
+            self.scheduler = self.scheduler.model_copy(update={"reward": self.objective})
         return self
 
 

@@ -51,7 +51,7 @@ from arl_flows.suites import Suite, suite_for
 from arl_flows.training import TierRunner, bill, build_ladder, teach_from_ledger, verify_candidates
 from storage.ledger import Ledger
 from storage.records import Prompt, RunStatus, Status, TrainingStepRecord, Trajectory, tier_rank
-from verifiers.scheduler import Objective, Scheduler
+from verifiers.scheduler import Scheduler, VoiTarget
 
 __all__ = [
     "Ranked",
@@ -138,7 +138,7 @@ def verification_config(
     budget_per_call: float = 60.0,
     budget_total: float = math.inf,
     policy: str = "voi",
-    routing: Objective | str = Objective.advantage,
+    routing: VoiTarget | str = VoiTarget.advantage,
     name: str | None = None,
     seed: int = 0,
 ) -> RunConfig:
@@ -151,7 +151,7 @@ def verification_config(
         data["tiers"] = _tier_configs(tiers)
     scheduler = {
         "policy": policy,
-        "objective": Objective(routing).value,
+        "voi_target": VoiTarget(routing).value,
         "budget_per_step": budget_per_call,
         "budget_per_run": budget_total,
         "seed": seed,
@@ -212,7 +212,7 @@ class TieredReward:
         tiers: Sequence[Any] | None = None,
         budget_total: float = math.inf,
         policy: str = "voi",
-        routing: Objective | str = Objective.advantage,
+        routing: VoiTarget | str = VoiTarget.advantage,
         max_wait_s: float | None = None,
         max_batch: int = 8,
         group_size: int | None = None,
@@ -580,7 +580,7 @@ def rerank(
             if key not in rewards:
                 rewards[key] = TieredReward(
                     suite, objective=key, budget_per_call=budget, tiers=tiers, policy=policy,
-                    routing=Objective.discovery, run_name=f"rerank-{suite}", seed=seed, ledger=shared_ledger,
+                    routing=VoiTarget.discovery, run_name=f"rerank-{suite}", seed=seed, ledger=shared_ledger,
                     max_wait_s=math.inf,
                 )
             reward = rewards[key]

@@ -220,7 +220,7 @@ def _write_png(report: dict[str, Any], path: Path, n_hits: int) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("CPU-seconds charged (log)")
     ax.set_ylabel(f"recall of {n_hits} hits")
-    ax.set_title(f"Retrieval of window {report['window']} from {report['pool']} molecules")
+    ax.set_title(f"Retrieval ({_target_text(report)}) from {report['pool']} molecules")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -287,19 +287,34 @@ def bench_scheduler(
     json_out: JsonOpt = None,
     png: Annotated[Path | None, typer.Option("--png", help="Write the recall-versus-cost plot here.")] = None,
     learned: Annotated[bool, typer.Option("--learned/--no-learned", help="Stack the graph network under voi's surrogate when the held-out split has at least 2,000 molecules (trained once, a few CPU-minutes).")] = True,
+    maximize: Annotated[bool, typer.Option("--maximize", help="Hits are the pool's top --top-fraction of the top-tier value (replaces --window).")] = False,
+    minimize: Annotated[bool, typer.Option("--minimize", help="Hits are the pool's bottom --top-fraction of the top-tier value (replaces --window).")] = False,
+    top_fraction: Annotated[float, typer.Option("--top-fraction", help="With --maximize/--minimize: the share of the pool that counts as a hit.")] = 0.01,
 ) -> None:
-    """Retrieval from a pool: cost for each policy to confirm 50/80/95% of the hits at the top tier."""
+    """Retrieval from a pool: cost for each policy to confirm 50/80/95% of the hits at the top tier.
+
+    Hits are the pool's values in --window, or with --maximize (--minimize) its top (bottom) --top-fraction:
+    the scheduler then maximizes (minimizes) the value with a sigmoid whose midpoint is that cut, as it is
+    given the window otherwise; the oracle knows every value.
+    """
     from arl_flows.suites.molecules.features import molecule_features
     from verifiers.scheduler import retrieval_benchmark
     from verifiers.scheduler.config import LearnedSurrogateConfig
 
     low, high = _window(window)
+    if maximize and minimize:
+        raise UserError("give --maximize or --minimize, not both")
+    if (maximize or minimize) and not 0 < top_fraction <= 0.5:  # NaN fails the comparison too
+        raise UserError(f"--top-fraction must be in (0, 0.5], got {top_fraction}")
     _positive("--top-cost", top_cost)
     _positive("--step-budget", step_budget)
     _count("--limit", limit, 10, _MAX_POOL)
     _count("--held-out", held_out, 0, _MAX_POOL)
     names = _policies(policies, ("voi", "all", "cascade", "random", "oracle", "fast-only"))
     data = _setup(pool, limit, held_out, seed, top_cost, cache, ledger, low, high)
+    objective, target = None, None
+    if maximize or minimize:
+        low, high, objective, target = _top_fraction(data["truth"], "maximize" if maximize else "minimize", top_fraction)
     t0 = time.perf_counter()
     try:
         report = retrieval_benchmark(
@@ -314,10 +329,12 @@ def bench_scheduler(
             step_budget=step_budget or 10 * top_cost,
             seed=seed,
             learned=LearnedSurrogateConfig(enabled=learned),
+            objective=objective,
             progress=lambda msg: err_console.print(f"  {msg} ({time.perf_counter() - t0:.0f}s)"),
         )
     except ValueError as exc:  # no hits in the pool or the held-out split: the user must widen or enlarge
         raise UserError(str(exc)) from None
+    report["target"] = target or {"window": [low, high]}
     report["top_cost"] = top_cost
     report["tiers"] = [v.name for v in data["ladder"]]
     report["surrogate_calibration"], report["learned_surrogate_pairs"] = _calibration(data, seed, learned)
@@ -334,6 +351,28 @@ def bench_scheduler(
         json_out.write_text(json.dumps(report, indent=2))
 
 
+def _top_fraction(truth: dict[str, float], direction: str, fraction: float) -> tuple[float, float, Any, dict[str, Any]]:
+    """Hit range, objective and report entry for the pool's top (maximize) or bottom (minimize) ``fraction``."""
+    from verifiers.objectives import VALUE, Objective, Term
+
+    values = sorted(truth.values(), reverse=direction == "maximize")
+    k = max(math.ceil(fraction * len(values)), 1)
+    cut = values[k - 1]
+    low, high = (cut, math.inf) if direction == "maximize" else (-math.inf, cut)
+    # The sigmoid's midpoint is the cut (where the objective counts a value as a hit); 10 per eV sets only
+    # how fast the reward rises around it, which discovery does not use.
+    term = Term(kind=direction, property=VALUE, transform="sigmoid", midpoint=cut, steepness=10.0)
+    return low, high, Objective(terms=[term]), {direction: VALUE, "top_fraction": fraction, "cut": cut}
+
+
+def _target_text(report: dict[str, Any]) -> str:
+    target = report.get("target") or {}
+    if "window" in target:
+        return f"window {target['window']} eV"
+    direction = "maximize" if "maximize" in target else "minimize"
+    return f"{direction}: {'top' if direction == 'maximize' else 'bottom'} {target['top_fraction']:g} (cut {target['cut']:.3f} eV)"
+
+
 def _fmt(x: float | None, digits: int = 0) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
@@ -341,7 +380,7 @@ def _fmt(x: float | None, digits: int = 0) -> str:
 def _print_retrieval(report: dict[str, Any]) -> None:
     from rich.table import Table
 
-    t = Table(title=f"{report['hits']} hits in {report['pool']} molecules, window {report['window']} eV")
+    t = Table(title=f"{report['hits']} hits in {report['pool']} molecules, {_target_text(report)}")
     t.add_column("policy", no_wrap=True, min_width=18)
     for col in ("cost@50%", "cost@80%", "cost@95%", "x oracle @50", "x oracle @80", "x oracle @95"):
         t.add_column(col, justify="right")

@@ -101,7 +101,7 @@ SPECS: dict[str, Spec] = {
     "bench scheduler": ({
         "--pool": FILE, "--window": st.tuples(NUMBER, NUMBER), "--policies": TEXT, "--top-cost": NUMBER, "--step-budget": NUMBER,
         "--seed": NUMBER, "--limit": NUMBER, "--held-out": NUMBER, "--cache": FILE, "--ledger": URL, "--json": FILE, "--png": FILE,
-        "--learned": FLAG, "--no-learned": FLAG,
+        "--learned": FLAG, "--no-learned": FLAG, "--maximize": FLAG, "--minimize": FLAG, "--top-fraction": NUMBER,
     }, ["--pool", "<MISSING>"], None),
     "bench advantages": ({
         "--pool": FILE, "--window": st.tuples(NUMBER, NUMBER), "--softness": NUMBER, "--group-size": NUMBER, "--groups": NUMBER,

@@ -23,10 +23,11 @@ from verifiers.scheduler.baselines import (
     make_policy,
 )
 from verifiers.scheduler.benchmark import ReplayVerifier, advantage_benchmark, replay_ladder, retrieval_benchmark
-from verifiers.scheduler.config import Objective, SchedulerConfig, TierCaps
+from verifiers.scheduler.config import SchedulerConfig, TierCaps, VoiTarget
 from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView, VoiPolicy
 from verifiers.scheduler.features import size_features
 from verifiers.scheduler.planner import Decision, Scheduler, StepPlan, StepResult
+from verifiers.scheduler.reward import discovery_value, objective_moments
 from verifiers.scheduler.surrogate import Observation, Surrogate, SurrogatePrior
 from verifiers.scheduler.window import hit_probability, reward_moments, window_score
 
@@ -38,7 +39,6 @@ __all__ = [
     "Decision",
     "EscalationPolicy",
     "FastOnlyPolicy",
-    "Objective",
     "Observation",
     "OraclePolicy",
     "PlanView",
@@ -52,9 +52,12 @@ __all__ = [
     "SurrogatePrior",
     "TierCaps",
     "VoiPolicy",
+    "VoiTarget",
     "advantage_benchmark",
+    "discovery_value",
     "hit_probability",
     "make_policy",
+    "objective_moments",
     "replay_ladder",
     "retrieval_benchmark",
     "reward_moments",

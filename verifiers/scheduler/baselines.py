@@ -141,7 +141,7 @@ class OraclePolicy(EscalationPolicy):
 
     def __init__(self, truth: Mapping[str, float], config: SchedulerConfig) -> None:
         self.truth = dict(truth)
-        self.low, self.high = config.target_low, config.target_high
+        self.low, self.high = config.reward_objective().hit_interval()  # a window alone: target_low..target_high
 
     def first_round(self, view: PlanView) -> list[Action]:
         return []

@@ -7,8 +7,9 @@ policy is charged exactly as if it had computed what it asked for and the
 policies are compared on identical numbers.
 
 - :func:`retrieval_benchmark`: find the pool's hits (true value in the
-  window) by confirming them at the top tier; cost to reach 50/80/95% recall
-  and a recall-versus-cost curve per policy.
+  window, or in its top fraction for a maximize/minimize objective) by
+  confirming them at the top tier; cost to reach 50/80/95% recall and a
+  recall-versus-cost curve per policy.
 - :func:`advantage_benchmark`: groups of G candidates; how close each
   policy's group advantages are to the true ones, as a function of spend.
 """
@@ -26,7 +27,8 @@ from scipy.stats import spearmanr
 from storage.records import Status, Verdict
 from verifiers.base import Candidate, CostModel, Verifier
 from verifiers.scheduler.baselines import CascadePolicy, make_policy
-from verifiers.scheduler.config import LearnedSurrogateConfig, Objective, SchedulerConfig
+from verifiers.objectives import Objective
+from verifiers.scheduler.config import LearnedSurrogateConfig, SchedulerConfig, VoiTarget
 from verifiers.scheduler.escalation import EscalationPolicy
 from verifiers.scheduler.features import Featurizer
 from verifiers.scheduler.planner import Scheduler
@@ -174,9 +176,16 @@ def retrieval_benchmark(
     learned: LearnedSurrogateConfig | None = None,
     cascade_keeps: Sequence[float] = (0.8, 0.9, 0.95, 1.0),
     cascade_margins: Sequence[float] = (0.0, 0.1, 0.25, 0.5, 1.0),
+    objective: Objective | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     """Cost for each policy to confirm 50/80/95% of the pool's hits at the top tier.
+
+    A hit is a true value in ``[low, high]`` (either may be infinite: the top
+    of a maximized property is ``[cut, inf)``). The scheduler's reward is
+    ``objective`` (default: the window ``[low, high]``); its terms on the
+    top tier's value should be met exactly on that range, as a maximize term
+    whose midpoint is the cut is.
 
     ``ladder`` replays the tiers (see :func:`replay_ladder`); ``truth`` is
     the known top-tier value per key; ``held_out`` is a disjoint split with
@@ -191,6 +200,9 @@ def retrieval_benchmark(
     n_hits = len(hits)
     if n_hits == 0:
         raise ValueError(f"the pool has no hits in [{low}, {high}]; widen the window or enlarge the pool")
+    if objective is not None and objective.hit_interval() != (low, high):
+        raise ValueError(f"the objective's terms on the value are met on {objective.hit_interval()}, but hits are "
+                         f"[{low}, {high}]; make them the same range")
     need = {r: max(math.ceil(r * n_hits), 1) for r in RECALL_LEVELS}
     top = ladder[-1].name
     lower = [v.name for v in ladder[:-1]]
@@ -204,9 +216,8 @@ def retrieval_benchmark(
         variants: list[tuple[str, EscalationPolicy, float]] = []
         config = SchedulerConfig(
             policy=name if name != "cascade" else "all",
-            objective=Objective.discovery,
-            target_low=low,
-            target_high=high,
+            voi_target=VoiTarget.discovery,
+            **({"reward": objective} if objective is not None else {"target_low": low, "target_high": high}),
             seed=seed,
             learned=learned or LearnedSurrogateConfig(),
         )
@@ -238,7 +249,9 @@ def retrieval_benchmark(
     report: dict[str, Any] = {
         "pool": len(pool),
         "hits": n_hits,
-        "window": [low, high],
+        "window": [low, high] if math.isfinite(low) and math.isfinite(high) else None,
+        "hit_range": [x if math.isfinite(x) else None for x in (low, high)],
+        "objective": objective.model_dump(exclude_defaults=True) if objective is not None else None,
         "held_out": len(held_out),
         "step_budget": step_budget,
         "policies": {},
@@ -343,14 +356,14 @@ def advantage_benchmark(
 
     rows: dict[str, list[dict[str, float]]] = {}
     for name in policies:
-        objective = Objective.discovery if name == "voi-discovery" else Objective.advantage
+        target = VoiTarget.discovery if name == "voi-discovery" else VoiTarget.advantage
         policy_name = "voi" if name.startswith("voi") else name
         fractions = [1.0] if name in ("all", "fast-only") else budget_fractions
         for frac in fractions:
             progress(f"policy {name} at {frac:g} of all")
             config = SchedulerConfig(
                 policy=policy_name,
-                objective=objective,
+                voi_target=target,
                 target_low=low,
                 target_high=high,
                 window_softness=softness,

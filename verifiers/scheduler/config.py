@@ -5,13 +5,17 @@ from __future__ import annotations
 import math
 from enum import StrEnum
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["LearnedSurrogateConfig", "Objective", "SchedulerConfig", "TierCaps"]
+from verifiers.objectives import Objective
+
+__all__ = ["LearnedSurrogateConfig", "SchedulerConfig", "TierCaps", "VoiTarget"]
 
 
-class Objective(StrEnum):
-    """What an escalation is worth."""
+class VoiTarget(StrEnum):
+    """What an escalation is worth to ``voi`` (not the reward: that is the objective)."""
 
     discovery = "discovery"  # expected gain in hits confirmed at the top tier
     advantage = "advantage"  # expected reduction in error of GRPO group advantages
@@ -78,10 +82,17 @@ class SchedulerConfig(BaseModel):
         description="Escalation policy: 'voi' (value of information per cost) or a baseline: "
         "'all', 'fast-only', 'cascade', 'random', 'oracle'.",
     )
-    objective: Objective = Field(
-        default=Objective.discovery,
-        description="What 'voi' maximises: 'discovery' (confirmed hits in the window) or "
-        "'advantage' (accuracy of group-relative advantages).",
+    voi_target: VoiTarget = Field(
+        default=VoiTarget.discovery,
+        description="What 'voi' maximises: 'discovery' (confirmed hits: candidates whose top-tier value meets the "
+        "objective's terms on it, weighted by the reward they can still gain) or 'advantage' (accuracy of "
+        "group-relative advantages). Formerly 'objective'.",
+    )
+    reward: Objective | None = Field(
+        default=None,
+        description="The reward objective over named properties (see verifiers.objectives); a run config sets it "
+        "from its [objective] section. None: the window target_low..target_high with window_softness on the top "
+        "tier's value.",
     )
     target_low: float = Field(default=3.0, description="Lower edge of the target window of the top-tier value (e.g. eV).")
     target_high: float = Field(default=4.0, description="Upper edge of the target window of the top-tier value.")
@@ -135,6 +146,23 @@ class SchedulerConfig(BaseModel):
     )
     seed: int = Field(default=0, description="Seed of the 'random' baseline and any tie-breaking.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_objective(cls, data: Any) -> Any:
+        """``objective = 'discovery' | 'advantage'`` is the old name of ``voi_target``; it keeps working."""
+        if isinstance(data, dict) and "objective" in data:
+            data = dict(data)
+            old = data.pop("objective")
+            if "voi_target" in data:
+                raise ValueError("objective is the old name of voi_target; give only voi_target")
+            if str(getattr(old, "value", old)) not in {t.value for t in VoiTarget}:
+                raise ValueError(
+                    f"objective is now voi_target ('discovery' or 'advantage'), got {str(old)[:60]!r}; the reward's "
+                    "objective is the run config's [objective] section"
+                )
+            data["voi_target"] = old
+        return data
+
     @model_validator(mode="after")
     def _window_is_ordered(self) -> SchedulerConfig:
         if not self.target_low < self.target_high:
@@ -142,6 +170,10 @@ class SchedulerConfig(BaseModel):
                 f"target_low ({self.target_low}) must be below target_high ({self.target_high}); swap them"
             )
         return self
+
+    def reward_objective(self) -> Objective:
+        """The reward objective: ``reward``, else the window on the top tier's value."""
+        return self.reward or Objective.window(self.target_low, self.target_high, self.window_softness)
 
     def caps_for(self, verifier: str, tier: str) -> TierCaps:
         """The caps for one verifier (by name, else by tier, else none)."""

@@ -10,12 +10,17 @@ cheap and sharpen the decision about the expensive one).
 ``VoiPolicy`` ranks by expected value of information per CPU-second:
 
 - ``discovery``: value is expected hits confirmed at the top tier. A
-  top-tier call on candidate i is worth ``p_i`` = P(top value in window). A
+  top-tier call on candidate i is worth ``stake_i p_i``: ``p_i`` = P(the top
+  value meets the objective's terms on it, e.g. lies in the window) and
+  ``stake_i`` the reward such a value adds given the candidate's exact
+  properties (:func:`verifiers.scheduler.reward.discovery_value`; 1 for a
+  window alone, 0 when a cheap term already zeroes a geometric mean). A
   lower tier is worth what it does to the later top-tier decision: after it,
   the belief mean moves to ``m' ~ N(m, s^2 - s'^2)`` (the preposterior of a
   Gaussian; s' is the surrogate's std once that tier is known), and the
-  top tier is then called only if ``p' >= tau``; the path is worth
-  ``E[p' 1{p' >= tau}]`` for ``c_next + c_top P(p' >= tau)`` seconds. This is a
+  top tier is then called only if ``stake p' >= tau``; the path is worth
+  ``E[stake p' 1{stake p' >= tau}]`` for ``c_next + c_top P(stake p' >= tau)``
+  seconds. This is a
   knowledge-gradient style look-ahead (Frazier, Powell and Dayanik, 2008,
   *SIAM J. Control Optim.* 47, 2410). ``tau = lambda * c_top`` where
   ``lambda`` (hits per second) is the rate of the marginal action that the
@@ -25,7 +30,8 @@ cheap and sharpen the decision about the expensive one).
   group-relative advantages ``(r_i - mean_g r) / scale_g``. With independent
   beliefs that error is ``(1 - 1/G) sum_i Var(r_i) / scale_g^2``, so a
   candidate is worth escalating in proportion to how much the next tier
-  shrinks the variance of its *reward* (large near the window edges, where a
+  shrinks the variance of its *reward*, computed with its exact properties
+  plugged in (large near the window edges, where a
   rank within the group can flip; about zero for a candidate clearly outside
   the window, so a group whose members are all clearly bad is left alone).
 
@@ -45,8 +51,10 @@ from typing import ClassVar
 import numpy as np
 
 from verifiers.base import Candidate, Verifier
-from verifiers.scheduler.config import Objective, SchedulerConfig
-from verifiers.scheduler.window import hit_probability, reward_moments
+from verifiers.objectives import Objective
+from verifiers.scheduler.config import SchedulerConfig, VoiTarget
+from verifiers.scheduler.reward import discovery_value, objective_moments
+from verifiers.scheduler.window import hit_probability
 
 __all__ = ["Action", "EscalationPolicy", "PlanView", "VoiPolicy"]
 
@@ -82,9 +90,15 @@ class PlanView:
     next_std: np.ndarray  # (n,) expected posterior std once the next tier has answered
     cost: np.ndarray  # (n, tiers) expected CPU-seconds per candidate and tier
     values: list[dict[str, float]]  # ok values per verifier name
+    exact: dict[str, np.ndarray]  # (n,) per exact property the objective reads (NaN: no verifier reported it)
     groups: list[list[int]]  # candidate indices per group (with repeats if a key appears twice)
     budget_left: float
     config: SchedulerConfig
+
+    @property
+    def objective(self) -> Objective:
+        """The reward objective (the window on the top tier's value unless the config declares one)."""
+        return self.config.reward_objective()
 
     @property
     def top(self) -> int:
@@ -118,16 +132,21 @@ class EscalationPolicy(ABC):
 
 
 class VoiPolicy(EscalationPolicy):
-    """Value of information per unit cost, for the ``discovery`` or ``advantage`` objective."""
+    """Value of information per unit cost, for the ``discovery`` or ``advantage`` target."""
 
     name = "voi"
 
     def escalate(self, view: PlanView) -> list[Action]:
         nxt = view.next_tier()
-        idx = np.flatnonzero((nxt >= 0) & (view.std > view.config.exact_std))
+        uncertain = (nxt >= 0) & (view.std > view.config.exact_std)
+        if view.objective.as_window() is None:
+            # The top tier's value can move the reward only by the stake its exact properties leave
+            # (0 when a cheap term zeroes a geometric mean): such a reward is known, like an exact value.
+            uncertain &= np.broadcast_to(view.objective.stake(view.exact), nxt.shape) > 0
+        idx = np.flatnonzero(uncertain)
         if idx.size == 0:
             return []
-        if view.config.objective == Objective.discovery:
+        if view.config.voi_target == VoiTarget.discovery:
             ratio, path_cost, why = self._discovery(view, idx, nxt[idx])
         else:
             ratio, path_cost, why = self._advantage(view, idx, nxt[idx])
@@ -149,23 +168,24 @@ class VoiPolicy(EscalationPolicy):
     def _discovery(
         self, view: PlanView, idx: np.ndarray, nxt: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        cfg = view.config
+        objective = view.objective
         m, s = view.mean[idx], view.std[idx]
         rate, scale = view.tail_rate[idx], view.tail_scale[idx]
-        p = hit_probability(m, s, cfg.target_low, cfg.target_high, rate, scale)
+        p, stake = discovery_value(objective, m, s, {k: v[idx] for k, v in view.exact.items()}, rate, scale)
         c_top = view.cost[idx, view.top]
         c_next = view.cost[idx, nxt]
         # Cost of the tiers after the next one and up to the top, paid only if the path goes on.
         later = np.array([view.cost[i, n + 1 : view.top + 1].sum() for i, n in zip(idx, nxt)])
         at_top = nxt == view.top
         m_after, s_next, w = _preposterior(m, s, rate, scale, view.next_std[idx])
-        p_after = hit_probability(m_after, s_next, cfg.target_low, cfg.target_high)  # (k, nodes)
+        low, high = objective.hit_interval()
+        p_after = stake[:, None] * hit_probability(m_after, s_next, low, high)  # (k, nodes): reward at stake
 
         def path(lam: float) -> tuple[np.ndarray, np.ndarray]:
             go_on = p_after >= (lam * later)[:, None]  # (k, nodes)
             hits = (w * p_after * go_on).sum(axis=1)
             cost = c_next + later * (w * go_on).sum(axis=1)
-            hits = np.where(at_top, p, hits)
+            hits = np.where(at_top, stake * p, hits)
             cost = np.where(at_top, c_top, cost)
             return hits, cost
 
@@ -173,8 +193,10 @@ class VoiPolicy(EscalationPolicy):
         for _ in range(2):  # the rate and the look-ahead threshold depend on each other; two passes settle it
             lam = _frontier_rate(hits / cost, cost, view.budget_left)
             hits, cost = path(lam)
+        staked = objective.as_window() is None  # a window alone stakes the whole reward on every candidate
         why = [
-            f"discovery: P(hit)={p[k]:.3f}, expected hits {hits[k]:.3f} for {cost[k]:.3g}s via tier {int(nxt[k])}"
+            f"discovery: P(hit)={p[k]:.3f}{f', stake {stake[k]:.3f}' if staked else ''}, expected hits {hits[k]:.3f} "
+            f"for {cost[k]:.3g}s via tier {int(nxt[k])}"
             for k in range(idx.size)
         ]
         return hits / cost, cost, why
@@ -183,10 +205,8 @@ class VoiPolicy(EscalationPolicy):
     def _advantage(
         self, view: PlanView, idx: np.ndarray, nxt: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        cfg = view.config
-        mu, var = reward_moments(
-            view.mean, view.std, cfg.target_low, cfg.target_high, cfg.window_softness, view.tail_rate, view.tail_scale
-        )
+        cfg, objective = view.config, view.objective
+        mu, var = objective_moments(objective, view.mean, view.std, view.exact, view.tail_rate, view.tail_scale)
         weight = np.zeros(len(view.keys))
         for members in view.groups:
             size = len(members)
@@ -197,7 +217,7 @@ class VoiPolicy(EscalationPolicy):
         m_after, s_next, w = _preposterior(
             view.mean[idx], view.std[idx], view.tail_rate[idx], view.tail_scale[idx], view.next_std[idx]
         )
-        _, var_after = reward_moments(m_after, s_next, cfg.target_low, cfg.target_high, cfg.window_softness)
+        _, var_after = objective_moments(objective, m_after, s_next, {k: v[idx] for k, v in view.exact.items()})
         var_after = (w * var_after).sum(axis=1)  # (k,) expected reward variance once the next tier answers
         gain_next = weight[idx] * np.maximum(var[idx] - var_after, 0.0)
         gain_path = weight[idx] * var[idx]

@@ -31,8 +31,8 @@ from verifiers.base import Candidate, Verifier
 from verifiers.scheduler.config import SchedulerConfig
 from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView
 from verifiers.scheduler.features import Featurizer
+from verifiers.scheduler.reward import discovery_value, objective_moments
 from verifiers.scheduler.surrogate import Observation, Surrogate, SurrogatePrior
-from verifiers.scheduler.window import hit_probability, reward_moments
 
 __all__ = ["Decision", "Scheduler", "StepPlan", "StepResult"]
 
@@ -242,6 +242,9 @@ class StepPlan:
         n, t = len(self.keys), len(self.ladder)
         self.verdicts: list[list[Verdict | None]] = [[None] * t for _ in range(n)]
         self._vals: list[dict[str, float]] = [{} for _ in range(n)]
+        self.objective = scheduler.config.reward_objective()
+        # Exact properties the objective reads, from the ok verdicts' values: (tier index, value) per name.
+        self._props: list[dict[str, tuple[int, float]]] = [{} for _ in range(n)]
         # Expected cost per candidate and tier from the cost models, scaled per round by measured/expected.
         self._base_cost = np.array([[max(v.expected_cost(c), 1e-9) for v in self.ladder] for c in self.cands]).reshape(n, t)
         self.level = np.full(n, -1)
@@ -314,8 +317,9 @@ class StepPlan:
         """Verdicts, reward estimates, spend, lab requests and the decision log of the step."""
         mean, std, rate, scale = self._posterior()
         cfg = self.config
-        r_mean, r_var = reward_moments(mean, std, cfg.target_low, cfg.target_high, cfg.window_softness, rate, scale)
-        p_hit = hit_probability(mean, std, cfg.target_low, cfg.target_high, rate, scale)
+        exact = self._exact()
+        r_mean, r_var = objective_moments(self.objective, mean, std, exact, rate, scale)
+        p_hit, _ = discovery_value(self.objective, mean, std, exact, rate, scale)
         estimates, used = [], {}
         for c, _, traj in self.items:
             i = self.index[c.key]
@@ -328,6 +332,7 @@ class StepPlan:
             else:
                 rm, rs = float(r_mean[i]), float(math.sqrt(r_var[i]))
                 comps = {"value_mean": float(mean[i]), "value_std": float(std[i]), "p_hit": float(p_hit[i])}
+                comps |= {f"property:{k}": float(v[i]) for k, v in exact.items() if not math.isnan(v[i])}
             estimates.append(
                 RewardEstimate(
                     trajectory_id=traj,
@@ -382,6 +387,20 @@ class StepPlan:
         self.level[i] = max(self.level[i], j)
         if verdict.status == Status.ok and verdict.value is not None:
             self._vals[i][self.ladder[j].name] = float(verdict.value)
+        if verdict.status == Status.ok:
+            props = self._props[i]
+            for name in self.objective.exact_properties:
+                x = verdict.values.get(name)
+                if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x):
+                    if name not in props or props[name][0] <= j:  # the most faithful tier that reports it wins
+                        props[name] = (j, float(x))
+
+    def _exact(self) -> dict[str, np.ndarray]:
+        """(n,) values per exact property the objective reads; NaN where no verifier has reported it."""
+        return {
+            name: np.array([p[name][1] if name in p else math.nan for p in self._props])
+            for name in self.objective.exact_properties
+        }
 
     def _values(self, i: int) -> dict[str, float]:
         """ok values per verifier name of candidate ``i`` (kept up to date by ``_record``)."""
@@ -455,6 +474,7 @@ class StepPlan:
             next_std=next_std,
             cost=self._cost_matrix(),
             values=[self._values(i) for i in range(len(self.keys))],
+            exact=self._exact(),
             groups=self.groups,
             budget_left=self.budget - self.spent,
             config=self.config,

@@ -2,10 +2,9 @@
 
 The scheduler's reward for a candidate is a window score of its top-tier
 value ``y``: 1 inside ``[low, high]`` and a Gaussian fall-off of width
-``softness`` outside (0 gives a hard 0/1 window). It is the same shape as
-``arl_flows.suites.molecules.chemistry.window_score``, restated here so that the
-scheduler does not depend on any one suite. When ``y`` is only known as a
-posterior ``N(mean, std^2)`` the reward is a random variable too; these
+``softness`` outside (0 gives a hard 0/1 window): the ``window`` term of
+:mod:`verifiers.objectives`, whose ``window_score`` this module re-exports.
+When ``y`` is only known as a posterior ``N(mean, std^2)`` the reward is a random variable too; these
 functions give its probability of a hit and its mean and variance, the
 latter by Gauss-Hermite quadrature (exact enough for a smooth score).
 """
@@ -15,20 +14,13 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import norm
 
+from verifiers.objectives import window_score
+
 __all__ = ["hit_probability", "reward_moments", "window_score"]
 
 # Probabilists' Gauss-Hermite nodes: E[f(Z)], Z ~ N(0, 1) ~= sum(w * f(z)).
 _GH_Z, _GH_W = np.polynomial.hermite_e.hermegauss(24)
 _GH_W = _GH_W / _GH_W.sum()
-
-
-def window_score(y: np.ndarray | float, low: float, high: float, softness: float = 0.0) -> np.ndarray:
-    """Reward of a known value: 1 inside the window, ``exp(-d^2 / 2 softness^2)`` at distance d outside."""
-    y = np.asarray(y, dtype=float)
-    if softness <= 0:
-        return ((y >= low) & (y <= high)).astype(float)
-    distance = np.maximum(np.maximum(low - y, y - high), 0.0)
-    return np.exp(-0.5 * (distance / softness) ** 2)
 
 
 def hit_probability(

@@ -5,20 +5,28 @@ Phys. 39, 1397 (1963)) as implemented by RDKit's ``rdEHTTools`` (YAeHMOP) has
 no self-consistency and no electron correlation: its gaps correlate with DFT
 but sit on a different scale, which is what the surrogate's per-tier
 calibration is for. This tier's main job is validity: every invalid SMILES is
-caught here, with RDKit's reason as feedback for the policy.
+caught here, with RDKit's reason as feedback for the policy. It also reports
+exact cheap properties for objectives to read by name: ``qed`` (Bickerton et
+al., Nat. Chem. 4, 90 (2012)), ``sa_score`` (Ertl and Schuffenhauer,
+J. Cheminform. 1, 8 (2009); 1 easy to 10 hard, RDKit's Contrib
+implementation) and ``heavy_atoms``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
+import importlib.util
 import os
 import sys
 from collections.abc import Iterator, Sequence
+from types import ModuleType
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
-from rdkit.Chem import rdEHTTools
+from rdkit import RDConfig
+from rdkit.Chem import QED, rdEHTTools
 
 from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel, Verifier
@@ -62,6 +70,19 @@ def _quiet_c_output() -> Iterator[None]:
             os.close(copy)
 
 
+@functools.cache
+def _sascorer() -> ModuleType:
+    """RDKit's Contrib SA_Score module, loaded from its file (Contrib is not an importable package)."""
+    path = os.path.join(RDConfig.RDContribDir, "SA_Score", "sascorer.py")
+    spec = importlib.util.spec_from_file_location("rdkit_contrib_sascorer", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"RDKit's SA_Score is missing ({path}); install an RDKit build that ships Contrib")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.readFragmentScores()  # once, here: not charged to the first molecule's cost
+    return module
+
+
 class EHTParams(BaseModel):
     """Parameters of the fast extended-Hueckel tier."""
 
@@ -77,7 +98,7 @@ class EHTGapVerifier(Verifier[EHTParams]):
 
     name: ClassVar[str] = "rdkit-eht"
     tier: ClassVar[Tier] = Tier.fast
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: values carry qed and sa_score
     suite: ClassVar[str | None] = SUITE
     Params: ClassVar[type[BaseModel]] = EHTParams
     # CPU seconds measured with benchmarks/tiers.py (docs/tiers.md): 0.5 ms for water,
@@ -85,6 +106,7 @@ class EHTGapVerifier(Verifier[EHTParams]):
     cost_model: ClassVar[CostModel] = CostModel(base=0.001, per_unit=0.0005, exponent=1.0)
 
     def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
+        _sascorer()
         return [self._verify_one(c) for c in candidates]
 
     def _verify_one(self, candidate: Candidate) -> Verdict:
@@ -95,6 +117,7 @@ class EHTGapVerifier(Verifier[EHTParams]):
                 reason = str(exc)
                 parsed = None
             if parsed is not None:
+                qed, sa_score = QED.qed(parsed.mol), _sascorer().calculateScore(parsed.mol)
                 try:
                     molh, force_field = embed_molecule(parsed.mol, self.params.geometry)
                     with _quiet_c_output():
@@ -121,6 +144,8 @@ class EHTGapVerifier(Verifier[EHTParams]):
                 "lumo_ev": lumo,
                 "canonical_smiles": parsed.canonical,
                 "heavy_atoms": parsed.heavy_atoms,
+                "qed": qed,
+                "sa_score": sa_score,
                 "force_field": force_field,
             },
             score=goal_score(candidate, gap),

@@ -68,7 +68,7 @@ class MoleculeSuite(Suite):
             {"verifier": "pyscf-b3lyp", "params": {"basis": "6-31g", "threads": 1, "workers": 2}},
         ],
         "scheduler": {
-            "policy": "voi", "objective": "advantage", "target_low": 3.0, "target_high": 4.0, "window_softness": 0.5,
+            "policy": "voi", "voi_target": "advantage", "target_low": 3.0, "target_high": 4.0, "window_softness": 0.5,
             "budget_per_step": 30.0, "budget_per_run": 160.0,
         },
         "tier_concurrency": {"pyscf-b3lyp": 1, "gfn2-xtb": 2},
