@@ -1,10 +1,12 @@
 """Chemistry ladder for molecular design by HOMO-LUMO gap.
 
 Tiers, cheapest first: ``rdkit-eht`` (fast), ``gfn2-xtb`` (simulation),
-``pyscf-b3lyp`` (high_fidelity), ``lab`` and ``reference-table`` (lab).
+``pyscf-b3lyp`` (high_fidelity) or ``simulated-cluster`` (high_fidelity, a remote DFT
+queue modelled by the QM9 table and a latency), ``lab`` and ``reference-table`` (lab).
 Importing this package registers all of them.
 """
 
+from arl_flows.suites.molecules.cluster import SimulatedClusterParams, SimulatedClusterVerifier
 from arl_flows.suites.molecules.dft import DFTGapVerifier, DFTParams, dft_gap
 from arl_flows.suites.molecules.fast import EHTGapVerifier, EHTParams
 from arl_flows.suites.molecules.lab import (
@@ -34,6 +36,8 @@ from arl_flows.suites.molecules.xtb import XTBGapVerifier, XTBParams, xtb_gap
 
 __all__ = [
     "SUITE",
+    "SimulatedClusterParams",
+    "SimulatedClusterVerifier",
     "DFTGapVerifier",
     "DFTParams",
     "EHTGapVerifier",
