@@ -8,11 +8,14 @@ Nothing here imports Prefect or ``verifiers``: rewards arrive as numbers.
 from .hindsight import HintedExample, RelabeledExample, achieved_value, feedback_hint, hint_prompt, top_scale_value
 from .losses import (
     GRPOLossConfig,
+    decoupled_ppo_loss,
     group_advantages,
     grpo_loss,
     reverse_kl_distill_loss,
     sft_loss,
     spread_mask,
+    staleness_histogram,
+    staleness_weights,
     uncertainty_weights,
 )
 from .model import Policy, PolicyConfig, Rollout, TokenBatch, collate
@@ -20,6 +23,7 @@ from .trainer import PolicyTrainer, TrainerConfig
 
 __all__ = [
     "GRPOLossConfig",
+    "decoupled_ppo_loss",
     "HintedExample",
     "Policy",
     "PolicyConfig",
@@ -38,5 +42,7 @@ __all__ = [
     "reverse_kl_distill_loss",
     "sft_loss",
     "spread_mask",
+    "staleness_histogram",
+    "staleness_weights",
     "uncertainty_weights",
 ]

@@ -13,6 +13,10 @@ Formulas:
   token-level mean over the whole batch, dynamic sampling of groups with spread).
 - Dr. GRPO: Liu et al. 2025, "Understanding R1-Zero-Like Training" (no std in
   the advantage, token sum divided by a constant ``B * max_completion_length``).
+- Decoupled PPO for stale samples: Hilton et al. 2022, "Batch size-invariance
+  for policy optimization" (arXiv:2110.00641), as AReaL uses it for
+  asynchronous RL: Fu et al. 2025, "AReaL: A Large-Scale Asynchronous
+  Reinforcement Learning System for Language Reasoning" (arXiv:2505.24298).
 The aggregation of each ``loss_type`` follows TRL's GRPOTrainer so that the two
 agree to float precision (tested in tests/policies/test_losses_vs_trl.py).
 """
@@ -26,11 +30,14 @@ from pydantic import BaseModel, Field
 
 __all__ = [
     "GRPOLossConfig",
+    "decoupled_ppo_loss",
     "group_advantages",
     "grpo_loss",
     "reverse_kl_distill_loss",
     "sft_loss",
     "spread_mask",
+    "staleness_histogram",
+    "staleness_weights",
     "uncertainty_weights",
 ]
 
@@ -169,18 +176,7 @@ def grpo_loss(
             kl = kl * ratio  # (B, T)
         per_token = per_token + config.beta * kl
 
-    if config.loss_type == "grpo":
-        loss = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()  # ()
-    elif config.loss_type == "bnpo":
-        loss = (per_token * mask).sum() / mask.sum().clamp(min=1.0)
-    elif config.loss_type == "dapo":
-        norm = mask.sum() if num_items_in_batch is None else torch.as_tensor(num_items_in_batch, dtype=mask.dtype)
-        loss = (per_token * mask).sum() / norm.clamp(min=1.0)
-    elif config.loss_type == "dr_grpo":
-        width = config.max_completion_length or mask.shape[1]
-        loss = (per_token * mask).sum() / (per_token.shape[0] * width)
-    else:  # pragma: no cover - pydantic guards the literal
-        raise ValueError(config.loss_type)
+    loss = _aggregate(per_token, mask, config, num_items_in_batch)  # ()
 
     with torch.no_grad():
         low = ((ratio < 1 - config.epsilon_low) & (adv < 0)).float()  # (B, T)
@@ -201,6 +197,119 @@ def grpo_loss(
         }
         if kl is not None:
             metrics["policy/kl"] = _masked_mean(kl, mask).item()
+    return loss, metrics
+
+
+def _aggregate(
+    per_token: torch.Tensor, mask: torch.Tensor, config: GRPOLossConfig, num_items_in_batch: float | torch.Tensor | None
+) -> torch.Tensor:
+    """() loss from (B, T) per-token losses by ``config.loss_type`` (see :class:`GRPOLossConfig`)."""
+    if config.loss_type == "grpo":
+        return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()  # ()
+    if config.loss_type == "bnpo":
+        return (per_token * mask).sum() / mask.sum().clamp(min=1.0)
+    if config.loss_type == "dapo":
+        norm = mask.sum() if num_items_in_batch is None else torch.as_tensor(num_items_in_batch, dtype=mask.dtype)
+        return (per_token * mask).sum() / norm.clamp(min=1.0)
+    if config.loss_type == "dr_grpo":
+        width = config.max_completion_length or mask.shape[1]
+        return (per_token * mask).sum() / (per_token.shape[0] * width)
+    raise ValueError(config.loss_type)  # pragma: no cover - pydantic guards the literal
+
+
+def staleness_weights(staleness: torch.Tensor, max_staleness: int | None, decay: float = 1.0) -> torch.Tensor:
+    """(B,) sample weights from (B,) staleness in policy versions (newest weights minus the sampler's).
+
+    ``decay ** staleness`` up to ``max_staleness``, 0 beyond it (the row is dropped); ``decay = 1``
+    keeps every row within the bound at full weight, as AReaL's bounded staleness does.
+    """
+    s = staleness.to(torch.float32)  # (B,)
+    w = torch.full_like(s, float(decay)) ** s  # (B,)
+    if max_staleness is not None:
+        w = torch.where(s > max_staleness, torch.zeros_like(w), w)  # (B,)
+    return w
+
+
+def staleness_histogram(staleness: torch.Tensor | list[int]) -> dict[str, float]:
+    """``{"staleness/0": rows sampled by the newest weights, "staleness/1": one version behind, ...}``."""
+    values = torch.as_tensor(staleness, dtype=torch.long).reshape(-1)  # (B,)
+    if values.numel() == 0:
+        return {}
+    counts = torch.bincount(values.clamp(min=0))  # (max + 1,)
+    return {f"staleness/{k}": float(c) for k, c in enumerate(counts.tolist()) if c}
+
+
+def decoupled_ppo_loss(
+    logps: torch.Tensor,
+    prox_logps: torch.Tensor,
+    behav_logps: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    config: GRPOLossConfig | None = None,
+    behaviour_weight_cap: float | None = None,
+    sample_weights: torch.Tensor | None = None,
+    reward_std: torch.Tensor | None = None,
+    truncated: torch.Tensor | None = None,
+    num_items_in_batch: float | torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Clipped surrogate for samples drawn by an older (behaviour) policy, and its metrics.
+
+    Decoupled PPO (Hilton et al. 2022, arXiv:2110.00641; used for asynchronous RL by
+    Fu et al. 2025, "AReaL", arXiv:2505.24298)::
+
+        J(theta) = E_t[ w_t * min(u_t * A, clip(u_t, 1 - eps_low, 1 + eps_high) * A) ]
+        w_t = pi_prox(a_t) / pi_behav(a_t)       (a constant: no gradient)
+        u_t = pi_theta(a_t) / pi_prox(a_t)
+
+    The behaviour policy sampled the tokens; the proximal policy is the learner's weights
+    before this update, so the trust region is around the newest policy, not the stale one.
+    As AReaL does, a token whose ``w_t`` exceeds ``behaviour_weight_cap`` gets weight 0 (and
+    still counts in the token normaliser). With ``prox_logps == behav_logps`` this is the
+    GRPO family's clipped loss (``grpo_loss`` with ``beta = 0``).
+
+    logps, prox_logps, behav_logps, mask: (B, T); advantages, sample_weights, reward_std, truncated: (B,).
+    ``sample_weights`` multiply each row's advantage (e.g. :func:`staleness_weights`).
+    """
+    config = config or GRPOLossConfig()
+    if config.beta != 0.0:
+        raise ValueError("the decoupled loss has no KL term to a reference model: set loss.beta = 0")
+    mask = mask.to(logps.dtype)
+    if config.mask_truncated and truncated is not None:
+        mask = mask * (~truncated.bool()).to(mask.dtype).unsqueeze(1)  # (B, T)
+    adv = advantages
+    if config.uncertainty_scale is not None and reward_std is not None:
+        adv = adv * uncertainty_weights(reward_std, config.uncertainty_scale)  # (B,)
+    if sample_weights is not None:
+        adv = adv * sample_weights  # (B,)
+    adv = adv.unsqueeze(1)  # (B, 1)
+
+    with torch.no_grad():
+        behav_w = torch.exp(prox_logps - behav_logps)  # (B, T)
+        if behaviour_weight_cap is not None:
+            capped = behav_w > behaviour_weight_cap  # (B, T)
+            behav_w = behav_w.masked_fill(capped, 0.0)  # (B, T)
+        else:
+            capped = torch.zeros_like(behav_w, dtype=torch.bool)  # (B, T)
+    ratio = torch.exp(logps - prox_logps)  # (B, T)
+    clipped = torch.clamp(ratio, 1 - config.epsilon_low, 1 + config.epsilon_high)  # (B, T)
+    per_token = -behav_w * torch.min(ratio * adv, clipped * adv)  # (B, T)
+    loss = _aggregate(per_token, mask, config, num_items_in_batch)  # ()
+
+    with torch.no_grad():
+        low = ((ratio < 1 - config.epsilon_low) & (adv < 0)).float()  # (B, T)
+        high = ((ratio > 1 + config.epsilon_high) & (adv > 0)).float()  # (B, T)
+        metrics = {
+            "loss/policy": loss.item(),
+            "clip/low": _masked_mean(low, mask).item(),
+            "clip/high": _masked_mean(high, mask).item(),
+            "clip/region": _masked_mean(torch.maximum(low, high), mask).item(),
+            "policy/ratio_mean": _masked_mean(ratio, mask).item(),
+            "offpolicy/behaviour_weight_mean": _masked_mean(behav_w, mask).item(),
+            "offpolicy/behaviour_capped": _masked_mean(capped.float(), mask).item(),
+            "advantage/mean": advantages.float().mean().item(),
+            "tokens/count": mask.sum().item(),
+        }
     return loss, metrics
 
 

@@ -17,7 +17,17 @@ import torch
 from pydantic import BaseModel, Field
 
 from .hindsight import HintedExample, RelabeledExample
-from .losses import GRPOLossConfig, group_advantages, grpo_loss, reverse_kl_distill_loss, sft_loss, spread_mask
+from .losses import (
+    GRPOLossConfig,
+    decoupled_ppo_loss,
+    group_advantages,
+    grpo_loss,
+    reverse_kl_distill_loss,
+    sft_loss,
+    spread_mask,
+    staleness_histogram,
+    staleness_weights,
+)
 from .model import Policy, Rollout, collate
 
 __all__ = ["PolicyTrainer", "TrainerConfig"]
@@ -46,6 +56,24 @@ class TrainerConfig(BaseModel):
     )
     dynamic_sampling: bool = Field(default=True, description="Skip groups whose rewards are all equal (DAPO).")
     loss: GRPOLossConfig = Field(default_factory=GRPOLossConfig)
+    max_staleness: int | None = Field(
+        default=4,
+        ge=0,
+        description="Off-policy rows (a staleness passed to step): groups sampled more than this many policy "
+        "versions before the update are dropped. None keeps every group.",
+    )
+    staleness_decay: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="Off-policy rows within max_staleness weigh decay ** staleness (1: full weight, as AReaL).",
+    )
+    behaviour_weight_cap: float | None = Field(
+        default=5.0,
+        gt=0,
+        description="Decoupled loss: tokens whose pi_prox / pi_behav exceeds this get weight 0 (AReaL's cap). "
+        "None disables.",
+    )
     sft_weight: float = Field(default=1.0, ge=0, description="Weight of the relabeled-SFT term in distill_step.")
     distill_weight: float = Field(
         default=1.0, ge=0, description="Weight of the hint-teacher reverse-KL term in distill_step."
@@ -92,8 +120,15 @@ class PolicyTrainer:
         rollout: Rollout,
         rewards: Sequence[float],
         reward_stds: Sequence[float] | None = None,
+        staleness: Sequence[int] | None = None,
     ) -> dict[str, float]:
-        """One GRPO update from a rollout and its reward estimates (mean and optional std per completion)."""
+        """One GRPO update from a rollout and its reward estimates (mean and optional std per completion).
+
+        ``staleness`` (per completion: policy versions between the weights that sampled it and
+        these) switches to the decoupled loss: ``rollout.logps`` are then the behaviour
+        policy's, the proximal ones are computed here before the first inner update, and rows
+        beyond ``max_staleness`` are dropped (see :func:`policies.losses.decoupled_ppo_loss`).
+        """
         c = self.config
         n = rollout.completion_ids.shape[0]
         if len(rewards) != n or (reward_stds is not None and len(reward_stds) != n):
@@ -111,6 +146,15 @@ class PolicyTrainer:
         # advantages, then keep only groups that can teach something
         advantages = group_advantages(reward_t, rollout.group_size, scale=c.advantage_scale)  # (N,)
         keep = spread_mask(reward_t, rollout.group_size) if c.dynamic_sampling else torch.ones(n, dtype=torch.bool)
+        weights = None
+        if staleness is not None:
+            if len(staleness) != n:
+                raise ValueError(f"need one staleness per completion: {n} completions, {len(staleness)} given")
+            stale_t = torch.tensor(list(staleness), dtype=torch.long)  # (N,)
+            weights = staleness_weights(stale_t, c.max_staleness, c.staleness_decay)  # (N,)
+            metrics |= staleness_histogram(stale_t)
+            metrics["offpolicy/dropped_frac"] = (weights == 0).float().mean().item()
+            keep = keep & (weights > 0)
         metrics["groups/kept_frac"] = keep.float().mean().item()
         if not keep.any():
             metrics["step/skipped"] = 1.0
@@ -122,6 +166,12 @@ class PolicyTrainer:
         if c.loss.beta > 0:
             with torch.no_grad():
                 ref_logps = self.ref_policy.completion_logprobs(batch)  # type: ignore[union-attr]
+        prox_logps = None
+        if weights is not None:
+            weights = weights[rows]
+            # The proximal policy: these weights before the update (the behaviour policy sampled).
+            with torch.no_grad():
+                prox_logps = (self.policy.completion_logprobs(batch).detach().cpu() * batch.completion_mask)  # (K, C)
 
         # loss and step, num_iterations times over the same old_logps (the sampling log-probs)
         micro = c.micro_batch_size or len(rows)
@@ -139,13 +189,22 @@ class PolicyTrainer:
                 sub = batch.select(idx)
                 logps = self.policy.completion_logprobs(sub)  # (m, C)
                 dev = logps.device
-                loss, loss_metrics = grpo_loss(
-                    logps, sub.logps.to(dev), advantages[idx].to(dev), sub.completion_mask.to(dev),
-                    ref_logps=ref_logps[idx] if ref_logps is not None else None,
-                    config=c.loss, truncated=sub.truncated.to(dev),
-                    reward_std=stds[idx].to(dev) if stds is not None else None,
-                    num_items_in_batch=num_tokens,
-                )
+                if prox_logps is None:
+                    loss, loss_metrics = grpo_loss(
+                        logps, sub.logps.to(dev), advantages[idx].to(dev), sub.completion_mask.to(dev),
+                        ref_logps=ref_logps[idx] if ref_logps is not None else None,
+                        config=c.loss, truncated=sub.truncated.to(dev),
+                        reward_std=stds[idx].to(dev) if stds is not None else None,
+                        num_items_in_batch=num_tokens,
+                    )
+                else:
+                    loss, loss_metrics = decoupled_ppo_loss(
+                        logps, prox_logps[idx].to(dev), sub.logps.to(dev), advantages[idx].to(dev),
+                        sub.completion_mask.to(dev), config=c.loss, behaviour_weight_cap=c.behaviour_weight_cap,
+                        sample_weights=weights[idx].to(dev),  # type: ignore[index]
+                        reward_std=stds[idx].to(dev) if stds is not None else None,
+                        truncated=sub.truncated.to(dev), num_items_in_batch=num_tokens,
+                    )
                 (loss * self._micro_weight(len(idx), len(rows), len(chunks))).backward()
             metrics["grad/norm"] = self._clip_and_step()
         metrics.update(loss_metrics)  # loss/clip/KL metrics of the last micro-batch of the last inner update

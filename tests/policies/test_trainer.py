@@ -58,3 +58,27 @@ def test_reference_kl_and_inner_iterations(tiny_policy):
     metrics = trainer.step(rollout, [0.0, 1.0, 0.5, 0.2, 1.0, 0.0, 0.0, 0.3], reward_stds=[0.1] * 8)
     # after two updates on the same rollout the policy has drifted from both old and reference
     assert metrics["policy/kl"] > 0 and metrics["policy/ratio_mean"] != pytest.approx(1.0, abs=1e-6)
+
+
+def test_stale_rows_use_the_decoupled_loss_and_beyond_the_bound_are_dropped(tiny_policy):
+    rollout = _rollout(tiny_policy)  # sampled by version 0
+    rewards = [0.0, 1.0, 0.5, 0.2, 1.0, 0.0, 0.0, 0.3]
+    on_policy = []
+    for staleness in (None, [0] * 8):  # at staleness 0 the decoupled loss is GRPO's: the same gradient
+        policy = copy.deepcopy(tiny_policy)
+        PolicyTrainer(policy, TrainerConfig(group_size=4, max_grad_norm=None)).step(rollout, rewards, staleness=staleness)
+        on_policy.append(torch.cat([p.grad.flatten() for p in policy.model.parameters() if p.grad is not None]))
+    torch.testing.assert_close(on_policy[0], on_policy[1], atol=1e-6, rtol=1e-4)
+
+    trainer = PolicyTrainer(tiny_policy, TrainerConfig(group_size=4, lr=1e-2, max_staleness=2))
+    trainer.step(rollout, rewards)  # the learner moves on: version 1
+    before = [p.detach().clone() for p in tiny_policy.model.parameters()]
+    metrics = trainer.step(rollout, rewards, staleness=[1] * 4 + [3] * 4)
+    assert metrics["groups/kept_frac"] == 0.5  # the group 3 versions old is past the bound of 2
+    assert metrics["offpolicy/dropped_frac"] == 0.5
+    assert metrics["staleness/1"] == 4.0 and metrics["staleness/3"] == 4.0
+    assert metrics["offpolicy/behaviour_weight_mean"] != pytest.approx(1.0, abs=1e-6)  # pi_prox != pi_behav now
+    assert torch.isfinite(torch.tensor(metrics["loss/policy"]))
+    assert any(not torch.equal(a, b) for a, b in zip(before, tiny_policy.model.parameters(), strict=True))
+    with pytest.raises(ValueError, match="one staleness"):
+        trainer.step(rollout, rewards, staleness=[0])
