@@ -15,6 +15,19 @@ Round 0 runs the fast tier on the rest; later rounds ask the policy
 and admit its actions in priority order while the expected cost fits in the
 remaining budget and the per-tier caps. Lab-tier answers that come back
 ``pending`` become lab requests; the step never waits for them.
+
+Without a round barrier (the streaming pipeline), the caller asks for work
+whenever a tier has free slots and feeds verdicts back one at a time::
+
+    plan = scheduler.plan_step(candidates, group_ids=groups, cached=verdicts_from_ledger)
+    requests = plan.request({"rdkit-eht": 64, "simulated-cluster": 16})   # free slots per verifier
+    ...                                                   # as each call returns:
+    plan.observe([verdict]); more = plan.request(free_slots_now)
+    plan.settled_groups()                                 # groups whose rewards will not change
+    plan.done                                             # nothing in flight and nothing worth asking
+
+Calls in flight stay in flight: their expected cost counts against the
+budget until they answer, so the budget holds however many are out.
 """
 
 from __future__ import annotations
@@ -258,6 +271,11 @@ class StepPlan:
         self.finished = False
         self._charged_to_run = False
         self.trace: list[tuple[int, float]] = []
+        self.group_ids = list(by_group)
+        self._wanted: set[int] = set()  # candidates the policy wants escalated but no slot was free for
+        self._unplanned: set[int] = set()  # candidates with a verdict since the last request()
+        self._asked_once = False
+        self._idle = False  # the last request() with free slots found nothing worth asking
         self._identity = {(v.name, v.version, v.params_hash): j for j, v in enumerate(self.ladder)}
         for verdict in cached:  # step 1: the cache
             j = self._identity.get((verdict.verifier, verdict.version, verdict.params_hash))
@@ -310,18 +328,104 @@ class StepPlan:
             self.expected_sum[name] += expected
             self.new_verdicts.append(verdict)
             self._record(i, j, verdict)
+            self._unplanned.add(i)
         self.trace.append((self.round, self.spent))
         self._learn()
 
+    # -- incremental protocol (no round barrier) -------------------------------
+    @property
+    def committed(self) -> float:
+        """Spend so far plus the expected cost of every call in flight."""
+        return self.spent + float(sum(self.outstanding.values()))
+
+    def in_flight(self) -> dict[str, int]:
+        """Calls in flight per verifier name."""
+        out = {v.name: 0 for v in self.ladder}
+        for _, j in self.outstanding:
+            out[self.ladder[j].name] += 1
+        return out
+
+    @property
+    def done(self) -> bool:
+        """Nothing in flight, no verdict unplanned, and the last :meth:`request` found nothing worth asking."""
+        return self.finished or (self._idle and not self.outstanding and not self._unplanned)
+
+    def request(self, capacity: Mapping[str, int]) -> dict[str, list[Candidate]]:
+        """Work for free slots now (verifier name -> candidates), given every verdict observed so far.
+
+        ``capacity`` is the number of free slots per verifier name (a name left out has none).
+        Calls already in flight are neither repeated nor forgotten, and their expected cost is
+        held against the budget. Call it whenever a verdict arrives or a slot frees up.
+        """
+        if self.finished:
+            return {}
+        self._unplanned.clear()
+        busy = {i for i, _ in self.outstanding}
+        fresh = bool(np.any((self.level < 0) & self._open() & ~np.isin(np.arange(len(self.keys)), list(busy))))
+        view = self._view(round_=0 if fresh or not self._asked_once else max(self.round, 1))
+        actions = self.s.policy.choose(view)
+        requests = self._admit(actions, capacity=capacity)
+        self._asked_once = True
+        if requests:
+            self.round += 1
+        self._idle = not requests and not self._wanted
+        return {name: [self.cands[i] for i in idx] for name, idx in requests.items()}
+
+    def abandon(self, candidate_key: str, verifier: str, reason: str = "no verdict came back") -> None:
+        """A call in flight will not answer (its worker died): free its budget and do not ask it again."""
+        j = next(k for k, v in enumerate(self.ladder) if v.name == verifier)
+        i = self.index[candidate_key]
+        if self.outstanding.pop((i, j), None) is not None:
+            self.decisions.append(Decision(self.round, candidate_key, verifier, self.ladder[j].tier.value, 0.0, None, reason))
+            self.level[i] = max(self.level[i], j)
+            self._unplanned.add(i)
+
+    def settled(self, settle_std: float | None = None) -> np.ndarray:
+        """(n,) bool per candidate: its reward will not move unless something new is asked.
+
+        Settled: no call on it in flight, and the last plan did not want it escalated (top
+        tier reached, invalid, or not worth its cost), or its posterior std of the top-tier
+        value is at most ``settle_std``.
+        """
+        n = len(self.keys)
+        busy = np.zeros(n, dtype=bool)
+        for i, _ in self.outstanding:
+            busy[i] = True
+        wanted = np.zeros(n, dtype=bool)
+        wanted[list(self._wanted | self._unplanned)] = True
+        if not self._asked_once:
+            wanted[:] = True
+        out = ~busy & ~wanted
+        if settle_std is not None:
+            _, std, _, _ = self._posterior()
+            out |= ~busy & (self.level >= 0) & (std <= settle_std)
+        return out
+
+    def settled_groups(self, settle_std: float | None = None) -> list[str]:
+        """Group ids all of whose members are :meth:`settled`."""
+        ok = self.settled(settle_std)
+        return [g for g, members in zip(self.group_ids, self.groups) if all(ok[i] for i in members)]
+
+    def estimates(self, trajectory_ids: Iterable[str] | None = None) -> list[RewardEstimate]:
+        """Reward estimates now for some trajectories (default all), in input order; charges nothing."""
+        wanted = None if trajectory_ids is None else set(trajectory_ids)
+        return self._estimates([k for k, (_, _, t) in enumerate(self.items) if wanted is None or t in wanted])[0]
+
     def result(self) -> StepResult:
         """Verdicts, reward estimates, spend, lab requests and the decision log of the step."""
+        estimates, used, mean, std = self._estimates(range(len(self.items)))
+        return self._result(estimates, used, mean, std)
+
+    def _estimates(
+        self, rows: Iterable[int]
+    ) -> tuple[list[RewardEstimate], dict[str, list[tuple[str, str, str, str]]], np.ndarray, np.ndarray]:
         mean, std, rate, scale = self._posterior()
         cfg = self.config
         exact = self._exact()
         r_mean, r_var = objective_moments(self.objective, mean, std, exact, rate, scale)
         p_hit, _ = discovery_value(self.objective, mean, std, exact, rate, scale)
         estimates, used = [], {}
-        for c, _, traj in self.items:
+        for c, _, traj in (self.items[k] for k in rows):
             i = self.index[c.key]
             got = [v for v in self.verdicts[i] if v is not None]
             ok = [v for v in got if v.status == Status.ok]
@@ -346,6 +450,11 @@ class StepPlan:
                 )
             )
             used[traj] = [v.cache_key for v in got]
+        return estimates, used, mean, std
+
+    def _result(
+        self, estimates: list[RewardEstimate], used: dict[str, list[tuple[str, str, str, str]]], mean: np.ndarray, std: np.ndarray
+    ) -> StepResult:
         spend: dict[str, float] = {}
         for v in self.ladder:
             spend[v.tier.value] = spend.get(v.tier.value, 0.0) + self.spend_by_verifier[v.name]
@@ -437,6 +546,8 @@ class StepPlan:
                 out[i] = False
             if row[-1] is not None:
                 out[i] = False
+        for i, _ in self.outstanding:  # a call on it is in flight (only between request() calls)
+            out[i] = False
         return out
 
     def _cost_matrix(self) -> np.ndarray:
@@ -446,7 +557,7 @@ class StepPlan:
         )
         return self._base_cost * ratio
 
-    def _view(self) -> PlanView:
+    def _view(self, round_: int | None = None) -> PlanView:
         mean, std, rate, scale = self._posterior()
         next_std = np.zeros(len(self.keys))
         top = len(self.ladder) - 1
@@ -461,7 +572,7 @@ class StepPlan:
                 cache[pattern] = self.s.surrogate.typical_std(pattern)
             next_std[i] = cache[pattern]
         return PlanView(
-            round=self.round,
+            round=self.round if round_ is None else round_,
             keys=self.keys,
             candidates=self.cands,
             ladder=self.ladder,
@@ -476,7 +587,7 @@ class StepPlan:
             values=[self._values(i) for i in range(len(self.keys))],
             exact=self._exact(),
             groups=self.groups,
-            budget_left=self.budget - self.spent,
+            budget_left=self.budget - self.committed,
             config=self.config,
         )
 
@@ -485,10 +596,11 @@ class StepPlan:
         down = self.s.consecutive_failures.get(name, 0) >= self.config.dead_after
         return down and self.calls[name] + taken >= self.config.dead_after
 
-    def _admit(self, actions: Sequence[Action]) -> dict[str, list[int]]:
-        """Admit actions in order under the budget, the caps and the never-pay-twice rule."""
+    def _admit(self, actions: Sequence[Action], capacity: Mapping[str, int] | None = None) -> dict[str, list[int]]:
+        """Admit actions in order under the budget, the caps, free slots and the never-pay-twice rule."""
         cost = self._cost_matrix()
-        left = self.budget - self.spent
+        left = self.budget - self.committed  # calls in flight hold their expected cost
+        self._wanted = set()
         taken_round: dict[str, int] = {}
         asked: set[int] = set()
         requests: dict[str, list[int]] = {}
@@ -510,6 +622,9 @@ class StepPlan:
                 continue
             c = float(cost[i, j])
             if c > left:
+                continue
+            if capacity is not None and taken_round.get(v.name, 0) >= capacity.get(v.name, 0):
+                self._wanted.add(i)  # worth it and affordable, but every slot of its tier is busy
                 continue
             left -= c
             asked.add(i)
