@@ -58,7 +58,8 @@ class Ledger(_Reports, _Integrity, _Migrations):
         the same transaction), ``ok_values()`` (a verifier's history).
 
     Lab requests
-        ``create_lab_requests()``, ``lab_requests()``, ``submit_lab_result()``.
+        ``create_lab_requests()``, ``lab_requests()``, ``submit_lab_result()``,
+        ``close_lab_requests()`` (requests a remote tier answered itself).
 
     Reports
         ``spend_by_tier()``, ``spend_by_step()``, ``run_summary()``,

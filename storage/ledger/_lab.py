@@ -74,6 +74,29 @@ class _LabRequests(_VerdictCache):
                 q = q.where(LabRequestRow.run_id == run_id)
             return [_lab(r) for r in s.scalars(q)]
 
+    def close_lab_requests(self, verdicts: Iterable[Verdict]) -> int:
+        """Mark the pending requests of these stored final verdicts (by ``request_id``) answered; returns how many.
+
+        For requests a remote tier answers itself (a cluster queue): the verdict
+        is stored first (it replaces the pending one), then its request is
+        closed here with the verdict's status and value. Idempotent: a closed
+        request is left as it is.
+        """
+        done = [v for v in verdicts if v.request_id and v.status != Status.pending]
+        if not done:
+            return 0
+        table = LabRequestRow.__table__
+        now = utcnow()
+        closed = 0
+        with self._write() as s:
+            for v in done:
+                closed += s.execute(
+                    update(table)
+                    .where(table.c.id == v.request_id, table.c.status == Status.pending.value)
+                    .values(status=v.status.value, value=v.value, completed_at=now)
+                ).rowcount or 0
+        return closed
+
     def submit_lab_result(self, request_id: str, value: float, notes: str = "") -> Verdict:
         """Record an external result: completes the request and turns its pending verdict into ``ok``.
 

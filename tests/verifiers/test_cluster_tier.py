@@ -62,3 +62,10 @@ def test_registered_by_name() -> None:
     assert registry.get("simulated-cluster") is SimulatedClusterVerifier
     with pytest.raises(ValueError, match="slots"):
         registry.create("simulated-cluster", {"slots": 0})
+
+
+def test_the_queue_settings_are_not_part_of_the_cache_identity() -> None:
+    """A faster queue or more slots give the same answers: cached verdicts stay valid; another table does not."""
+    base = SimulatedClusterVerifier()
+    assert SimulatedClusterVerifier({"latency_s": 1.0, "slots": 64, "jitter": 0.3}).params_hash == base.params_hash
+    assert SimulatedClusterVerifier({"value_column": "other"}).params_hash != base.params_hash

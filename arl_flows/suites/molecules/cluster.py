@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from arl_flows.suites.molecules.chemistry import SUITE, InvalidMolecule, MoleculeConstraints, check_molecule, goal_score
 from arl_flows.suites.molecules.datasets import QM9_GAP_CSV
 from arl_flows.suites.molecules.lab import load_reference_table
-from storage.records import Status, Tier, Verdict
+from storage.records import Status, Tier, Verdict, params_hash
 from verifiers.base import Candidate, CostModel, Verifier
 from verifiers.registry import register_verifier
 
@@ -84,6 +84,11 @@ class SimulatedClusterVerifier(Verifier[SimulatedClusterParams]):
         self.calls = 0
         self.in_flight = 0  # calls holding a slot now
         self.peak_in_flight = 0
+
+    @property
+    def params_hash(self) -> str:
+        """The cache identity: what decides the answer, not how long the queue takes (latency, jitter, slots)."""
+        return params_hash(self.params.model_dump(mode="json", exclude={"latency_s", "jitter", "slots"}))
 
     def latency(self, candidate: Candidate) -> float:
         """Wall-clock seconds a call on ``candidate`` takes (fixed per key)."""

@@ -1,0 +1,342 @@
+"""The verification service: every tier's slots kept busy, candidates escalated as verdicts arrive.
+
+There is no round barrier. Each sampled batch gets a :class:`~verifiers.scheduler.StepPlan`;
+whenever a call returns, its verdict is written to the ledger with its bill
+(one transaction), the plan observes it, and every open plan (oldest first)
+is asked to fill the slots now free (:meth:`StepPlan.request`). A tier keeps
+at most ``slots[name]`` calls in flight, each on a thread of its own pool
+(a remote tier's thread sleeps; a local tier's verifier isolates its own
+work in worker processes). Calls in flight hold their expected cost against
+the plan's budget, and each plan's budget is reserved from what the run has
+left when it opens, so the budget is never exceeded however many calls are out.
+
+A call on a tier at or above ``record_from`` (the expensive ones) is recorded
+before it is sent: a lab request row (its id, its submission time) and a
+``pending`` verdict. The final verdict replaces the pending one and closes
+the request. After a crash, :meth:`VerificationService.resume_in_flight`
+finds the requests still pending and continues them: a remote tier (one with
+an ``answer(candidate, submitted_at)`` method, such as the simulated cluster)
+waits only for the rest of its latency; a local computation, whose work died
+with the process, is run again, and billed once, when it answers.
+
+One thread owns the plans: the caller's (tests) or the pipeline's service
+thread, which calls :meth:`pump` in a loop. Nothing here imports Prefect.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from arl_flows.suites import Suite
+from arl_flows.training import bill
+from storage.ledger import Ledger
+from storage.records import LabRequest, RewardEstimate, Status, Tier, Trajectory, Verdict, new_id, tier_rank
+from verifiers import Candidate, Verifier
+from verifiers.scheduler import Scheduler, StepPlan
+
+__all__ = ["LateVerdict", "SettledGroup", "VerificationService"]
+
+
+@dataclass
+class SettledGroup:
+    """A group whose rewards are settled: what the learner takes."""
+
+    batch: int
+    group_id: str
+    trajectories: list[Trajectory]
+    candidates: list[Candidate]
+    estimates: list[RewardEstimate]  # one per trajectory, in order
+    policy_version: int  # the weights that sampled it
+
+
+@dataclass
+class LateVerdict:
+    """A verdict that arrived after the group using its candidate was taken by the learner."""
+
+    verdict: Verdict
+    trajectories: list[Trajectory]  # of taken groups, with this candidate
+    estimates: list[RewardEstimate]  # their estimates now (already written to the ledger)
+    previous: list[RewardEstimate]  # what the learner used
+
+
+@dataclass
+class _Batch:
+    index: int
+    plan: StepPlan
+    trajectories: list[Trajectory]
+    candidates: list[Candidate]
+    policy_version: int
+    opened: float
+    taken: dict[str, list[RewardEstimate]] = field(default_factory=dict)  # group id -> estimates the learner used
+    closed: bool = False
+
+
+@dataclass
+class _Call:
+    batch: _Batch | None  # None: a call resumed from the ledger, in no plan
+    verifier: Verifier
+    candidate: Candidate
+    request_id: str | None
+    submitted_at: float  # time.time()
+    started: float = 0.0
+    ended: float = 0.0
+    verdict: Verdict | None = None
+    error: BaseException | None = None
+
+
+class VerificationService:
+    """Routes batches of candidates through the ladder with calls in flight per tier (see the module docstring)."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        scheduler: Scheduler,
+        suite: Suite,
+        run_id: str,
+        *,
+        slots: Mapping[str, int],
+        settle_std: float | None = None,
+        max_group_wait_s: float | None = None,
+        record_from: Tier = Tier.high_fidelity,
+    ) -> None:
+        self.ledger = ledger
+        self.scheduler = scheduler
+        self.suite = suite
+        self.run_id = run_id
+        names = [v.name for v in scheduler.ladder]
+        unknown = set(slots) - set(names)
+        if unknown:
+            raise ValueError(f"slots name verifiers not in the ladder: {', '.join(sorted(unknown))}; use {', '.join(names)}")
+        self.slots = {n: max(int(slots.get(n, 1)), 1) for n in names}
+        self.settle_std = settle_std
+        self.max_group_wait_s = max_group_wait_s
+        self.record_from = tier_rank(record_from)
+        self._pools = {n: ThreadPoolExecutor(self.slots[n], thread_name_prefix=f"arl-{n}") for n in names}
+        self._done: queue.Queue[_Call] = queue.Queue()
+        self.in_flight = {n: 0 for n in names}
+        self.busy_s = {n: 0.0 for n in names}  # slot-seconds spent in calls, per verifier
+        self.calls = {n: 0 for n in names}
+        self.batches: list[_Batch] = []
+        self.late: queue.Queue[LateVerdict] = queue.Queue()
+        self.started = time.monotonic()
+        self._lock = threading.Lock()  # guards in_flight / busy_s for readers on other threads
+
+    # ------------------------------------------------------------------ batches in
+    def open_batch(
+        self, index: int, trajectories: Sequence[Trajectory], candidates: Sequence[Candidate], policy_version: int = 0
+    ) -> StepPlan:
+        """Plan a sampled batch (already in the ledger) and start filling slots with its calls."""
+        cfg = self.scheduler.config
+        reserved = sum(b.plan.budget for b in self.batches if not b.closed)
+        budget = max(min(cfg.budget_per_step, cfg.budget_per_run - self.scheduler.run_spent - reserved), 0.0)
+        names = [v.name for v in self.scheduler.ladder]
+        plan = self.scheduler.plan_step(
+            list(candidates),
+            group_ids=[t.group_id for t in trajectories],
+            trajectory_ids=[t.id for t in trajectories],
+            cached=self.ledger.verdicts_for([c.key for c in candidates], verifiers=names),
+            budget=budget,
+            step=index,
+            run_id=self.run_id,
+        )
+        self.batches.append(_Batch(index, plan, list(trajectories), list(candidates), policy_version, time.monotonic()))
+        self._fill()
+        return plan
+
+    def resume_in_flight(self) -> int:
+        """Continue the calls a previous process sent and never saw answered; returns how many."""
+        ladder = {v.name: v for v in self.scheduler.ladder}
+        resumed = 0
+        for req in self.ledger.lab_requests(Status.pending, run_id=self.run_id):
+            verifier = ladder.get(req.verifier)
+            if verifier is None or verifier.tier == Tier.lab or (req.version, req.params_hash) != (verifier.version, verifier.params_hash):
+                continue  # a real lab request: answered by `arl lab submit`
+            stored = self.ledger.lookup_verdicts([req.candidate_key], req.verifier, req.version, req.params_hash)
+            final = stored.get(req.candidate_key)
+            if final is not None and final.status != Status.pending:
+                self.ledger.close_lab_requests([final.model_copy(update={"request_id": req.id})])
+                continue  # answered before the crash; only the request was left open
+            candidate = self.suite.history_candidate(req.candidate_key)
+            if candidate is None:
+                continue
+            self._submit(_Call(None, verifier, candidate, req.id, req.created_at.timestamp()))
+            resumed += 1
+        return resumed
+
+    # ------------------------------------------------------------------ the loop
+    def pump(self, timeout: float = 0.1) -> int:
+        """Handle the calls that returned (waiting up to ``timeout`` for the first), refill slots; returns how many."""
+        handled = 0
+        try:
+            call = self._done.get(timeout=timeout) if timeout > 0 else self._done.get_nowait()
+        except queue.Empty:
+            self._fill()
+            return 0
+        while True:
+            self._handle(call)
+            handled += 1
+            try:
+                call = self._done.get_nowait()
+            except queue.Empty:
+                break
+        self._fill()
+        return handled
+
+    @property
+    def busy(self) -> bool:
+        """Calls in flight, or open batches whose plans still want work."""
+        return any(self.in_flight.values()) or any(not b.plan.done for b in self.batches if not b.closed)
+
+    def take_settled(self) -> list[SettledGroup]:
+        """Groups whose rewards are settled (or that waited ``max_group_wait_s``), each handed out once."""
+        out: list[SettledGroup] = []
+        now = time.monotonic()
+        for b in self.batches:
+            if b.closed:
+                continue
+            ready = set(b.plan.settled_groups(self.settle_std))
+            if self.max_group_wait_s is not None and now - b.opened >= self.max_group_wait_s:
+                ready = set(b.plan.group_ids)  # waited long enough: what arrives now arrives late
+            ready -= set(b.taken)
+            for g in [g for g in b.plan.group_ids if g in ready]:
+                rows = [k for k, t in enumerate(b.trajectories) if t.group_id == g]
+                trajs = [b.trajectories[k] for k in rows]
+                cands = [b.candidates[k] for k in rows]
+                estimates = self._estimates(b, trajs, cands)
+                b.taken[g] = estimates
+                out.append(SettledGroup(b.index, g, trajs, cands, estimates, b.policy_version))
+            self._maybe_close(b)
+        return out
+
+    def stats(self) -> dict[str, Any]:
+        """Queue depths, calls in flight and utilisation per verifier (safe from any thread)."""
+        wall = max(time.monotonic() - self.started, 1e-9)
+        with self._lock:
+            return {
+                "in_flight": dict(self.in_flight),
+                "calls": dict(self.calls),
+                "utilisation": {n: self.busy_s[n] / (self.slots[n] * wall) for n in self.slots},
+                "open_batches": sum(1 for b in self.batches if not b.closed),
+                "late_queue": self.late.qsize(),
+            }
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    # ------------------------------------------------------------------ internals
+    def _fill(self) -> None:
+        for b in self.batches:
+            if b.closed:
+                continue
+            free = {n: self.slots[n] - self.in_flight[n] for n in self.slots}
+            if not any(v > 0 for v in free.values()):
+                break
+            for name, batch in b.plan.request(free).items():
+                verifier = self.scheduler.verifier(name)
+                for cand in batch:
+                    self._submit(_Call(b, verifier, cand, self._record_in_flight(verifier, cand), time.time()))
+            self._maybe_close(b)
+
+    def _record_in_flight(self, verifier: Verifier, cand: Candidate) -> str | None:
+        """Write the request and a pending verdict before an expensive call is sent; returns the request id."""
+        if tier_rank(verifier.tier) < self.record_from:
+            return None
+        rid = new_id()
+        self.ledger.create_lab_requests([
+            LabRequest(id=rid, run_id=self.run_id, candidate_key=cand.key, payload=cand.payload, verifier=verifier.name,
+                       version=verifier.version, params_hash=verifier.params_hash, notes=f"in flight on {verifier.name}")
+        ])
+        self.ledger.put_verdicts([verifier.verdict(cand, Status.pending, feedback="in flight", request_id=rid)], return_stored=False)
+        return rid
+
+    def _submit(self, call: _Call) -> None:
+        name = call.verifier.name
+        with self._lock:
+            self.in_flight[name] += 1
+        self._pools[name].submit(self._run, call)
+
+    def _run(self, call: _Call) -> None:
+        call.started = time.monotonic()
+        try:
+            answer = getattr(call.verifier, "answer", None)
+            if answer is not None:
+                call.verdict = answer(call.candidate, submitted_at=call.submitted_at)
+            else:
+                (call.verdict,) = call.verifier.verify_batch([call.candidate])
+        except BaseException as exc:  # noqa: BLE001 - handed to the service thread, which abandons the call
+            call.error = exc
+        call.ended = time.monotonic()
+        self._done.put(call)
+
+    def _handle(self, call: _Call) -> None:
+        name = call.verifier.name
+        with self._lock:
+            self.in_flight[name] -= 1
+            self.busy_s[name] += call.ended - call.started
+            self.calls[name] += 1
+        b = call.batch
+        if call.verdict is None:
+            if b is not None:
+                b.plan.abandon(call.candidate.key, name, f"the call raised {type(call.error).__name__}: {call.error}")
+            return
+        verdict = call.verdict
+        if call.request_id is not None:
+            verdict = verdict.model_copy(update={"request_id": call.request_id})
+        step = b.index if b is not None else 0
+        spend = bill(self.run_id, step, name, call.verifier.tier, [verdict], call.verifier, [call.candidate])
+        (stored,) = self.ledger.put_verdicts([verdict], spend=spend)
+        if call.request_id is not None:
+            self.ledger.close_lab_requests([stored])
+        if b is None:
+            self._teach(call.candidate, stored)
+            return
+        b.plan.observe([stored])
+        self._late(b, call.candidate, stored)
+
+    def _teach(self, candidate: Candidate, verdict: Verdict) -> None:
+        """A resumed call's verdict (in no plan) still teaches the surrogate."""
+        if verdict.status != Status.ok or verdict.verifier != self.scheduler.ladder[-1].name:
+            return
+        names = [v.name for v in self.scheduler.ladder]
+        values = {v.verifier: float(v.value) for v in self.ledger.verdicts_for([candidate.key], verifiers=names)
+                  if v.status == Status.ok and v.value is not None}
+        self.scheduler.surrogate.add([self.scheduler.observation(candidate, values)])
+
+    def _late(self, b: _Batch, candidate: Candidate, verdict: Verdict) -> None:
+        """A verdict on a candidate of a group the learner already took: new estimates, queued as hindsight data."""
+        rows = [k for k, t in enumerate(b.trajectories) if t.group_id in b.taken and b.candidates[k].key == candidate.key]
+        if not rows:
+            return
+        trajs = [b.trajectories[k] for k in rows]
+        previous = {e.trajectory_id: e for g in {t.group_id for t in trajs} for e in b.taken[g]}
+        estimates = self._estimates(b, trajs, [b.candidates[k] for k in rows])
+        self.late.put(LateVerdict(verdict, trajs, estimates, [previous[t.id] for t in trajs]))
+
+    def _estimates(self, b: _Batch, trajs: list[Trajectory], cands: list[Candidate]) -> list[RewardEstimate]:
+        """Reward estimates now (the suite's rewards and disagreements applied), written to the ledger."""
+        estimates = b.plan.estimates([t.id for t in trajs])
+        by_key: dict[str, list[Verdict]] = {}
+        for c in cands:
+            i = b.plan.index[c.key]
+            by_key[c.key] = [v for v in b.plan.verdicts[i] if v is not None]
+        estimates = self.suite.rewards(trajs, cands, by_key, estimates)
+        estimates = self.suite.disagreements(self.scheduler, cands, by_key, estimates)
+        self.ledger.add_reward_estimates(estimates)
+        return estimates
+
+    def _maybe_close(self, b: _Batch) -> None:
+        """A batch whose plan is done and whose groups were all taken is charged to the run and closed."""
+        if b.closed or not b.plan.done or len(b.taken) < len(b.plan.group_ids):
+            return
+        result = b.plan.result()  # charges the run once
+        if result.lab_requests:
+            self.ledger.create_lab_requests(result.lab_requests)
+        b.closed = True
+
