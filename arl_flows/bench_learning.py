@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import shutil
 import time
@@ -67,8 +66,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from arl_flows.config import RunConfig, load_config
-from arl_flows.training import RunSession, run_dir
+from arl_flows.training import RunSession
 from storage.records import RewardEstimate, Status, Verdict
+from storage.settings import settings
 from verifiers import Candidate, Verifier
 from verifiers.scheduler import CascadePolicy, Observation, VoiTarget, window_score
 
@@ -403,7 +403,7 @@ class _RegimeDriver:
 def _prune_checkpoints(session: RunSession, step: int) -> None:
     """Keep only the latest checkpoint on disk (a benchmark never resumes an old step)."""
     if step > 0:
-        shutil.rmtree(run_dir(session.run.id) / f"step-{step - 1:05d}", ignore_errors=True)
+        shutil.rmtree(settings().run_dir(session.run.id) / f"step-{step - 1:05d}", ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------- metrics
@@ -543,7 +543,7 @@ def learning_benchmark(
             finally:
                 session.finish()
                 ledger.close()
-            shutil.rmtree(run_dir(session.run.id), ignore_errors=True)
+            shutil.rmtree(settings().run_dir(session.run.id), ignore_errors=True)
             row = _regime_metrics(result, bench, low, high, softness) | {"seed": seed}
             runs[regime].append(row)
             progress(
@@ -709,4 +709,4 @@ def _thread_setup() -> None:
     """One torch thread: the verifiers' workers use the other core."""
     import torch
 
-    torch.set_num_threads(int(os.environ.get("ARL_BENCH_TORCH_THREADS", "1")))
+    torch.set_num_threads(settings().bench_torch_threads)

@@ -37,6 +37,7 @@ from arl_flows.config import RunConfig
 from arl_flows.suites import Suite, suite_for
 from policies import Policy, PolicyConfig, PolicyTrainer, Rollout
 from storage.ledger import Ledger, LedgerError
+from storage.settings import settings
 from storage.records import (
     CheckpointRecord,
     Prompt,
@@ -58,10 +59,8 @@ __all__ = [
     "StepSummary",
     "TierInterrupted",
     "TierRunner",
-    "arl_home",
     "bill",
     "build_ladder",
-    "run_dir",
     "teach_from_ledger",
     "verify_candidates",
 ]
@@ -86,14 +85,6 @@ def bill(
     expected = {c.key: verifier.expected_cost(c) for c in batch}
     cost = sum(v.cost_s if v.cost_s > 0 else expected.get(v.candidate_key, 0.0) for v in verdicts)
     return [SpendRecord(run_id=run_id, step=step, tier=tier, verifier=name, cost_s=cost, calls=len(verdicts))] if verdicts else []
-
-
-def arl_home() -> Path:
-    return Path(os.environ.get("ARL_HOME", Path.home() / ".arl"))
-
-
-def run_dir(run_id: str) -> Path:
-    return arl_home() / "runs" / run_id
 
 
 def build_ladder(config: RunConfig) -> list[Verifier]:
@@ -346,7 +337,7 @@ class RunSession:
     # ------------------------------------------------------------------ checkpoint
     def checkpoint(self, step: int, metrics: dict[str, Any]) -> CheckpointRecord:
         """Save weights + optimizer atomically, then register checkpoint and step in the ledger."""
-        final = run_dir(self.run.id) / f"step-{step:05d}"
+        final = settings().run_dir(self.run.id) / f"step-{step:05d}"
         tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         path, sha = self.policy.save(tmp)
