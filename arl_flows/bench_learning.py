@@ -270,7 +270,7 @@ def face_value_estimates(
     out = []
     for e in estimates:
         value = proxy.get(candidate_of[e.trajectory_id])
-        if "invalid" in e.components or value is None:
+        if e.invalid or value is None:
             out.append(e)
             continue
         score = float(window_score(value, low, high, softness))

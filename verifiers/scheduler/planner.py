@@ -328,10 +328,11 @@ class StepPlan:
             invalid = any(v.status == Status.invalid for v in got)
             fidelity = max((v.tier for v in ok), key=lambda t: TIER_ORDER[t.value], default=None)
             if invalid:
-                rm, rs, comps = cfg.invalid_reward, 0.0, {"invalid": 1.0}
+                rm, rs, value_mean, value_std, comps = cfg.invalid_reward, 0.0, None, None, {}
             else:
                 rm, rs = float(r_mean[i]), float(math.sqrt(r_var[i]))
-                comps = {"value_mean": float(mean[i]), "value_std": float(std[i]), "p_hit": float(p_hit[i])}
+                value_mean, value_std = float(mean[i]), float(std[i])
+                comps = {"p_hit": float(p_hit[i])}
                 comps |= {f"property:{k}": float(v[i]) for k, v in exact.items() if not math.isnan(v[i])}
             estimates.append(
                 RewardEstimate(
@@ -342,6 +343,9 @@ class StepPlan:
                     std=rs,
                     fidelity=fidelity,
                     verdict_ids=[v.id for v in got if v.id is not None],
+                    value_mean=value_mean,
+                    value_std=value_std,
+                    invalid=invalid,
                     components=comps,
                 )
             )
