@@ -70,7 +70,7 @@ from arl_flows.training import RunSession
 from storage.records import RewardEstimate, Status, Verdict
 from storage.settings import settings
 from verifiers import Candidate, Verifier
-from verifiers.scheduler import CascadePolicy, Observation, VoiTarget, window_score
+from verifiers.scheduler import CascadePolicy, Observation, VoiTarget, charge, window_score
 
 __all__ = [
     "REGIMES",
@@ -309,8 +309,9 @@ class _RegimeDriver:
         return self.session.scheduler.run_spent + self.step_spend
 
     def run_tier(self, name: str, batch: list[Candidate]) -> list[Verdict]:
-        verdicts = self.memo.get(self.session.scheduler.verifier(name), batch)
-        self.step_spend += sum(v.cost_s for v in verdicts)
+        verifier = self.session.scheduler.verifier(name)
+        verdicts = self.memo.get(verifier, batch)
+        self.step_spend += charge(verifier, batch, verdicts)
         if name == self.fast.name:
             self.proxy.update((v.candidate_key, _top_value(v)) for v in verdicts)
         if name == self.top.name:

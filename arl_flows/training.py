@@ -42,7 +42,6 @@ from storage.records import (
     CheckpointRecord,
     Prompt,
     RewardEstimate,
-    SpendRecord,
     RunRecord,
     RunStatus,
     Status,
@@ -52,14 +51,13 @@ from storage.records import (
     tier_rank,
 )
 from verifiers import Candidate, Verifier, registry
-from verifiers.scheduler import Scheduler, StepResult
+from verifiers.scheduler import Scheduler, StepResult, spend_records
 
 __all__ = [
     "RunSession",
     "StepSummary",
     "TierInterrupted",
     "TierRunner",
-    "bill",
     "build_ladder",
     "teach_from_ledger",
     "verify_candidates",
@@ -76,15 +74,6 @@ class TierInterrupted(BaseException):
         super().__init__(str(cause))
         self.verdicts = verdicts
         self.cause = cause
-
-
-def bill(
-    run_id: str, step: int, name: str, tier: Any, verdicts: list[Verdict], verifier: Verifier, batch: list[Candidate]
-) -> list[SpendRecord]:
-    """The bill of one batch, by the scheduler's rule: measured CPU-seconds, else the cost model's estimate."""
-    expected = {c.key: verifier.expected_cost(c) for c in batch}
-    cost = sum(v.cost_s if v.cost_s > 0 else expected.get(v.candidate_key, 0.0) for v in verdicts)
-    return [SpendRecord(run_id=run_id, step=step, tier=tier, verifier=name, cost_s=cost, calls=len(verdicts))] if verdicts else []
 
 
 def build_ladder(config: RunConfig) -> list[Verifier]:
@@ -438,7 +427,6 @@ def verify_candidates(
     """
     run_tier = run_tier or (lambda name, batch: scheduler.verifier(name).verify_batch(batch))
     names = [v.name for v in scheduler.ladder]
-    tiers = {v.name: v.tier for v in scheduler.ladder}
     cached = ledger.verdicts_for([c.key for c in candidates], verifiers=names)
     plan = scheduler.plan_step(
         candidates,
@@ -463,12 +451,12 @@ def verify_candidates(
                     # Ctrl-C / SIGTERM while a batch ran: keep what it finished, then stop.
                     done = {v.candidate_key for v in stop.verdicts}
                     cands = [c for c in batch if c.key in done]
-                    spend = bill(run_id, step, name, tiers[name], stop.verdicts, scheduler.verifier(name), cands)
+                    spend = spend_records(run_id, step, scheduler.verifier(name), cands, stop.verdicts)
                     ledger.put_verdicts(stop.verdicts, spend=spend)
                     raise stop.cause from None
                 # Verdicts and their bill land in one transaction (and the bill is never deleted):
                 # a crash leaves no paid call unbilled and no verdict unpaid for.
-                spend = bill(run_id, step, name, tiers[name], verdicts, scheduler.verifier(name), batch[i : i + size])
+                spend = spend_records(run_id, step, scheduler.verifier(name), batch[i : i + size], verdicts)
                 plan.observe(ledger.put_verdicts(verdicts, spend=spend))
             if late:
                 break

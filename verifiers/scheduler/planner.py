@@ -32,6 +32,7 @@ from verifiers.scheduler.config import SchedulerConfig
 from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView
 from verifiers.scheduler.features import Featurizer
 from verifiers.scheduler.reward import discovery_value, objective_moments
+from verifiers.scheduler.spend import charge_one
 from verifiers.scheduler.surrogate import Observation, Surrogate, SurrogatePrior
 
 __all__ = ["Decision", "Scheduler", "StepPlan", "StepResult"]
@@ -301,8 +302,7 @@ class StepPlan:
                 )
             expected = self.outstanding.pop((i, j))
             name = self.ladder[j].name
-            charge = verdict.cost_s if verdict.cost_s > 0 else expected
-            self.spend_by_verifier[name] += charge
+            self.spend_by_verifier[name] += charge_one(self.ladder[j], self.cands[i], verdict)
             self.calls[name] += 1
             # Circuit breaker across steps: consecutive failures of a verifier, reset by any answer.
             failed = verdict.status in (Status.failed, Status.timeout)
