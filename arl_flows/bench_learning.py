@@ -2,7 +2,7 @@
 
 Every regime trains the same pretrained SMILES prior from the same seed with
 the same trainer settings (GRPO, plus hindsight relabelling where enabled) on
-the gap-window design task, through :class:`arl_flows.training.RunSession`,
+the gap-window design task, through the training step (:func:`arl_flows.step.run_step`),
 and stops once it has spent the same CPU-second verification budget (or
 reaches its step cap: ``max_steps``, or ``proxy_max_steps`` for the two
 fast-only regimes, whose steps cost milliseconds of verification).
@@ -66,7 +66,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from arl_flows.config import RunConfig, load_config
-from arl_flows.training import RunSession
+from arl_flows.step import StepHooks, run_step
+from arl_flows.training import RunSession, StepState, StepSummary
 from storage.records import RewardEstimate, Status, Verdict
 from storage.settings import settings
 from verifiers import Candidate, Verifier
@@ -278,8 +279,13 @@ def face_value_estimates(
     return out
 
 
-class _RegimeDriver:
-    """Runs one regime through RunSession, auditing along the way."""
+class _RegimeDriver(StepHooks):
+    """Runs one regime through the training step (:func:`arl_flows.step.run_step`), auditing along the way.
+
+    As the step's hooks it runs tier batches through the verdict memo, records
+    what the regime sampled and how it ranks it, swaps in the proxy rewards
+    of ``fast-only``, and audits at the spend marks.
+    """
 
     def __init__(
         self,
@@ -304,12 +310,13 @@ class _RegimeDriver:
         self.candidates: dict[str, Candidate] = {}
         self.fast = session.ladder[0]
         self.proxy: dict[str, float | None] = {}  # key -> the fast tier's ok value (fast-only's reward source)
+        self.max_batch = bench.verify_batch
 
     def spent(self) -> float:
         return self.session.scheduler.run_spent + self.step_spend
 
-    def run_tier(self, name: str, batch: list[Candidate]) -> list[Verdict]:
-        verifier = self.session.scheduler.verifier(name)
+    def run_tier(self, session: RunSession, name: str, batch: list[Candidate]) -> list[Verdict]:
+        verifier = session.scheduler.verifier(name)
         verdicts = self.memo.get(verifier, batch)
         self.step_spend += charge(verifier, batch, verdicts)
         if name == self.fast.name:
@@ -356,6 +363,33 @@ class _RegimeDriver:
         cheapest = min((self.top.expected_cost(c) for c in valid), default=0.0)
         return self.bench.budget - self.session.scheduler.run_spent < cheapest
 
+    def sampled(self, session: RunSession, step: int, state: StepState) -> None:
+        out = self.out
+        for c in state.candidates:
+            self.candidates.setdefault(c.key, c)
+            out.samples += 1
+            if c.meta.get("valid"):
+                out.valid += 1
+                out.valid_keys.add(c.key)
+
+    def verified(self, session: RunSession, step: int, state: StepState) -> None:
+        self.step_spend = 0.0  # now counted in run_spent
+        if self.regime == "fast-only":
+            keys = {t.id: t.candidate_key for t in state.trajectories}
+            state.estimates = face_value_estimates(state.estimates, keys, self.proxy, self.low, self.high, self.softness)
+        by_traj = {e.trajectory_id: e for e in state.estimates}
+        for traj in state.trajectories:
+            e = by_traj[traj.id]
+            if traj.candidate_key in self.out.valid_keys:
+                self.out.estimates[traj.candidate_key] = (float(e.mean), float(e.std))
+
+    def finished(self, session: RunSession, summary: StepSummary) -> None:
+        _prune_checkpoints(session, summary.step)
+        self.out.steps = summary.step + 1
+        if summary.step == 0:
+            self._audit_now()  # the first point at which the regime ranks anything
+        self._maybe_audit()
+
     def run(self) -> RegimeRun:
         s, out = self.session, self.out
         t0 = time.perf_counter()
@@ -364,36 +398,8 @@ class _RegimeDriver:
             if s.scheduler.run_spent >= budget - 1e-6:
                 break
             self.step_spend = 0.0
-            s.prepare_step(step)
-            s.rollout(step)
-            state = s.steps[step]
-            for c in state.candidates:
-                self.candidates.setdefault(c.key, c)
-                out.samples += 1
-                if c.meta.get("valid"):
-                    out.valid += 1
-                    out.valid_keys.add(c.key)
-            s.verify(step, self.run_tier, max_batch=self.bench.verify_batch)
-            self.step_spend = 0.0  # now counted in run_spent
-            if self.regime == "fast-only":
-                keys = {t.id: t.candidate_key for t in state.trajectories}
-                state.estimates = face_value_estimates(
-                    state.estimates, keys, self.proxy, self.low, self.high, self.softness
-                )
-            by_traj = {e.trajectory_id: e for e in state.estimates}
-            for traj in state.trajectories:
-                e = by_traj[traj.id]
-                if traj.candidate_key in out.valid_keys:
-                    out.estimates[traj.candidate_key] = (float(e.mean), float(e.std))
-            metrics = s.grpo(step)
-            metrics |= s.hindsight(step)
-            s.checkpoint(step, metrics)
-            _prune_checkpoints(s, step)
-            out.steps = step + 1
-            if step == 0:
-                self._audit_now()  # the first point at which the regime ranks anything
-            self._maybe_audit()
-            if self._cannot_buy_top(state.candidates):
+            run_step(s, step, self)
+            if self._cannot_buy_top(s.steps[step].candidates):
                 break
         self._maybe_audit(final=True)
         out.spend = s.ledger.spend_by_tier(s.run.id)

@@ -1,6 +1,7 @@
 """One training run as plain functions: rollout, verify, GRPO, hindsight, checkpoint.
 
-The Prefect flows in :mod:`arl_flows.flows` are thin wrappers over these. A
+These are the stages; :func:`arl_flows.step.run_step` strings them into a
+step, once, for the CLI, the Prefect flows and the benchmarks. A
 :class:`RunSession` holds what must stay in memory between the stages of a
 step (the policy, its optimizer, the step's rollout tensors); everything that
 must survive a crash goes through the ledger, one transaction per arrow of
@@ -55,6 +56,7 @@ from verifiers.scheduler import Scheduler, StepResult, spend_records
 
 __all__ = [
     "RunSession",
+    "StepState",
     "StepSummary",
     "TierInterrupted",
     "TierRunner",
@@ -102,7 +104,9 @@ class StepSummary:
 
 
 @dataclass
-class _StepState:
+class StepState:
+    """What one step holds in memory between its stages (the ledger holds the durable part)."""
+
     rollout: Rollout | None = None
     trajectories: list[Trajectory] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
@@ -126,7 +130,7 @@ class RunSession:
             ladder, config.scheduler, featurize=self.suite.featurize, learner=self.suite.surrogate_learner,
             run_spent=sum(ledger.spend_by_tier(run.id).values()),
         )
-        self.steps: dict[int, _StepState] = {}
+        self.steps: dict[int, StepState] = {}
         self.lab_seen: set[str] = {r.id for r in ledger.lab_requests(Status.ok, run_id=run.id)}
         self._teach_surrogate_from_ledger()
 
@@ -221,7 +225,7 @@ class RunSession:
                 )
             )
         self.ledger.add_trajectories(trajectories)
-        self.steps[step] = _StepState(rollout=rollout, trajectories=trajectories, candidates=candidates, prompts=prompts)
+        self.steps[step] = StepState(rollout=rollout, trajectories=trajectories, candidates=candidates, prompts=prompts)
         return [t.id for t in trajectories]
 
     def restore_step(self, step: int) -> None:
@@ -246,7 +250,7 @@ class RunSession:
         rollout = _rollout_from_tokens(self.policy, prompt_lists, [order.index(t.prompt_id) for t, _ in rows], completions,
                                        [t.truncated for t, _ in rows], [t.final_answer for t, _ in rows],
                                        self.config.trainer.temperature)
-        self.steps[step] = _StepState(
+        self.steps[step] = StepState(
             rollout=rollout,
             trajectories=[t for t, _ in rows],
             candidates=[self.suite.completion(prompts[t.prompt_id], t.final_answer)[0] for t, _ in rows],
@@ -365,18 +369,6 @@ class RunSession:
             metrics=metrics,
             seconds=seconds,
         )
-
-    def run_step(self, step: int, run_tier: TierRunner | None = None) -> StepSummary:
-        """rollout -> verify -> GRPO -> hindsight -> checkpoint, without Prefect (tests, benchmarks)."""
-        t0 = time.perf_counter()
-        self.prepare_step(step)
-        self.rollout(step)
-        self.verify(step, run_tier)
-        metrics = self.grpo(step)
-        metrics |= self.hindsight(step)
-        metrics["step/seconds"] = time.perf_counter() - t0
-        self.checkpoint(step, metrics)
-        return self.summary(step, metrics, metrics["step/seconds"])
 
 
 def teach_from_ledger(scheduler: Scheduler, ledger: Ledger, suite: Suite) -> int:
