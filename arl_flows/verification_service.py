@@ -34,11 +34,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arl_flows.suites import Suite
-from arl_flows.training import bill
+
 from storage.ledger import Ledger
 from storage.records import LabRequest, RewardEstimate, Status, Tier, Trajectory, Verdict, new_id, tier_rank
 from verifiers import Candidate, Verifier
 from verifiers.scheduler import Scheduler, StepPlan
+from verifiers.scheduler.spend import spend_records
 
 __all__ = ["LateVerdict", "SettledGroup", "VerificationService"]
 
@@ -290,7 +291,7 @@ class VerificationService:
         if call.request_id is not None:
             verdict = verdict.model_copy(update={"request_id": call.request_id})
         step = b.index if b is not None else 0
-        spend = bill(self.run_id, step, name, call.verifier.tier, [verdict], call.verifier, [call.candidate])
+        spend = spend_records(self.run_id, step, call.verifier, [call.candidate], [verdict])
         (stored,) = self.ledger.put_verdicts([verdict], spend=spend)
         if call.request_id is not None:
             self.ledger.close_lab_requests([stored])
