@@ -25,7 +25,6 @@ from arl_flows.cli import db as _db  # noqa: E402,F401
 from arl_flows.cli import runs as _runs  # noqa: E402,F401
 from arl_flows.cli import tiers as _tiers  # noqa: E402,F401
 from arl_flows.cli import verify as _verify  # noqa: E402,F401
-from arl_flows.cli import bench as _bench  # noqa: E402,F401
 from arl_flows.cli import train as _train  # noqa: E402,F401
 from arl_flows.cli import rerank as _rerank  # noqa: E402,F401
 from arl_flows.cli import suites as _suites  # noqa: E402,F401

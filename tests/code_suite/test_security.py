@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from attacks import ATTACKS  # noqa: E402
+from tests.code_suite.attacks import ATTACKS  # noqa: E402
 
 from arl_flows.suites.code import CodeExecution, CodeFormat, CodeTests, code_reward, make_candidate  # noqa: E402
 import verifiers.sandbox.runtime as sandbox_module  # noqa: E402

@@ -22,9 +22,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from attacks2 import ATTACKS2, CGROUP_BOUNDS, PIN_BOUNDS  # noqa: E402
-from test_security import SECRET, World  # noqa: E402
+from tests.code_suite.attacks2 import ATTACKS2, CGROUP_BOUNDS, PIN_BOUNDS  # noqa: E402
+from tests.code_suite.test_security import SECRET, World  # noqa: E402
 
 from storage.ledger import Ledger  # noqa: E402
 from arl_flows.suites.code import CodeExecution, CodeFormat, CodeTests, SandboxLimits, code_reward, make_candidate, run_python  # noqa: E402

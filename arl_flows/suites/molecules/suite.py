@@ -84,9 +84,10 @@ class MoleculeSuite(Suite):
 
     @classmethod
     def commands(cls) -> list[tuple[str, typer.Typer]]:
+        from arl_flows.suites.molecules.bench import bench_app
         from arl_flows.suites.molecules.cli import prior_app
 
-        return [("prior", prior_app)]
+        return [("prior", prior_app), ("bench", bench_app)]
 
     @staticmethod
     def surrogate_learner(tiers: Sequence[str], learned: Any, seed: int) -> Any:
