@@ -147,9 +147,14 @@ def new_venv(path: Path) -> tuple[Path, Path]:
 
 
 def pip_install(python: Path, wheel: Path, *options: str) -> None:
-    """Install one wheel into the venv of ``python`` (no dependencies, nothing downloaded)."""
+    """Install one wheel into the venv of ``python`` (no dependencies, nothing downloaded).
+
+    Without the test's ``PYTHONPATH``: a checkout on it (with the ``arl.egg-info`` that ``pip wheel`` leaves
+    there) would make pip see ARL as installed already and skip the wheel.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", *options, str(wheel)],
-                   check=True, capture_output=True, text=True, timeout=600)
+                   check=True, capture_output=True, text=True, timeout=600, env=env)
 
 
 @pytest.fixture(scope="session")

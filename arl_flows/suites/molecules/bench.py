@@ -69,6 +69,10 @@ def _pool(args: dict[str, Any]) -> Any:
     """The benchmark pool, its verdicts read from (and new ones kept in) the --ledger URL or the --cache SQLite file."""
     pools = _harness("molecule_pool")
     cache, ledger_url = args.pop("cache"), args.pop("ledger")
+    try:
+        pools.load_pool(args["pool"])  # a bad pool file fails before a ledger file is created
+    except pools.PoolError as exc:
+        raise UserError(str(exc)) from None
     if ledger_url is None:
         if cache.exists() and not cache.is_file():
             raise UserError(f"--cache {str(cache)[:300]!r} is not a file; pass a SQLite file path")
