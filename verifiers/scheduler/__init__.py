@@ -27,6 +27,7 @@ from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView, V
 from verifiers.scheduler.features import size_features
 from verifiers.scheduler.planner import Decision, Scheduler, StepPlan, StepResult
 from verifiers.scheduler.reward import discovery_value, objective_moments
+from verifiers.scheduler.spend import charge, charge_one, spend_records
 from verifiers.scheduler.surrogate import Observation, Surrogate, SurrogatePrior
 from verifiers.scheduler.window import hit_probability, reward_moments, window_score
 
@@ -51,11 +52,14 @@ __all__ = [
     "TierCaps",
     "VoiPolicy",
     "VoiTarget",
+    "charge",
+    "charge_one",
     "discovery_value",
     "hit_probability",
     "make_policy",
     "objective_moments",
     "reward_moments",
     "size_features",
+    "spend_records",
     "window_score",
 ]
