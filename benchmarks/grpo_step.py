@@ -21,7 +21,6 @@ import argparse
 import copy
 import re
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path

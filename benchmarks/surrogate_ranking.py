@@ -39,7 +39,6 @@ top-tier call, divided by the oracle's cost (top-tier calls on hits only).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 

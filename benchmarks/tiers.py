@@ -20,7 +20,6 @@ import json
 import math
 import random
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
