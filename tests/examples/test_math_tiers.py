@@ -124,3 +124,23 @@ def test_arl_verify_says_in_one_line_which_goal_keys_the_suite_needs() -> None:
     result = CliRunner().invoke(app, ["verify", "--suite", "arl_math.suite:MathSuite", "--answer", "2*x",
                                       "--goal", "kind=derivative", "--goal", "expr=x**"])
     assert isinstance(result.exception, UserError) and "is not an expression" in str(result.exception)
+
+
+def test_hindsight_relabels_a_wrong_antiderivative_with_the_task_it_solves() -> None:
+    from transformers import GPT2Config
+
+    from arl_flows.suites import standalone_suite
+    from arl_math.prior import build_tokenizer, prompt_ids
+    from policies import Policy
+
+    suite = standalone_suite("arl_math.suite:MathSuite")
+    tok = build_tokenizer()
+    policy = Policy.from_config(GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=8, n_layer=1, n_head=1), tok)
+    asked = suite._prompt(type("T", (), {"id": "antiderivative:cos(x)", "kind": "antiderivative", "expr": "cos(x)",
+                                         "text": "integrate cos(x)"})())
+    wrong = tok("x*sin(x)", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    derivative_task = suite._prompt(type("T", (), {"id": "derivative:x", "kind": "derivative", "expr": "x", "text": "d/dx x"})())
+    relabeled, hinted = suite.hindsight(policy, [(None, asked, wrong, [], None), (None, derivative_task, wrong, [], None)])
+    assert hinted == [] and len(relabeled) == 1  # derivative answers have no task they solve for sure
+    assert relabeled[0].prompt_ids == prompt_ids(tok, "antiderivative", "x*cos(x)+sin(x)")
+    assert relabeled[0].completion_ids == wrong

@@ -131,6 +131,45 @@ class MathSuite(Suite):
         kind, expr = task_of(goal)
         return Prompt(id=f"{self.name}:{kind}:{expr}", suite=self.name, text=text, goal={"kind": kind, "expr": expr})
 
+    @classmethod
+    def goal(cls, given: Any) -> dict[str, Any]:
+        """``{"kind": "derivative" | "antiderivative", "expr": "x**2*sin(x)"}``."""
+        unknown = sorted(set(given) - {"kind", "expr"})
+        if unknown:
+            raise ValueError(f"{unknown[0][:40]}: not a math goal; give kind and expr")
+        kind, expr = task_of(dict(given))
+        return {"kind": kind, "expr": expr}
+
+    @classmethod
+    def goal_from_ground_truth(cls, ground_truth: Any) -> dict[str, Any]:
+        """verl's ground truth: ``{"kind": .., "expr": ..}`` or ``"kind:expr"``."""
+        if isinstance(ground_truth, str):
+            kind, _, expr = ground_truth.partition(":")
+            return cls.goal({"kind": kind, "expr": expr})
+        return cls.goal(ground_truth)
+
+    def sampler(self, policy_path: str | None = None):  # noqa: ANN201 - see Suite.sampler
+        """The suite's prior (or a local model) prompted with the goal's task."""
+        from arl_math.prior import load_or_pretrain, prompt_ids
+
+        policy = Policy.load(policy_path) if policy_path else load_or_pretrain(self.options.prior)[0]
+
+        def sample(goal: dict[str, Any], n: int, seed: int) -> list[str]:
+            kind, expr = task_of(goal)
+            ids = prompt_ids(policy.tokenizer, kind, expr) if not policy_path else policy.encode(f"{kind} of {expr}")
+            rollout = policy.sample([ids], group_size=n, max_new_tokens=48, seed=seed)
+            return ["".join(t.split()) for t in rollout.texts]
+
+        return sample
+
+    def calibration_candidates(self) -> list[Candidate]:
+        """Each task's reference answer and a wrong one (the reference plus x): both outcomes, on every tier."""
+        out = []
+        for task in self.tasks():
+            goal = {"kind": task.kind, "expr": task.expr}
+            out += [make_candidate(task.reference, goal), make_candidate(f"{task.reference}+x", goal)]
+        return out
+
     # -- hindsight -----------------------------------------------------------------
     def hindsight(self, policy: Policy, failures: list[Failure]) -> tuple[list[RelabeledExample], list[Any]]:
         """A wrong antiderivative ``A`` that parses is the right answer to "find an antiderivative of d/dx A"."""
