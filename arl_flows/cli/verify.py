@@ -180,7 +180,7 @@ def verify(
     if ledger_url is not None:
         ledger = open_ledger(ledger_url)
         # What the ledger holds is what we report: a verdict or lab request it already had wins
-        # (e.g. the pending request of an earlier `arl verify` for the same molecule).
+        # (e.g. the pending request of an earlier `arl verify` for the same candidate).
         ids = ledger.create_lab_requests(lab_requests)
         new_requests = sum(1 for request, kept_id in zip(lab_requests, ids, strict=True) if kept_id == request.id)
         kept = ledger.put_verdicts([v for _, v in all_verdicts])
