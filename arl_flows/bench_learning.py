@@ -2,7 +2,7 @@
 
 Every regime trains the same pretrained SMILES prior from the same seed with
 the same trainer settings (GRPO, plus hindsight relabelling where enabled) on
-the gap-window design task, through :class:`arl_flows.training.RunSession`,
+the gap-window design task, through the training step (:func:`arl_flows.step.run_step`),
 and stops once it has spent the same CPU-second verification budget (or
 reaches its step cap: ``max_steps``, or ``proxy_max_steps`` for the two
 fast-only regimes, whose steps cost milliseconds of verification).
@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import shutil
 import time
@@ -67,10 +66,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from arl_flows.config import RunConfig, load_config
-from arl_flows.training import RunSession, run_dir
+from arl_flows.step import StepHooks, run_step
+from arl_flows.training import RunSession, StepState, StepSummary
 from storage.records import RewardEstimate, Status, Verdict
+from storage.settings import settings
 from verifiers import Candidate, Verifier
-from verifiers.scheduler import CascadePolicy, Observation, VoiTarget, window_score
+from verifiers.scheduler import CascadePolicy, Observation, VoiTarget, charge, window_score
 
 __all__ = [
     "REGIMES",
@@ -270,7 +271,7 @@ def face_value_estimates(
     out = []
     for e in estimates:
         value = proxy.get(candidate_of[e.trajectory_id])
-        if "invalid" in e.components or value is None:
+        if e.invalid or value is None:
             out.append(e)
             continue
         score = float(window_score(value, low, high, softness))
@@ -278,8 +279,13 @@ def face_value_estimates(
     return out
 
 
-class _RegimeDriver:
-    """Runs one regime through RunSession, auditing along the way."""
+class _RegimeDriver(StepHooks):
+    """Runs one regime through the training step (:func:`arl_flows.step.run_step`), auditing along the way.
+
+    As the step's hooks it runs tier batches through the verdict memo, records
+    what the regime sampled and how it ranks it, swaps in the proxy rewards
+    of ``fast-only``, and audits at the spend marks.
+    """
 
     def __init__(
         self,
@@ -304,13 +310,15 @@ class _RegimeDriver:
         self.candidates: dict[str, Candidate] = {}
         self.fast = session.ladder[0]
         self.proxy: dict[str, float | None] = {}  # key -> the fast tier's ok value (fast-only's reward source)
+        self.max_batch = bench.verify_batch
 
     def spent(self) -> float:
         return self.session.scheduler.run_spent + self.step_spend
 
-    def run_tier(self, name: str, batch: list[Candidate]) -> list[Verdict]:
-        verdicts = self.memo.get(self.session.scheduler.verifier(name), batch)
-        self.step_spend += sum(v.cost_s for v in verdicts)
+    def run_tier(self, session: RunSession, name: str, batch: list[Candidate]) -> list[Verdict]:
+        verifier = session.scheduler.verifier(name)
+        verdicts = self.memo.get(verifier, batch)
+        self.step_spend += charge(verifier, batch, verdicts)
         if name == self.fast.name:
             self.proxy.update((v.candidate_key, _top_value(v)) for v in verdicts)
         if name == self.top.name:
@@ -355,6 +363,33 @@ class _RegimeDriver:
         cheapest = min((self.top.expected_cost(c) for c in valid), default=0.0)
         return self.bench.budget - self.session.scheduler.run_spent < cheapest
 
+    def sampled(self, session: RunSession, step: int, state: StepState) -> None:
+        out = self.out
+        for c in state.candidates:
+            self.candidates.setdefault(c.key, c)
+            out.samples += 1
+            if c.meta.get("valid"):
+                out.valid += 1
+                out.valid_keys.add(c.key)
+
+    def verified(self, session: RunSession, step: int, state: StepState) -> None:
+        self.step_spend = 0.0  # now counted in run_spent
+        if self.regime == "fast-only":
+            keys = {t.id: t.candidate_key for t in state.trajectories}
+            state.estimates = face_value_estimates(state.estimates, keys, self.proxy, self.low, self.high, self.softness)
+        by_traj = {e.trajectory_id: e for e in state.estimates}
+        for traj in state.trajectories:
+            e = by_traj[traj.id]
+            if traj.candidate_key in self.out.valid_keys:
+                self.out.estimates[traj.candidate_key] = (float(e.mean), float(e.std))
+
+    def finished(self, session: RunSession, summary: StepSummary) -> None:
+        _prune_checkpoints(session, summary.step)
+        self.out.steps = summary.step + 1
+        if summary.step == 0:
+            self._audit_now()  # the first point at which the regime ranks anything
+        self._maybe_audit()
+
     def run(self) -> RegimeRun:
         s, out = self.session, self.out
         t0 = time.perf_counter()
@@ -363,36 +398,8 @@ class _RegimeDriver:
             if s.scheduler.run_spent >= budget - 1e-6:
                 break
             self.step_spend = 0.0
-            s.prepare_step(step)
-            s.rollout(step)
-            state = s.steps[step]
-            for c in state.candidates:
-                self.candidates.setdefault(c.key, c)
-                out.samples += 1
-                if c.meta.get("valid"):
-                    out.valid += 1
-                    out.valid_keys.add(c.key)
-            s.verify(step, self.run_tier, max_batch=self.bench.verify_batch)
-            self.step_spend = 0.0  # now counted in run_spent
-            if self.regime == "fast-only":
-                keys = {t.id: t.candidate_key for t in state.trajectories}
-                state.estimates = face_value_estimates(
-                    state.estimates, keys, self.proxy, self.low, self.high, self.softness
-                )
-            by_traj = {e.trajectory_id: e for e in state.estimates}
-            for traj in state.trajectories:
-                e = by_traj[traj.id]
-                if traj.candidate_key in out.valid_keys:
-                    out.estimates[traj.candidate_key] = (float(e.mean), float(e.std))
-            metrics = s.grpo(step)
-            metrics |= s.hindsight(step)
-            s.checkpoint(step, metrics)
-            _prune_checkpoints(s, step)
-            out.steps = step + 1
-            if step == 0:
-                self._audit_now()  # the first point at which the regime ranks anything
-            self._maybe_audit()
-            if self._cannot_buy_top(state.candidates):
+            run_step(s, step, self)
+            if self._cannot_buy_top(s.steps[step].candidates):
                 break
         self._maybe_audit(final=True)
         out.spend = s.ledger.spend_by_tier(s.run.id)
@@ -403,7 +410,7 @@ class _RegimeDriver:
 def _prune_checkpoints(session: RunSession, step: int) -> None:
     """Keep only the latest checkpoint on disk (a benchmark never resumes an old step)."""
     if step > 0:
-        shutil.rmtree(run_dir(session.run.id) / f"step-{step - 1:05d}", ignore_errors=True)
+        shutil.rmtree(settings().run_dir(session.run.id) / f"step-{step - 1:05d}", ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------- metrics
@@ -543,7 +550,7 @@ def learning_benchmark(
             finally:
                 session.finish()
                 ledger.close()
-            shutil.rmtree(run_dir(session.run.id), ignore_errors=True)
+            shutil.rmtree(settings().run_dir(session.run.id), ignore_errors=True)
             row = _regime_metrics(result, bench, low, high, softness) | {"seed": seed}
             runs[regime].append(row)
             progress(
@@ -709,4 +716,4 @@ def _thread_setup() -> None:
     """One torch thread: the verifiers' workers use the other core."""
     import torch
 
-    torch.set_num_threads(int(os.environ.get("ARL_BENCH_TORCH_THREADS", "1")))
+    torch.set_num_threads(settings().bench_torch_threads)

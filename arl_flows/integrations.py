@@ -46,10 +46,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from arl_flows.config import RunConfig, TierConfig
 from arl_flows.suites import Suite, SuiteNotFound, get_suite, suite_for
-from arl_flows.training import TierRunner, bill, build_ladder, teach_from_ledger, verify_candidates
+from arl_flows.training import TierRunner, build_ladder, teach_from_ledger, verify_candidates
 from storage.ledger import Ledger
 from storage.records import Prompt, RunStatus, Status, TrainingStepRecord, Trajectory, tier_rank
-from verifiers.scheduler import Scheduler, VoiTarget
+from verifiers.scheduler import Scheduler, VoiTarget, charge_one, spend_records
 
 __all__ = [
     "Ranked",
@@ -325,8 +325,10 @@ class TieredReward:
             stopped = time.monotonic() >= deadline
             new_keys = {v.cache_key for v in result.verdicts}
             spend_by_key: dict[str, float] = {}
+            cand_of = {c.key: c for c in candidates}
             for v in result.verdicts:
-                spend_by_key[v.candidate_key] = spend_by_key.get(v.candidate_key, 0.0) + v.cost_s
+                cost = charge_one(self.scheduler.verifier(v.verifier), cand_of[v.candidate_key], v)
+                spend_by_key[v.candidate_key] = spend_by_key.get(v.candidate_key, 0.0) + cost
             statuses: dict[str, set[Status]] = {}
             for v in self.ledger.verdicts_for({c.key for c in candidates}, verifiers=[v.name for v in self.ladder]):
                 statuses.setdefault(v.candidate_key, set()).add(v.status)
@@ -343,8 +345,8 @@ class TieredReward:
                         std=float(est.std),
                         tier=est.fidelity.value if est.fidelity else None,
                         status="invalid" if invalid else ("ok" if est.fidelity else "unverified"),
-                        value_mean=est.components.get("value_mean"),
-                        value_std=est.components.get("value_std"),
+                        value_mean=est.value_mean,
+                        value_std=est.value_std,
                         cached=len(used) - new,
                         new=new,
                         spend_s=spend_by_key.get(cand.key, 0.0),
@@ -402,7 +404,7 @@ class TieredReward:
                 for i in range(0, len(todo), self.max_batch):
                     batch = todo[i : i + self.max_batch]
                     fresh = verifier.verify_batch(batch)
-                    spend = bill(run_id, step, verifier.name, verifier.tier, fresh, verifier, batch)
+                    spend = spend_records(run_id, step, verifier, batch, fresh)
                     spent += sum(r.cost_s for r in spend)
                     for v in self.ledger.put_verdicts(fresh, spend=spend):
                         known[v.candidate_key] = v

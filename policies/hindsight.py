@@ -74,7 +74,7 @@ def top_scale_value(estimate: RewardEstimate | None, max_std: float) -> float | 
     """
     if estimate is None:
         return None
-    mean, std = estimate.components.get("value_mean"), estimate.components.get("value_std")
+    mean, std = estimate.value_mean, estimate.value_std
     if mean is None or std is None or not (math.isfinite(mean) and math.isfinite(std)) or std > max_std:
         return None
     return float(mean)

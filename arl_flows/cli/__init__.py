@@ -8,6 +8,8 @@ prints one line naming its log file (``_errors.py`` has the rules).
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from arl_flows.cli._common import UserError, console
@@ -36,9 +38,14 @@ __all__ = ["app", "main", "UserError", "console"]
 def main() -> None:
     """Console-script entry point: user mistakes get one line and exit code 2, never a traceback (``_errors``)."""
     from arl_flows import prefect_env
-    from arl_flows.cli._common import arl_home
-    from arl_flows.cli._errors import run_app
+    from arl_flows.cli._errors import USER_ERROR_EXIT, _say, one_line, run_app
+    from storage.settings import SettingsError, settings
 
+    try:
+        home = settings().home
+    except SettingsError as exc:
+        _say("error:", one_line(str(exc)))
+        sys.exit(USER_ERROR_EXIT)
     # Before anything imports Prefect: offline, quiet, under ARL_HOME.
-    prefect_env.configure(arl_home())
+    prefect_env.configure(home)
     run_app(app)

@@ -12,17 +12,13 @@ alone, since a SMILES or a path may contain them.
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
 __all__ = [
-    "default_suite",
-    "load_suite",
-    "UserError", "arl_home", "console", "cut", "err_console", "open_ledger", "print_json", "shown"]
+    "UserError", "console", "cut", "default_suite", "err_console", "load_suite", "open_ledger", "print_json", "shown"]
 
 console = Console(emoji=False)
 err_console = Console(stderr=True, emoji=False)
@@ -69,11 +65,6 @@ def open_ledger(url: str | None = None):  # noqa: ANN201 - avoids importing SQLA
 def print_json(data: Any) -> None:
     """Print machine-readable JSON to stdout (no rich markup)."""
     print(json.dumps(data, indent=2, default=str))
-
-
-def arl_home() -> Path:
-    """ARL's folder for the ledger, priors, runs and logs: ``$ARL_HOME``, default ``~/.arl``."""
-    return Path(os.environ.get("ARL_HOME", Path.home() / ".arl"))
 
 
 def default_suite() -> str:

@@ -37,12 +37,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from policies import HintedExample, Policy, PolicyConfig, RelabeledExample
 from storage.records import Prompt, RewardEstimate, Tier, Trajectory, Turn, Verdict
 from verifiers import Candidate
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # policies imports torch and transformers: loaded when a suite makes a policy, not to list suites
     import typer
+
+    from policies import HintedExample, Policy, PolicyConfig, RelabeledExample
 
     from arl_flows.config import RunConfig
     from verifiers.scheduler import Scheduler
@@ -109,6 +110,8 @@ class Suite:
     # -- the policy and its prompts ---------------------------------------------
     def load_policy(self, policy_config: PolicyConfig, on_pretrain: Callable[[str], None] | None = None) -> Policy:
         """The policy a run starts from: ``policy_path``, else the suite's own (``on_pretrain`` hears of a first training)."""
+        from policies import Policy
+
         if self.config.policy_path:
             return Policy.load(self.config.policy_path, policy_config)
         raise ValueError(f"suite {self.name!r} needs policy_path (a local transformers model directory)")
@@ -116,6 +119,8 @@ class Suite:
     def prepare_policy(self) -> dict[str, Any]:
         """Make the starting policy ready (train it if the suite trains its own) and say what it is (the
         ``pretrain_prior`` flow's report). By default: load it and name it."""
+        from policies import PolicyConfig
+
         policy = self.load_policy(PolicyConfig())
         return {"suite": self.name, "policy": self.config.policy_path or type(policy.model).__name__}
 

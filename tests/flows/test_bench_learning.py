@@ -90,15 +90,15 @@ def test_benchmark_report_budget_and_uncharged_audits(flow_home, overrides, tmp_
 
 
 def test_fast_only_trains_on_the_fast_value_at_face_value() -> None:
-    posterior = {"value_mean": 3.5, "value_std": 0.4, "p_hit": 0.7}
+    posterior = {"value_mean": 3.5, "value_std": 0.4, "components": {"p_hit": 0.7}}
     estimates = [
-        RewardEstimate(trajectory_id="t-in", mean=0.6, std=0.2, components=posterior),
-        RewardEstimate(trajectory_id="t-out", mean=0.6, std=0.2, components=posterior),
-        RewardEstimate(trajectory_id="t-bad", mean=-1.0, std=0.0, components={"invalid": 1.0}),
-        RewardEstimate(trajectory_id="t-none", mean=0.1, std=0.3, components=posterior),
+        RewardEstimate(trajectory_id="t-in", mean=0.6, std=0.2, **posterior),
+        RewardEstimate(trajectory_id="t-out", mean=0.6, std=0.2, **posterior),
+        RewardEstimate(trajectory_id="t-bad", mean=-1.0, std=0.0, invalid=True),
+        RewardEstimate(trajectory_id="t-none", mean=0.1, std=0.3, **posterior),
     ]
     keys = {"t-in": "a", "t-out": "b", "t-bad": "c", "t-none": "d"}
-    proxy = {"a": 3.4, "b": 6.0, "c": None}  # "d": the fast tier failed, no value
+    proxy = {"a": 3.4, "b": 6.0, "c": 3.5}  # "c" is flagged invalid whatever its value; "d": no fast value
     got = {e.trajectory_id: e for e in face_value_estimates(estimates, keys, proxy, 3.0, 4.0, 0.5)}
     # The fast tier's value in the window is a full reward with no doubt about it ...
     assert got["t-in"].mean == 1.0 and got["t-in"].std == 0.0 and got["t-in"].components == {"proxy_value": 3.4}

@@ -86,6 +86,7 @@ def test_crash_between_checkpoint_and_step_record_resumes_from_the_last_done_ste
     import torch
 
     from arl_flows.config import load_config
+    from arl_flows.step import run_step
     from arl_flows.training import RunSession
     from policies import Policy, PolicyConfig
     from storage.ledger import Ledger
@@ -95,7 +96,7 @@ def test_crash_between_checkpoint_and_step_record_resumes_from_the_last_done_ste
     config = load_config(config_path, overrides={"prior": QUICK_PRIOR})
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     session = RunSession.open(config, Ledger(url))
-    session.run_step(0)
+    run_step(session, 0)
 
     class Killed(BaseException):
         pass
@@ -105,7 +106,7 @@ def test_crash_between_checkpoint_and_step_record_resumes_from_the_last_done_ste
 
     monkeypatch.setattr(session.ledger, "record_step", killed)
     with pytest.raises(Killed):
-        session.run_step(1)
+        run_step(session, 1)
     assert (run_dir := Path(tmp_path / "home" / "runs" / session.run.id / "step-00001")).exists()
 
     ledger = Ledger(url)
@@ -117,7 +118,7 @@ def test_crash_between_checkpoint_and_step_record_resumes_from_the_last_done_ste
     got = resumed.policy.model.state_dict()
     assert all(torch.equal(got[k], expected[k]) for k in expected), "resume did not start from step 0's checkpoint"
     for step in range(resumed.start_step, 3):
-        resumed.run_step(step)
+        run_step(resumed, step)
     resumed.finish()
     assert ledger.integrity_problems() == []
     assert [c.step for c in ledger.checkpoints(session.run.id)] == [0, 1, 2]

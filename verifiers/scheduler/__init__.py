@@ -28,6 +28,7 @@ from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView, V
 from verifiers.scheduler.features import size_features
 from verifiers.scheduler.planner import Decision, Scheduler, StepPlan, StepResult
 from verifiers.scheduler.reward import discovery_value, objective_moments
+from verifiers.scheduler.spend import charge, charge_one, spend_records
 from verifiers.scheduler.surrogate import Observation, Surrogate, SurrogatePrior
 from verifiers.scheduler.window import hit_probability, reward_moments, window_score
 
@@ -54,6 +55,8 @@ __all__ = [
     "VoiPolicy",
     "VoiTarget",
     "advantage_benchmark",
+    "charge",
+    "charge_one",
     "discovery_value",
     "hit_probability",
     "make_policy",
@@ -62,5 +65,6 @@ __all__ = [
     "retrieval_benchmark",
     "reward_moments",
     "size_features",
+    "spend_records",
     "window_score",
 ]

@@ -22,12 +22,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from arl_flows.suites import Failure, Suite
 from arl_flows.suites.code.reward import RewardWeights
 from arl_flows.suites.code.sources import CodeTaskChoice
-from policies import HintedExample, Policy, feedback_hint, hint_prompt
 from storage.records import Prompt, Status, Turn
 from verifiers import Candidate
 
 if TYPE_CHECKING:
     import typer
+
+    from policies import Policy
 
 __all__ = ["CodeOptions", "CodeSuite"]
 
@@ -167,6 +168,8 @@ class CodeSuite(Suite):
 
     def hindsight(self, policy: Policy, failures: list[Failure]):  # noqa: ANN201 - see Suite.hindsight
         """On-policy distillation: the teacher is the policy that also reads the verifier's feedback."""
+        from policies import HintedExample, feedback_hint, hint_prompt
+
         if not self.config.hindsight.hint_teacher:
             return [], []
         hinted = []

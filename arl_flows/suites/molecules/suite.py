@@ -23,13 +23,13 @@ from pydantic import BaseModel
 
 from arl_flows.suites import Failure, Suite
 from arl_flows.suites.molecules.options import MoleculeOptions
-from policies import Policy, PolicyConfig, top_scale_value
-from policies.hindsight import achieved_value
 from storage.records import Prompt, Status, Turn, tier_rank
 from verifiers import Candidate
 
 if TYPE_CHECKING:
     import typer
+
+    from policies import Policy, PolicyConfig
 
     from arl_flows.config import RunConfig
 
@@ -101,6 +101,7 @@ class MoleculeSuite(Suite):
 
     def load_policy(self, policy_config: PolicyConfig, on_pretrain: Callable[[str], None] | None = None) -> Policy:
         from arl_flows.suites.molecules.prior import load_or_pretrain, prior_dir, shipped_prior
+        from policies import Policy
 
         if self.config.policy_path:
             return Policy.load(self.config.policy_path, policy_config)
@@ -284,6 +285,7 @@ class MoleculeSuite(Suite):
         most ``max_value_std`` (a raw xTB gap is about 2 eV off the DFT scale).
         """
         from arl_flows.suites.molecules.hindsight import relabel
+        from policies.hindsight import achieved_value, top_scale_value
 
         hcfg = self.config.hindsight
         if not hcfg.relabel:
