@@ -214,6 +214,7 @@ class MoleculeSuite(Suite):
         """The shipped SMILES prior (or a local model), goal-prompted by the goal's window (default: the run's)."""
         from arl_flows.suites.molecules.prior import load_or_pretrain
         from arl_flows.suites.molecules.smiles import goal_prompt_ids
+        from policies import Policy
 
         policy = Policy.load(policy_path) if policy_path else load_or_pretrain(self.options.prior)[0]
         sched = self.config.scheduler

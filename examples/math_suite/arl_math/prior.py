@@ -23,11 +23,12 @@ import time
 from pathlib import Path
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import GPT2Config, PreTrainedTokenizerFast
 
 from arl_math.expressions import KINDS, AnswerLimits, InvalidAnswer, parse_answer
+from arl_math.options import PriorConfig
 from arl_math.tasks import draw_task
 from policies import Policy, PolicyConfig, collate
 from storage.records import params_hash
@@ -38,25 +39,6 @@ _SPECIAL = {"pad_token": "<pad>", "bos_token": "<bos>", "eos_token": "<eos>", "u
 _KIND_TOKENS = [f"<{k}>" for k in KINDS]
 _CHARS = string.digits + string.ascii_letters + "+-*/()."
 _RUN_ONLY_FIELDS = {"num_threads"}
-
-
-class PriorConfig(BaseModel):
-    """Architecture, data and budget of the math prior (every field decides the cached prior, but num_threads)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    n_layer: int = Field(default=2, ge=1, le=24, description="Transformer blocks.")
-    n_embd: int = Field(default=64, ge=8, le=2048, description="Hidden width (divisible by n_head).")
-    n_head: int = Field(default=4, ge=1, le=64, description="Attention heads.")
-    n_positions: int = Field(default=112, ge=16, le=2048, description="Longest prompt + answer + eos, in characters.")
-    pairs: int = Field(default=4000, ge=1, le=1_000_000, description="(task, answer) pairs drawn for training.")
-    max_steps: int = Field(default=600, ge=1, le=1_000_000, description="The training budget, in optimizer steps.")
-    batch_size: int = Field(default=64, ge=1, le=4096, description="Sequences per optimizer step.")
-    lr: float = Field(default=3e-3, gt=0, le=1, description="Peak AdamW learning rate (cosine decay after warm-up).")
-    warmup_steps: int = Field(default=30, ge=0, description="Linear warm-up steps.")
-    seed: int = Field(default=0, ge=0, description="Seeds the drawn pairs, initialisation and batch order.")
-    eval_samples: int = Field(default=64, ge=1, le=10_000, description="Answers sampled after training to report how many parse.")
-    num_threads: int | None = Field(default=1, ge=1, description="torch threads while pretraining (None: torch's default).")
 
 
 class PriorReport(BaseModel):

@@ -20,35 +20,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel
 
 from arl_flows.suites import Failure, Suite
-from arl_math.candidates import SUITE, make_candidate, task_of
-from arl_math.expressions import KINDS, Kind
-from arl_math.prior import PriorConfig
-from policies import Policy, PolicyConfig, RelabeledExample
+from arl_math.candidates import make_candidate, task_of
+from arl_math.expressions import KINDS
+from arl_math.options import MathOptions
 from storage.records import Prompt, Status, Turn
 from verifiers import Candidate
 
-__all__ = ["MathOptions", "MathSuite"]
+if TYPE_CHECKING:  # torch and transformers load when a run makes a policy, not when `arl suites list` lists the suite
+    from policies import Policy, PolicyConfig, RelabeledExample
 
-
-class MathOptions(BaseModel):
-    """``[options]`` of a math run."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    tasks: int = Field(default=64, ge=1, le=10_000, description="How many distinct tasks to prompt with (drawn once, cycled).")
-    kinds: list[Kind] = Field(default_factory=lambda: list(KINDS), min_length=1, description="Task kinds: 'derivative', 'antiderivative'.")
-    task_seed: int = Field(default=2024, ge=0, description="Seed of the drawn task set.")
-    prior: PriorConfig = Field(default_factory=PriorConfig, description="The character-level prior (pretrained on first use, cached).")
-
-    @field_validator("kinds")
-    @classmethod
-    def _distinct(cls, kinds: list[Kind]) -> list[Kind]:
-        return list(dict.fromkeys(kinds))
+__all__ = ["MathSuite"]
 
 
 class MathSuite(Suite):
@@ -83,6 +69,7 @@ class MathSuite(Suite):
     # -- policy and prompts ------------------------------------------------------
     def load_policy(self, policy_config: PolicyConfig, on_pretrain: Callable[[str], None] | None = None) -> Policy:
         from arl_math.prior import load_or_pretrain, prior_dir
+        from policies import Policy
 
         if self.config.policy_path:
             return Policy.load(self.config.policy_path, policy_config)
@@ -151,6 +138,7 @@ class MathSuite(Suite):
     def sampler(self, policy_path: str | None = None):  # noqa: ANN201 - see Suite.sampler
         """The suite's prior (or a local model) prompted with the goal's task."""
         from arl_math.prior import load_or_pretrain, prompt_ids
+        from policies import Policy
 
         policy = Policy.load(policy_path) if policy_path else load_or_pretrain(self.options.prior)[0]
 
@@ -177,6 +165,7 @@ class MathSuite(Suite):
 
         from arl_math.expressions import X, InvalidAnswer, normalize, parse_answer
         from arl_math.prior import prompt_ids
+        from policies import RelabeledExample
 
         if not self.config.hindsight.relabel or self.config.policy_path:
             return [], []
