@@ -140,7 +140,11 @@ def test_hindsight_relabels_a_wrong_antiderivative_with_the_task_it_solves() -> 
                                          "text": "integrate cos(x)"})())
     wrong = tok("x*sin(x)", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
     derivative_task = suite._prompt(type("T", (), {"id": "derivative:x", "kind": "derivative", "expr": "x", "text": "d/dx x"})())
-    relabeled, hinted = suite.hindsight(policy, [(None, asked, wrong, [], None), (None, derivative_task, wrong, [], None)])
-    assert hinted == [] and len(relabeled) == 1  # derivative answers have no task they solve for sure
+    long = tok("x**5*sin(x**3)*exp(x**2)*cos(x)", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    relabeled, hinted = suite.hindsight(
+        policy, [(None, asked, wrong, [], None), (None, derivative_task, wrong, [], None), (None, asked, long, [], None)]
+    )
+    # derivative answers have no task they solve for sure; a new task too long for the context is left out
+    assert hinted == [] and len(relabeled) == 1
     assert relabeled[0].prompt_ids == prompt_ids(tok, "antiderivative", "x*cos(x)+sin(x)")
     assert relabeled[0].completion_ids == wrong

@@ -170,6 +170,7 @@ class MathSuite(Suite):
         if not self.config.hindsight.relabel or self.config.policy_path:
             return [], []
         out = []
+        context = int(getattr(policy.model.config, "n_positions", None) or policy.model.config.max_position_embeddings)
         for _traj, prompt, completion_ids, verdicts, _estimate in failures:
             if prompt.goal.get("kind") != "antiderivative" or any(v.status == Status.invalid for v in verdicts):
                 continue
@@ -178,7 +179,9 @@ class MathSuite(Suite):
             except InvalidAnswer:
                 continue
             integrand = normalize(str(sp.diff(answer, X)))
-            if not answer.has(X) or len(integrand) > 100:
+            relabeled = prompt_ids(policy.tokenizer, "antiderivative", integrand)
+            # The new task must fit the model's context with the answer (the integrand can be longer than the answer).
+            if not answer.has(X) or len(relabeled) + len(completion_ids) > context:
                 continue
-            out.append(RelabeledExample(prompt_ids(policy.tokenizer, "antiderivative", integrand), list(completion_ids)))
+            out.append(RelabeledExample(relabeled, list(completion_ids)))
         return out, []
