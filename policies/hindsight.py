@@ -43,7 +43,7 @@ class RelabeledExample:
 
     prompt_ids: list[int]
     completion_ids: list[int]
-    goal: tuple[float, float]
+    goal: tuple[float, float] | None = None  # the relabelled goal when it is a window (for reports); None otherwise
 
 
 @dataclass

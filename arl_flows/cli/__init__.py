@@ -22,12 +22,48 @@ app = typer.Typer(
     add_completion=False,
 )
 
+
+
+def _check_verifiers_is_ours() -> None:
+    """Stop in one line when ``import verifiers`` is not ARL's package; warn in one line when it shares its name.
+
+    The PyPI package ``verifiers`` (an RL-environments library) installs a
+    top-level ``verifiers`` folder too; whichever was installed last owns
+    ``verifiers/__init__.py``. Checked here, before the command groups import
+    ``verifiers``, so that a broken environment gets this line and no traceback.
+    """
+    import sys
+    import warnings
+    from importlib import metadata
+
+    try:
+        other = metadata.distribution("verifiers")  # ARL's own distribution is named "arl"
+    except metadata.PackageNotFoundError:
+        return
+    line = (
+        f"the PyPI package 'verifiers' ({other.version}) is installed in this environment and shares ARL's import "
+        "name 'verifiers'; install ARL in its own virtual environment (pip uninstall verifiers)"
+    )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # ours warns about the same clash; this line replaces that warning
+            import verifiers
+        ours = getattr(verifiers, "__arl__", False) is True
+    except Exception:  # noqa: BLE001 - their package may need dependencies that are not here
+        ours = False
+    if not ours:
+        print(f"error: {line}", file=sys.stderr)
+        raise SystemExit(2)
+    print(f"warning: {line}", file=sys.stderr)
+
+
+_check_verifiers_is_ours()
+
 # Command groups (imported for their side effect of adding commands to ``app``).
 from arl_flows.cli import db as _db  # noqa: E402,F401
 from arl_flows.cli import runs as _runs  # noqa: E402,F401
 from arl_flows.cli import tiers as _tiers  # noqa: E402,F401
 from arl_flows.cli import verify as _verify  # noqa: E402,F401
-from arl_flows.cli import bench as _bench  # noqa: E402,F401
 from arl_flows.cli import train as _train  # noqa: E402,F401
 from arl_flows.cli import rerank as _rerank  # noqa: E402,F401
 from arl_flows.cli import suites as _suites  # noqa: E402,F401

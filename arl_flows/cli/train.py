@@ -83,7 +83,7 @@ class _ProgressView:
 
     def __call__(self, event: str, payload: Any) -> None:
         if event == "pretrain":
-            self.progress.update(self.task, description="pretraining the SMILES prior (cached afterwards)", info=str(payload))
+            self.progress.update(self.task, description="pretraining the suite's prior (cached afterwards)", info=str(payload))
         elif event == "run":
             from arl_flows import prefect_env
             self.run_id = payload["run_id"]

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -89,6 +90,30 @@ class CodeSuite(Suite):
 
         task = get_task(task_id)
         return Prompt(id=f"code:{task_id}", suite=self.name, text=text if text is not None else self.INSTRUCTION + task.prompt + "\n", goal={"task_id": task_id})
+
+    goal_columns: ClassVar[tuple[str, ...]] = ("task_id",)
+
+    @classmethod
+    def goal(cls, given: Mapping[str, Any]) -> dict[str, Any]:
+        """``{"task_id": ID}``: the task the answer solves (``arl tasks list --suite code``); an unknown id is an error."""
+        from arl_flows.suites.code import get_task
+
+        unknown = sorted(set(given) - {"task_id"})
+        if unknown:
+            raise ValueError(f"{unknown[0][:40]}: not a code goal; give task_id")
+        if not given.get("task_id"):
+            raise ValueError("the code suite needs a task_id: the task the answer solves (`arl tasks list --suite code`)")
+        task_id = str(given["task_id"])
+        try:
+            get_task(task_id)
+        except LookupError as exc:
+            raise ValueError(str(exc.args[0] if exc.args else exc)) from None
+        return {"task_id": task_id}
+
+    @classmethod
+    def goal_from_ground_truth(cls, ground_truth: Any) -> dict[str, Any]:
+        """verl's ground truth: the task id."""
+        return cls.goal(ground_truth if isinstance(ground_truth, Mapping) else {"task_id": str(ground_truth)})
 
     def external_prompt(self, text: str, goal: dict[str, Any]) -> Prompt:
         if "task_id" not in goal:

@@ -1,4 +1,4 @@
-"""Learning under a verification budget (issue 9): does scheduling beat verifying everything?
+"""Learning under a verification budget: does scheduling beat verifying everything? (``arl bench learning``)
 
 Every regime trains the same pretrained SMILES prior from the same seed with
 the same trainer settings (GRPO, plus hindsight relabelling where enabled) on
@@ -43,7 +43,8 @@ divided by the budget (so it lies in [0, 1]; the last audit holds to the end
 of the axis).
 
 Every verdict is computed live once by the real verifiers and memoised (in
-memory and, with a cache file, on disk); a regime that asks for a verdict
+memory and, with a cache file, in a SQLite ledger, as a run keeps its paid
+verdicts); a regime that asks for a verdict
 another regime or an audit already computed gets it back with its measured
 cost and is charged that cost, exactly as if it had computed it. That is what
 makes five regimes times three seeds fit on two cores.
@@ -178,23 +179,32 @@ def regime_config(base: RunConfig, regime: str, bench: LearningBenchConfig, seed
 
 
 class VerdictMemo:
-    """Verdicts computed once per (verifier identity, candidate key), optionally kept in a JSON-lines file."""
+    """Verdicts computed once per (verifier identity, candidate key), optionally kept in a ledger (a SQLite file).
+
+    The ledger is the one a run keeps its paid verdicts in (``put_verdicts``,
+    ``lookup_verdicts``), so another seed, regime or rerun reads them back
+    instead of paying again; memory holds what this process has seen.
+    """
 
     def __init__(self, path: Path | None = None) -> None:
+        from storage.ledger import Ledger
+
         self.path = path
+        self.ledger: Ledger | None = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.ledger = Ledger(f"sqlite:///{path}")
         self.verdicts: dict[tuple[str, str, str, str], Verdict] = {}
         self.computed_s = 0.0  # cost of the verdicts computed by this process (not replayed)
-        if path is not None and path.is_file():
-            with open(path) as fh:
-                for line in fh:
-                    if line.strip():
-                        v = Verdict.model_validate_json(line)
-                        self.verdicts[v.cache_key] = v
 
     def get(self, verifier: Verifier, candidates: Sequence[Candidate]) -> list[Verdict]:
         """One verdict per candidate: memoised ones replayed (same cost), the rest computed live."""
         ident = (verifier.name, verifier.version, verifier.params_hash)
         missing = {c.key: c for c in candidates if (c.key, *ident) not in self.verdicts}
+        if missing and self.ledger is not None:
+            for key, v in self.ledger.lookup_verdicts(list(missing), *ident).items():
+                self.verdicts[v.cache_key] = v.model_copy(update={"id": None})
+                del missing[key]
         if missing:
             fresh = verifier.verify_batch(list(missing.values()))
             # Timeouts depend on machine load: do not keep them, so a rerun tries again.
@@ -203,10 +213,8 @@ class VerdictMemo:
                 self.computed_s += v.cost_s
             for v in keep:
                 self.verdicts[v.cache_key] = v.model_copy(update={"id": None})
-            if self.path is not None and keep:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                with open(self.path, "a") as fh:
-                    fh.writelines(v.model_dump_json() + "\n" for v in keep)
+            if self.ledger is not None and keep:
+                self.ledger.put_verdicts(keep, return_stored=False)
             fresh_by_key = {v.candidate_key: v for v in fresh}
         else:
             fresh_by_key = {}
@@ -215,6 +223,10 @@ class VerdictMemo:
             v = self.verdicts.get((c.key, *ident)) or fresh_by_key[c.key]
             out.append(v.model_copy(update={"id": None}))
         return out
+
+    def close(self) -> None:
+        if self.ledger is not None:
+            self.ledger.close()
 
 
 # ---------------------------------------------------------------------------------------------- one regime
@@ -561,6 +573,7 @@ def learning_benchmark(
         close = getattr(v, "close", None)
         if close is not None:
             close()
+    memo.close()
     regimes = {r: _aggregate(rows) | {"per_seed": rows} for r, rows in runs.items()}
     report: dict[str, Any] = {
         "budget": bench.budget,
