@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import pytest
 
@@ -11,6 +10,7 @@ from arl_flows.config import RunConfig
 from arl_flows.suites import suite_for
 from arl_flows.suites.molecules import EHTGapVerifier, SimulatedClusterVerifier
 from arl_flows.verification_service import VerificationService
+from storage.models import LabRequestRow
 from storage.records import Status, Trajectory
 from verifiers.scheduler import Scheduler, SchedulerConfig
 
@@ -84,10 +84,7 @@ def test_a_call_in_flight_at_a_crash_is_continued_not_repaid(ledger) -> None:
     first.close()  # the process "dies": the call never answers here
 
     # Resume: the cluster job was submitted an hour ago, so it is done now; it is continued, not sent again.
-    from storage.ledger._engine import _Database  # noqa: F401 - the ledger is shared; only time moves on
-    with ledger._write() as s:  # the hour passes (the request's submission time moves back)
-        from storage.models import LabRequestRow
-
+    with ledger._write() as s:  # a year passes (the request's submission time moves back)
         s.get(LabRequestRow, req.id).created_at = req.created_at.replace(year=req.created_at.year - 1)
     suite2, _, _, _, cluster2, sched2 = _setup_resume(ledger, run.id)
     second = VerificationService(ledger, sched2, suite2, run.id, slots={"rdkit-eht": 4, "simulated-cluster": 1})
@@ -136,8 +133,11 @@ def test_groups_taken_before_their_verdicts_get_them_late(ledger) -> None:
     while not service.late.empty():
         late.append(service.late.get())
     assert any(v.verdict.verifier == "simulated-cluster" for v in late)  # the top tier answered after the take
+    newest = {}
     for item in late:
-        # the estimate now rests on the top tier's value; the ledger holds the new one
-        assert item.verdict.status != Status.ok or all(e.std <= p.std for e, p in zip(item.estimates, item.previous))
-        stored = {t.id: e for t, e in ledger.step_trajectories(run.id, 0)}
-        assert all(stored[e.trajectory_id].mean == pytest.approx(e.mean) for e in item.estimates)
+        assert [e.trajectory_id for e in item.estimates] == [t.id for t in item.trajectories]
+        if item.verdict.verifier == "simulated-cluster" and item.verdict.status == Status.ok:
+            assert all(e.std <= p.std for e, p in zip(item.estimates, item.previous))  # the top tier's value is known now
+        newest |= {e.trajectory_id: e for e in item.estimates}
+    stored = {t.id: e for t, e in ledger.step_trajectories(run.id, 0)}
+    assert all(stored[k].mean == pytest.approx(e.mean) for k, e in newest.items())  # the ledger holds the latest
