@@ -71,7 +71,7 @@ def test_every_verdict_lands_once_within_budget_and_slots(ledger) -> None:
 
 
 def test_a_call_in_flight_at_a_crash_is_continued_not_repaid(ledger) -> None:
-    suite, run, trajs, cands, _, sched = _setup(ledger, latency=3600.0)
+    suite, run, trajs, cands, cluster1, sched = _setup(ledger, latency=3600.0)
     first = VerificationService(ledger, sched, suite, run.id, slots={"rdkit-eht": 4, "simulated-cluster": 1})
     first.open_batch(0, trajs, cands)
     for _ in range(200):  # the fast tier answers; one hour-long cluster call goes out
@@ -82,6 +82,7 @@ def test_a_call_in_flight_at_a_crash_is_continued_not_repaid(ledger) -> None:
     (pending,) = [v for v in ledger.verdicts_for([req.candidate_key]) if v.verifier == "simulated-cluster"]
     assert pending.status == Status.pending and pending.request_id == req.id
     first.close()  # the process "dies": the call never answers here
+    cluster1.close()  # (and its waiting thread ends, so the test process can exit)
 
     # Resume: the cluster job was submitted an hour ago, so it is done now; it is continued, not sent again.
     with ledger._write() as s:  # a year passes (the request's submission time moves back)

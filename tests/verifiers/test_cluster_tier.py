@@ -69,3 +69,10 @@ def test_the_queue_settings_are_not_part_of_the_cache_identity() -> None:
     base = SimulatedClusterVerifier()
     assert SimulatedClusterVerifier({"latency_s": 1.0, "slots": 64, "jitter": 0.3}).params_hash == base.params_hash
     assert SimulatedClusterVerifier({"value_column": "other"}).params_hash != base.params_hash
+
+
+def test_close_ends_a_wait_without_an_answer() -> None:
+    tier = SimulatedClusterVerifier({"latency_s": 3600.0})
+    tier.close()
+    verdict = tier.answer(make_candidate("C"))
+    assert verdict.status == Status.failed and "closed" in verdict.feedback

@@ -83,12 +83,17 @@ class SimulatedClusterVerifier(Verifier[SimulatedClusterParams]):
         self.busy_slot_s = 0.0  # slot-seconds occupied so far (utilisation = busy_slot_s / (slots * wall))
         self.calls = 0
         self.in_flight = 0  # calls holding a slot now
+        self._closed = threading.Event()
         self.peak_in_flight = 0
 
     @property
     def params_hash(self) -> str:
         """The cache identity: what decides the answer, not how long the queue takes (latency, jitter, slots)."""
         return params_hash(self.params.model_dump(mode="json", exclude={"latency_s", "jitter", "slots"}))
+
+    def close(self) -> None:
+        """Stop waiting: calls still out return ``failed`` at once (the run is ending; a resume continues them)."""
+        self._closed.set()
 
     def latency(self, candidate: Candidate) -> float:
         """Wall-clock seconds a call on ``candidate`` takes (fixed per key)."""
@@ -130,12 +135,14 @@ class SimulatedClusterVerifier(Verifier[SimulatedClusterParams]):
             due = (submitted_at if submitted_at is not None else time.time()) + self.latency(candidate)
             wait = due - time.time()
             if wait > 0:
-                time.sleep(wait)  # a remote job: this thread waits, no CPU is spent here
+                self._closed.wait(wait)  # a remote job: this thread waits, no CPU is spent here
             with self._lock:
                 self.in_flight -= 1
                 self.busy_slot_s += time.perf_counter() - started
                 self.calls += 1
         wall = time.perf_counter() - t0
+        if self._closed.is_set():
+            return self.verdict(candidate, Status.failed, feedback="the cluster connection was closed before the job answered", wall_s=wall)
         gap = table.get(parsed.canonical)
         if gap is None:
             return self.verdict(
