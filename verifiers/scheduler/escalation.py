@@ -94,6 +94,7 @@ class PlanView:
     groups: list[list[int]]  # candidate indices per group (with repeats if a key appears twice)
     budget_left: float
     config: SchedulerConfig
+    disagreement: np.ndarray | None = None  # (n,) learned ensemble's disagreement on the top-tier value; None: none
 
     @property
     def objective(self) -> Objective:
@@ -179,13 +180,14 @@ class VoiPolicy(EscalationPolicy):
         at_top = nxt == view.top
         m_after, s_next, w = _preposterior(m, s, rate, scale, view.next_std[idx])
         low, high = objective.hit_interval()
-        p_after = stake[:, None] * hit_probability(m_after, s_next, low, high)  # (k, nodes): reward at stake
+        learn = _learning_value(view, idx, stake, low, high)  # (k,) worth of the top tier's answer to the surrogate
+        p_after = stake[:, None] * hit_probability(m_after, s_next, low, high) + learn[:, None]  # (k, nodes)
 
         def path(lam: float) -> tuple[np.ndarray, np.ndarray]:
             go_on = p_after >= (lam * later)[:, None]  # (k, nodes)
             hits = (w * p_after * go_on).sum(axis=1)
             cost = c_next + later * (w * go_on).sum(axis=1)
-            hits = np.where(at_top, stake * p, hits)
+            hits = np.where(at_top, stake * p + learn, hits)
             cost = np.where(at_top, c_top, cost)
             return hits, cost
 
@@ -195,7 +197,8 @@ class VoiPolicy(EscalationPolicy):
             hits, cost = path(lam)
         staked = objective.as_window() is None  # a window alone stakes the whole reward on every candidate
         why = [
-            f"discovery: P(hit)={p[k]:.3f}{f', stake {stake[k]:.3f}' if staked else ''}, expected hits {hits[k]:.3f} "
+            f"discovery: P(hit)={p[k]:.3f}{f', stake {stake[k]:.3f}' if staked else ''}"
+            f"{f', teaches the surrogate {learn[k]:.3f}' if learn[k] > 0 else ''}, expected hits {hits[k]:.3f} "
             f"for {cost[k]:.3g}s via tier {int(nxt[k])}"
             for k in range(idx.size)
         ]
@@ -234,6 +237,25 @@ class VoiPolicy(EscalationPolicy):
             for k, i in enumerate(idx)
         ]
         return ratio, path_cost, why
+
+
+def _learning_value(view: PlanView, idx: np.ndarray, stake: np.ndarray, low: float, high: float) -> np.ndarray:
+    """Worth of a top-tier answer to the surrogate, in the units of discovery (expected hits).
+
+    An answer teaches the learned model most where its ensemble members disagree: the share
+    ``d^2 / s^2`` of the posterior variance that is the members' disagreement ``d`` (epistemic, which
+    an answer removes, as opposed to the noise it cannot) measures how much the model has to learn
+    there (query by committee: Seung, Opper and Sompolinsky, COLT 1992; deep-ensemble disagreement:
+    Lakshminarayanan et al., NeurIPS 2017). It is worth something only near the target: the chance of a
+    hit under a belief twice as wide (neighbours of the candidate that the policy may sample next).
+    ``config.learning_value`` weighs it against the answer's own expected hit; 0 is pure exploitation.
+    """
+    weight = view.config.learning_value
+    if weight <= 0 or view.disagreement is None:
+        return np.zeros(idx.size)
+    m, s = view.mean[idx], np.maximum(view.std[idx], 1e-9)
+    share = np.clip(view.disagreement[idx] ** 2 / s**2, 0.0, 1.0)
+    return weight * stake * share * hit_probability(m, 2.0 * s, low, high)
 
 
 def _preposterior(

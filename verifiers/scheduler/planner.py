@@ -125,6 +125,13 @@ class Scheduler:
         self.run_spent = run_spent
         self.consecutive_failures: dict[str, int] = {}
         self._learned_at = 0  # history size at the last training of the surrogate's network
+        if self.config.learned.shipped and learner is not None:
+            pretrained = getattr(learner(names[:-1], self.config.learned, self.config.seed), "pretrained", None)
+            shipped = pretrained() if pretrained is not None else None
+            if shipped is not None:  # the suite's network, trained once on its data: used from step 0
+                self.surrogate.attach_learned(shipped)
+                self._learned_at = -1  # never replaced by a network trained on the run's history alone
+        self._tuned_at = 0  # unseen pairs at the last fine-tuning of the shipped network
 
     # -- helpers for callers --------------------------------------------------
     def verifier(self, name: str) -> Verifier:
@@ -157,8 +164,14 @@ class Scheduler:
         """
         added = self.surrogate.add(list(observations))
         learned = self.config.learned
+        if self._learned_at < 0:  # the shipped network: fine-tune it on enough answers of the run's own
+            unseen = self.surrogate.unseen_pairs
+            if unseen >= learned.finetune_pairs and unseen >= learned.refit_growth * self._tuned_at:
+                self._tuned_at = unseen
+                self.surrogate.fine_tune_learned(learned.calibration_share, learned.finetune_epochs)
+            return added
         n = self.surrogate.n_pairs
-        if learned.enabled and self.learner is not None and n >= learned.min_pairs and (
+        if learned.enabled and self.learner is not None and self._learned_at >= 0 and n >= learned.min_pairs and (
             self.surrogate.learned is None or n >= learned.refit_growth * self._learned_at
         ):
             report = None
@@ -417,13 +430,15 @@ class StepPlan:
         if pairs:
             self.s.surrogate.add(pairs)
 
-    def _posterior(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Mean, std, gross-error rate and its scale of every candidate's top-tier value."""
-        obs = [
+    def _observations(self) -> list[Observation]:
+        return [
             Observation(k, f, self._values(i), c.payload)
             for i, (k, f, c) in enumerate(zip(self.keys, self.features, self.cands))
         ]
-        mean, std, rate, scale = self.s.surrogate.predict_with_tails(obs)
+
+    def _posterior(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Mean, std, gross-error rate and its scale of every candidate's top-tier value."""
+        mean, std, rate, scale = self.s.surrogate.predict_with_tails(self._observations())
         for i in range(len(self.keys)):
             v = self.verdicts[i][-1]
             if v is not None and v.status == Status.ok and v.uncertainty:
@@ -472,6 +487,7 @@ class StepPlan:
             tail_rate=rate,
             tail_scale=scale,
             next_std=next_std,
+            disagreement=self.s.surrogate.disagreement(self._observations()) if self.config.learning_value > 0 else None,
             cost=self._cost_matrix(),
             values=[self._values(i) for i in range(len(self.keys))],
             exact=self._exact(),
