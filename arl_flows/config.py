@@ -57,6 +57,7 @@ MAX_PROMPTS_PER_STEP = 10_000
 MAX_GROUP_SIZE = 1_024
 MAX_TIER_CONCURRENCY = 1_024
 MAX_NAME_LENGTH = 200  # the runs.name column
+DEFAULT_SUITE = "molecules"  # what a bare `arl run` trains on: the built-in default job (one name, nothing else of it)
 
 
 class RolloutConfig(_Section):
@@ -74,20 +75,20 @@ class HindsightConfig(_Section):
     relabel: bool = Field(default=True, description="SFT on failed completions relabeled with the goal they achieved.")
     hint_teacher: bool = Field(
         default=False,
-        description="Reverse KL to the policy given a hint built from verifier feedback. Off for the SMILES policy: "
-        "its vocabulary has no words for feedback, so the hint would be a goal token and the update a relabel in disguise.",
+        description="Reverse KL to the policy given a hint built from verifier feedback. Off for a policy whose "
+        "vocabulary has no words for feedback (a hint would be a goal token and the update a relabel in disguise).",
     )
     threshold: float = Field(default=0.5, ge=0, le=1, description="Trajectories whose reward is below this count as failed.")
     max_examples: int = Field(default=16, ge=1, description="At most this many failed trajectories per distillation step.")
     min_fidelity: Literal["fast", "simulation", "high_fidelity", "lab"] = Field(
         default="simulation",
-        description="Relabel only molecules a tier at least this faithful answered (a fast-tier proxy would teach the proxy).",
+        description="Relabel only candidates a tier at least this faithful answered (a fast-tier proxy would teach the proxy).",
     )
     max_value_std: float = Field(
         default=0.5,
         gt=0,
         description="Relabel with the scheduler's posterior mean of the top-tier value only if its std is at most this "
-        "(the goal's units, eV for the gap; one goal bin is 0.5 eV). A top-tier verdict makes it exact.",
+        "(in the goal's units). A top-tier verdict makes it exact.",
     )
 
 
@@ -101,7 +102,7 @@ class RunConfig(_Section):
         description="Run name shown in `arl runs list` and the Prefect UI (printable text, one line).",
     )
     suite: str = Field(
-        default="molecules",
+        default=DEFAULT_SUITE,
         min_length=1,
         max_length=MAX_NAME_LENGTH,
         description="The problem: a suite name (`arl suites list`: the built-in 'molecules' and 'code', or one a "
@@ -180,7 +181,7 @@ class RunConfig(_Section):
             return data
         from arl_flows.suites import SuiteNotFound, get_suite
 
-        name = data.get("suite", "molecules")
+        name = data.get("suite", DEFAULT_SUITE)
         if not isinstance(name, str):
             return data  # the field's own check names the problem
         try:
@@ -254,7 +255,7 @@ def stored_fields(stored: dict[str, Any]) -> dict[str, Any]:
     from arl_flows.suites import SuiteNotFound, get_suite
 
     try:
-        legacy = {k.partition(".")[0] for k in get_suite(str(stored.get("suite", "molecules"))).legacy_fields}
+        legacy = {k.partition(".")[0] for k in get_suite(str(stored.get("suite", DEFAULT_SUITE))).legacy_fields}
     except SuiteNotFound:
         legacy = set()
     return {k: v for k, v in stored.items() if k in RunConfig.model_fields or k in legacy}

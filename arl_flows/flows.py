@@ -1,10 +1,15 @@
-"""Prefect 3 flows: thin wrappers over :mod:`arl_flows.training`.
+"""Prefect 3 flows: thin wrappers over :mod:`arl_flows.step` and :mod:`arl_flows.training`.
 
-Work is batched: one task per (verifier, batch) per scheduling round, and one
-task per stage of a step (rollout, GRPO, hindsight, checkpoint); never a task
-per candidate. Tasks take and return ids, names and small JSON records, not
-tensors (Prefect hashes task inputs); the policy and the step's tensors stay
-in this process inside a :class:`~arl_flows.training.RunSession`.
+A training run calls :func:`arl_flows.step.run_step` with :class:`FlowHooks`:
+each stage becomes a Prefect task, each tier batch a task of its own, and
+progress goes to artifacts, the run's log and the CLI's listener. Work is
+batched: one task per (verifier, batch) per scheduling round, and one task
+per stage of a step (rollout, GRPO, hindsight, checkpoint); never a task per
+candidate. A stage task is handed its stage as a closure and runs in this
+process (no cache policy, so nothing is hashed or serialized); tier tasks
+take and return JSON records, so they can run on a Dask worker. The policy
+and the step's tensors stay in this process inside a
+:class:`~arl_flows.training.RunSession`.
 
 Expensive verifiers get a global concurrency limit each (``arl-tier-NAME``),
 and native ones run in the worker processes of ``verifiers.isolation`` so
@@ -17,7 +22,6 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
@@ -30,12 +34,15 @@ from prefect.exceptions import TerminationSignal
 from pydantic import BaseModel, Field
 
 from arl_flows.config import RunConfig, load_config, stored_fields
+from arl_flows.step import StepHooks, run_step, sample
+from arl_flows.step import verify as verify_stage
 from arl_flows.training import RunSession, StepSummary, TierInterrupted
 from storage.ledger import Ledger
 from storage.records import RunStatus, Verdict
 from verifiers import Candidate, Verifier, registry
 
 __all__ = [
+    "FlowHooks",
     "LabSubmission",
     "grpo_update",
     "hindsight_distill",
@@ -93,24 +100,69 @@ def run_tier(verifier: str, params: dict[str, Any], candidates: list[dict[str, A
     return [v.model_dump(mode="json") for v in verdicts]
 
 
+# One task per stage of a step; each runs the stage it is handed (in this process: the policy lives here).
 @task(name="rollout", cache_policy=NO_CACHE)
-def rollout_task(run_id: str, step: int) -> list[str]:
-    return _SESSIONS[run_id].rollout(step)
+def rollout_task(work: Callable[[], Any], step: int) -> Any:
+    return work()
 
 
 @task(name="grpo-update", cache_policy=NO_CACHE)
-def grpo_task(run_id: str, step: int) -> dict[str, float]:
-    return _SESSIONS[run_id].grpo(step)
+def grpo_task(work: Callable[[], Any], step: int) -> Any:
+    return work()
 
 
 @task(name="hindsight-distill", cache_policy=NO_CACHE)
-def hindsight_task(run_id: str, step: int) -> dict[str, float]:
-    return _SESSIONS[run_id].hindsight(step)
+def hindsight_task(work: Callable[[], Any], step: int) -> Any:
+    return work()
 
 
 @task(name="checkpoint", cache_policy=NO_CACHE)
-def checkpoint_task(run_id: str, step: int, metrics: dict[str, Any]) -> str:
-    return _SESSIONS[run_id].checkpoint(step, metrics).path
+def checkpoint_task(work: Callable[[], Any], step: int) -> Any:
+    return work()
+
+
+_STAGE_TASKS = {"rollout": rollout_task, "grpo": grpo_task, "hindsight": hindsight_task, "checkpoint": checkpoint_task}
+
+
+class FlowHooks(StepHooks):
+    """A step inside a flow: stages and tier batches as Prefect tasks, progress to artifacts, logs and listeners.
+
+    The verify stage itself stays in the flow: its tier batches are the tasks
+    (one per verifier and batch, under each tier's global concurrency limit).
+    """
+
+    def __init__(self, session: RunSession, limits: set[str], progress: Any = None) -> None:
+        self._run_tier = _tier_runner(session, limits)
+        self.max_batch = _max_batch(session.config)
+        self.progress = progress
+
+    def run_tier(self, session: RunSession, name: str, batch: list[Candidate]) -> list[Verdict]:
+        return self._run_tier(name, batch)
+
+    def stage(self, step: int, name: str, work: Callable[[], Any]) -> Any:
+        _emit("stage", {"step": step, "stage": name})
+        task_ = _STAGE_TASKS.get(name)
+        return work() if task_ is None else task_(work, step)
+
+    def finished(self, session: RunSession, summary: StepSummary) -> None:
+        logger = get_run_logger()
+        run, step, metrics = session.run, summary.step, summary.metrics
+        if metrics.get("tiers/unavailable"):
+            down = ", ".join(metrics["tiers/unavailable"])
+            logger.warning("step %d: verifier(s) %s failed every recent call; rewards fell back to the other tiers", step, down)
+            create_markdown_artifact(
+                f"**Step {step}**: `{down}` failed every recent call; the scheduler stepped over it and "
+                "estimated rewards from the tiers that work. See the verdicts' feedback for the reason.",
+                key=f"tier-health-{run.id[:12]}", description="Verifier tiers that were down",
+            )
+        if self.progress is not None:
+            update_progress_artifact(self.progress, 100.0 * (step + 1) / session.config.steps)
+        logger.info(
+            "step %d: reward %.3f (max %.3f), validity %.2f, spend %s",
+            step, summary.reward_mean, summary.reward_max, summary.validity,
+            {k: round(v, 2) for k, v in summary.spend.items()},
+        )
+        _emit("step", summary)
 
 
 def _tier_runner(session: RunSession, limits: set[str]) -> Callable[[str, list[Candidate]], list[Verdict]]:
@@ -179,7 +231,6 @@ def _training_loop(
     session = RunSession.open(config, ledger, resume=resume, run_id=run_id, on_pretrain=lambda d: _emit("pretrain", d))
     run = session.run
     status = RunStatus.failed
-    summaries: list[StepSummary] = []
     try:  # from here on, any stop marks the run (interrupted or failed)
         _SESSIONS[run.id] = session
         _emit("run", {"run_id": run.id, "name": run.name, "steps": config.steps, "start": session.start_step})
@@ -187,38 +238,9 @@ def _training_loop(
         progress = create_progress_artifact(
             100.0 * session.start_step / config.steps, key=f"progress-{run.id[:12]}", description=f"ARL run {run.name} ({run.id})"
         )
-        runner = _tier_runner(session, _setup_limits(config))
+        hooks = FlowHooks(session, _setup_limits(config), progress)
         for step in range(session.start_step, config.steps):
-            t0 = time.perf_counter()
-            session.prepare_step(step)
-            _emit("stage", {"step": step, "stage": "rollout"})
-            rollout_task(run.id, step)
-            _emit("stage", {"step": step, "stage": "verify"})
-            session.verify(step, runner, max_batch=_max_batch(config))
-            _emit("stage", {"step": step, "stage": "grpo"})
-            metrics = grpo_task(run.id, step)
-            _emit("stage", {"step": step, "stage": "hindsight"})
-            metrics |= hindsight_task(run.id, step)
-            metrics["step/seconds"] = time.perf_counter() - t0
-            _emit("stage", {"step": step, "stage": "checkpoint"})
-            checkpoint_task(run.id, step, metrics)
-            if metrics.get("tiers/unavailable"):
-                down = ", ".join(metrics["tiers/unavailable"])
-                logger.warning("step %d: verifier(s) %s failed every recent call; rewards fell back to the other tiers", step, down)
-                create_markdown_artifact(
-                    f"**Step {step}**: `{down}` failed every recent call; the scheduler stepped over it and "
-                    "estimated rewards from the tiers that work. See the verdicts' feedback for the reason.",
-                    key=f"tier-health-{run.id[:12]}", description="Verifier tiers that were down",
-                )
-            summary = session.summary(step, metrics, metrics["step/seconds"])
-            summaries.append(summary)
-            update_progress_artifact(progress, 100.0 * (step + 1) / config.steps)
-            logger.info(
-                "step %d: reward %.3f (max %.3f), validity %.2f, spend %s",
-                step, summary.reward_mean, summary.reward_max, summary.validity,
-                {k: round(v, 2) for k, v in summary.spend.items()},
-            )
-            _emit("step", summary)
+            run_step(session, step, hooks)
         status = RunStatus.completed
     except (KeyboardInterrupt, TerminationSignal):
         # Inside a flow Prefect turns SIGTERM into TerminationSignal (and re-sends the signal
@@ -331,7 +353,8 @@ def rollout(run_id: str, step: int, config_path: str | None = None, profile: str
     """Sample G trajectories per prompt for one step of a run; returns trajectory ids."""
     session = _session(run_id, config_path, profile, database_url)
     session.prepare_step(step)
-    return rollout_task(run_id, step)
+    sample(session, step, FlowHooks(session, set()))
+    return [t.id for t in session.steps[step].trajectories]
 
 
 @flow(name="verify")
@@ -339,7 +362,7 @@ def verify(run_id: str, step: int, config_path: str | None = None, profile: str 
     """Route one step's candidates through the tiers under the budget (the scheduler); returns spend and calls."""
     session = _session(run_id, config_path, profile, database_url)
     session.restore_step(step)
-    result = session.verify(step, _tier_runner(session, _setup_limits(session.config)), max_batch=_max_batch(session.config))
+    result = verify_stage(session, step, FlowHooks(session, _setup_limits(session.config)))
     return {"spend": result.spend, "calls": result.calls, "rounds": result.rounds, "lab_requests": len(result.lab_requests)}
 
 
@@ -348,7 +371,7 @@ def grpo_update(run_id: str, step: int, config_path: str | None = None, profile:
     """One GRPO update from a verified step's reward estimates."""
     session = _session(run_id, config_path, profile, database_url)
     session.restore_step(step)
-    return grpo_task(run_id, step)
+    return FlowHooks(session, set()).stage(step, "grpo", lambda: session.grpo(step))
 
 
 @flow(name="hindsight_distill")
@@ -356,7 +379,7 @@ def hindsight_distill(run_id: str, step: int, config_path: str | None = None, pr
     """Relabel a step's failed trajectories with what they achieved and distill them into the policy."""
     session = _session(run_id, config_path, profile, database_url)
     session.restore_step(step)
-    return hindsight_task(run_id, step)
+    return FlowHooks(session, set()).stage(step, "hindsight", lambda: session.hindsight(step))
 
 
 # ---------------------------------------------------------------------- lab results

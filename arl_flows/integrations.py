@@ -4,8 +4,8 @@
 calls (``reward(prompts, completions, **kwargs) -> list[float]``) around the
 same pieces an ARL run uses, called rather than copied:
 
-- the suite (:mod:`arl_flows.suites`) turns each completion into a candidate
-  and, for the code suite, verdicts into the composed reward;
+- the suite (:mod:`arl_flows.suites`) turns each completion and its goal into
+  a candidate, and verdicts into its reward (its own, when it has one);
 - the ladder comes from :func:`arl_flows.training.build_ladder`, so native
   tiers run in their worker processes with their timeouts, as in a flow;
 - :func:`arl_flows.training.verify_candidates` routes the batch through the
@@ -16,8 +16,7 @@ same pieces an ARL run uses, called rather than copied:
   prompts, trajectories, reward estimates, spend and step metrics, so
   ``arl runs list/show`` and ``arl report`` show it like any run.
 
-The reward is the scheduler's posterior mean (the code suite: the composed
-code reward); the posterior std, the tier each completion reached, its spend
+The reward is the scheduler's posterior mean (or the suite's own reward); the posterior std, the tier each completion reached, its spend
 and whether its verdicts came from the cache are in ``last_details``, and
 are handed to TRL's logging hooks (``log_metric``/``log_extra``) when the
 trainer passes them.
@@ -36,7 +35,6 @@ runs on its own loop.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import math
 import threading
 import time
@@ -47,11 +45,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from arl_flows.config import RunConfig, TierConfig
-from arl_flows.suites import Suite, suite_for
-from arl_flows.training import TierRunner, bill, build_ladder, teach_from_ledger, verify_candidates
+from arl_flows.suites import Suite, SuiteNotFound, get_suite, suite_for
+from arl_flows.training import TierRunner, build_ladder, teach_from_ledger, verify_candidates
 from storage.ledger import Ledger
 from storage.records import Prompt, RunStatus, Status, TrainingStepRecord, Trajectory, tier_rank
-from verifiers.scheduler import Scheduler, VoiTarget
+from verifiers.scheduler import Scheduler, VoiTarget, charge_one, spend_records
 
 __all__ = [
     "Ranked",
@@ -65,18 +63,15 @@ __all__ = [
     "rerank",
 ]
 
-SUITES = ("molecules", "code")
-
-
 class Window(BaseModel):
-    """The molecules objective: a window on the top tier's value (the HOMO-LUMO gap, eV)."""
+    """An objective: a window on the top tier's value (in that tier's unit)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    low: float = Field(default=3.0, description="Lower edge of the target window (eV).")
-    high: float = Field(default=4.0, description="Upper edge of the target window (eV).")
+    low: float = Field(default=3.0, description="Lower edge of the target window.")
+    high: float = Field(default=4.0, description="Upper edge of the target window.")
     softness: float = Field(
-        default=0.5, ge=0.0, description="Gaussian fall-off outside the window (eV); 0 gives a hard 0/1 reward."
+        default=0.5, ge=0.0, description="Gaussian fall-off outside the window; 0 gives a hard 0/1 reward."
     )
 
     @model_validator(mode="after")
@@ -96,7 +91,7 @@ class RewardDetail:
     std: float  # posterior std of the reward
     tier: str | None  # highest tier with an ok verdict (None: no tier could give a value)
     status: str  # 'ok', 'invalid' (a real 0), or 'unverified' (no ok verdict: could not verify)
-    value_mean: float | None  # posterior mean of the top tier's value (molecules), else None
+    value_mean: float | None  # posterior mean of the top tier's value, when the scheduler estimates one
     value_std: float | None
     cached: int  # verdicts reused from the ledger (paid for before this call)
     new: int  # verdicts computed in this call
@@ -131,7 +126,7 @@ def _tier_configs(tiers: Sequence[str | Mapping[str, Any] | TierConfig | tuple[s
 
 
 def verification_config(
-    suite: str,
+    suite: str | None,
     *,
     objective: Window | tuple[float, float] | None = None,
     tiers: Sequence[Any] | None = None,
@@ -142,25 +137,33 @@ def verification_config(
     name: str | None = None,
     seed: int = 0,
 ) -> RunConfig:
-    """The run config of a verification-only run (no policy is trained or loaded by ARL)."""
-    if suite not in SUITES:
-        raise ValueError(f"suite {suite!r} is not one of {', '.join(SUITES)}")
-    window = objective if isinstance(objective, Window) else Window(low=objective[0], high=objective[1]) if objective else Window()
-    data: dict[str, Any] = {"name": name or f"tiered-reward-{suite}", "suite": suite, "seed": seed}
+    """The run config of a verification-only run (no policy is trained or loaded by ARL).
+
+    The suite's defaults give the ladder and the objective; ``objective`` (a window on the top
+    tier's value) replaces the suite's window.
+    """
+    suite = suite or str(RunConfig.model_fields["suite"].default)
+    try:
+        cls = get_suite(suite)
+    except SuiteNotFound as exc:
+        raise ValueError(str(exc)) from None
+    data: dict[str, Any] = {"name": name or f"tiered-reward-{cls.name}", "suite": suite, "seed": seed}
     if tiers is not None:
         data["tiers"] = _tier_configs(tiers)
-    scheduler = {
+    scheduler = dict(cls.defaults.get("scheduler", {})) | {
         "policy": policy,
         "voi_target": VoiTarget(routing).value,
         "budget_per_step": budget_per_call,
         "budget_per_run": budget_total,
         "seed": seed,
     }
-    if suite == "molecules":
+    if objective is not None:
+        window = objective if isinstance(objective, Window) else Window(
+            low=objective[0], high=objective[1], softness=scheduler.get("window_softness", Window().softness)
+        )
         scheduler |= {"target_low": window.low, "target_high": window.high, "window_softness": window.softness}
-    else:
-        scheduler |= {"target_low": 0.5, "target_high": 1.0}
-        # The code suite's run check asks for a policy to train; here the trainer owns the policy.
+    if cls.needs_policy_path:
+        # The run check asks for a policy to train; here the trainer owns the policy.
         data["policy_path"] = "(owned by the calling trainer)"
     data["scheduler"] = scheduler
     return RunConfig.model_validate(data)
@@ -177,17 +180,15 @@ def _text(message: Any) -> str:
     return str(message)
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
 class TieredReward:
     """A reward function that verifies completions through ARL's tiers, under a budget, into the ledger.
 
-    ``suite``: 'molecules' (completions are SMILES) or 'code' (completions are
-    ``<think>..</think><code>..</code>`` answers; pass ``task_id`` per
-    completion, as TRL passes dataset columns). ``objective``: for molecules,
-    a :class:`Window` or ``(low, high)`` on the gap (eV). ``budget_per_call``:
+    ``suite``: a suite name (``arl suites list``; default: a run config's default); completions are what its
+    policy writes, and the goal of each comes from ``goal`` (one mapping for
+    every completion) and the suite's goal columns passed per completion, as
+    TRL passes dataset columns (the code suite's ``task_id``).
+    ``objective``: a :class:`Window` or ``(low, high)`` on the top tier's value
+    (default: the suite's objective). ``budget_per_call``:
     CPU-seconds one call may spend across tiers. ``ledger_url``: the
     SQLAlchemy URL of the ledger (default: ``ARL_DATABASE_URL`` or
     ``~/.arl/arl.db``). ``tiers``: the ladder, cheapest first (names,
@@ -204,7 +205,7 @@ class TieredReward:
 
     def __init__(
         self,
-        suite: str = "molecules",
+        suite: str | None = None,
         objective: Window | tuple[float, float] | None = None,
         budget_per_call: float = 60.0,
         ledger_url: str | None = None,
@@ -220,11 +221,13 @@ class TieredReward:
         history: bool = True,
         seed: int = 0,
         ledger: Ledger | None = None,
+        goal: Mapping[str, Any] | None = None,
     ) -> None:
         self.config = verification_config(
             suite, objective=objective, tiers=tiers, budget_per_call=budget_per_call, budget_total=budget_total,
             policy=policy, routing=routing, name=run_name, seed=seed,
         )
+        self.goal: dict[str, Any] = dict(goal or {})
         self.window = Window(
             low=self.config.scheduler.target_low, high=self.config.scheduler.target_high,
             softness=self.config.scheduler.window_softness,
@@ -249,7 +252,7 @@ class TieredReward:
         self.last_details: list[RewardDetail] = []
         self.last_call: CallSummary | None = None
         self._lock = threading.Lock()
-        self.__name__ = f"arl_{suite}"  # TRL names a reward function's metrics after it
+        self.__name__ = f"arl_{self.suite.name}"  # TRL names a reward function's metrics after it
 
     # ------------------------------------------------------------------ the trainer-facing forms
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float]:
@@ -273,40 +276,40 @@ class TieredReward:
         prompts: Sequence[Any],
         completions: Sequence[Any],
         *,
-        task_id: Sequence[str] | None = None,
+        goal: Sequence[Mapping[str, Any]] | None = None,
         completion_ids: Sequence[Sequence[int]] | None = None,
         deadline: float | None = None,
         run_tier: TierRunner | None = None,
-        **_: Any,
+        **columns: Any,
     ) -> list[RewardDetail]:
         """Verify one batch; return one :class:`RewardDetail` per completion (also kept in ``last_details``).
 
         ``run_tier`` runs one verifier on one batch (default: in this process,
         through the verifier's own isolation); :mod:`arl_flows.reward_flows`
-        passes Prefect tasks here.
+        passes Prefect tasks here. ``goal``: one goal per completion (merged over the reward's own);
+        the suite's goal columns (``Suite.goal_columns``) may come as keyword arrays instead.
         """
         if len(prompts) != len(completions):
             raise ValueError(f"got {len(prompts)} prompts and {len(completions)} completions; pass one prompt per completion")
-        if self.config.suite == "code" and (task_id is None or len(task_id) != len(completions)):
-            raise ValueError("the code suite needs task_id: one task id per completion (a dataset column in TRL)")
+        goals = self._goals(len(completions), goal, columns)
+        prompt_texts = [_text(p) for p in prompts]
+        built = [self.suite.external_prompt(text, g) for text, g in zip(prompt_texts, goals)]
         with self._lock:
             t0 = time.monotonic()
             if deadline is None:
                 deadline = t0 + self.max_wait_s
             run_id = self._ensure_run()
             step = self.step
-            prompt_texts = [_text(p) for p in prompts]
             texts = [_text(c) for c in completions]
             records: dict[str, Prompt] = {}
             group_of: dict[str, int] = {}
             trajectories, candidates = [], []
-            for i, (ptext, text) in enumerate(zip(prompt_texts, texts)):
-                prompt = self._prompt(ptext, task_id[i] if task_id is not None else None)
+            for i, (prompt, text) in enumerate(zip(built, texts)):
                 records.setdefault(prompt.id, prompt)
                 group = i // self.group_size if self.group_size else group_of.setdefault(prompt.id, len(group_of))
                 cand, answer, turns = self.suite.completion(prompt, text)
                 candidates.append(cand)
-                n_tokens = len(completion_ids[i]) if completion_ids is not None else len(text) // 4  # the code reward's own estimate
+                n_tokens = len(completion_ids[i]) if completion_ids is not None else len(text) // 4  # about 4 characters a token
                 trajectories.append(
                     Trajectory(
                         run_id=run_id, prompt_id=prompt.id, step=step, group_id=f"{run_id[:8]}-{step}-{group}",
@@ -322,8 +325,10 @@ class TieredReward:
             stopped = time.monotonic() >= deadline
             new_keys = {v.cache_key for v in result.verdicts}
             spend_by_key: dict[str, float] = {}
+            cand_of = {c.key: c for c in candidates}
             for v in result.verdicts:
-                spend_by_key[v.candidate_key] = spend_by_key.get(v.candidate_key, 0.0) + v.cost_s
+                cost = charge_one(self.scheduler.verifier(v.verifier), cand_of[v.candidate_key], v)
+                spend_by_key[v.candidate_key] = spend_by_key.get(v.candidate_key, 0.0) + cost
             statuses: dict[str, set[Status]] = {}
             for v in self.ledger.verdicts_for({c.key for c in candidates}, verifiers=[v.name for v in self.ladder]):
                 statuses.setdefault(v.candidate_key, set()).add(v.status)
@@ -340,8 +345,8 @@ class TieredReward:
                         std=float(est.std),
                         tier=est.fidelity.value if est.fidelity else None,
                         status="invalid" if invalid else ("ok" if est.fidelity else "unverified"),
-                        value_mean=est.components.get("value_mean"),
-                        value_std=est.components.get("value_std"),
+                        value_mean=est.value_mean,
+                        value_std=est.value_std,
                         cached=len(used) - new,
                         new=new,
                         spend_s=spend_by_key.get(cand.key, 0.0),
@@ -371,29 +376,24 @@ class TieredReward:
             return details
 
     def warm_start(self, n: int = 200, *, seed: int = 12345, exclude: Sequence[str] = ()) -> float:
-        """Calibrate the scheduler on ``n`` QM9 molecules verified on every tier (molecules suite); returns the spend.
+        """Calibrate the scheduler on ``n`` of the suite's calibration candidates verified on every tier; returns the spend.
 
         With an empty ledger the surrogate knows nothing about how the lower
         tiers relate to the top one, so ``voi`` sees no escalation worth its
-        cost. This verifies a random draw from the shipped QM9 subset (keys in
-        ``exclude`` left out) on each tier, skipping verdicts the ledger
-        already has, and writes them with their bill as one step of this
-        reward's run: a later TieredReward on the same ledger learns from them
-        for free (``history=True``).
+        cost. This verifies a random draw from ``Suite.calibration_candidates``
+        (the molecules suite: its shipped QM9 subset; keys in ``exclude`` left
+        out) on each tier, skipping verdicts the ledger already has, and writes
+        them with their bill as one step of this reward's run: a later
+        TieredReward on the same ledger learns from them for free (``history=True``).
         """
-        if self.config.suite != "molecules":
-            raise ValueError("warm_start draws from the QM9 table, so it is for the molecules suite only")
         import random
 
-        from arl_flows.suites.molecules.datasets import load_qm9_gaps
-
+        pool = [c for c in self.suite.calibration_candidates() if c.key not in set(exclude)]
+        if not pool:
+            raise ValueError(f"the {self.suite.name} suite offers no calibration candidates, so warm_start has nothing to verify")
         with self._lock:
             run_id = self._ensure_run()
             step = self.step
-            skip = set(exclude)
-            prompt = self._prompt("warm start", None)
-            pool = [self.suite.completion(prompt, smiles)[0] for smiles, _ in load_qm9_gaps()]
-            pool = [c for c in pool if c.meta.get("valid") and c.key not in skip]
             picks = random.Random(seed).sample(pool, min(n, len(pool)))
             values: dict[str, dict[str, float]] = {c.key: {} for c in picks}
             spent = 0.0
@@ -404,7 +404,7 @@ class TieredReward:
                 for i in range(0, len(todo), self.max_batch):
                     batch = todo[i : i + self.max_batch]
                     fresh = verifier.verify_batch(batch)
-                    spend = bill(run_id, step, verifier.name, verifier.tier, fresh, verifier, batch)
+                    spend = spend_records(run_id, step, verifier, batch, fresh)
                     spent += sum(r.cost_s for r in spend)
                     for v in self.ledger.put_verdicts(fresh, spend=spend):
                         known[v.candidate_key] = v
@@ -415,20 +415,25 @@ class TieredReward:
             self.scheduler.add_history(
                 [self.scheduler.observation(c, values[c.key]) for c in picks if top in values[c.key]]
             )
-            metrics = {"calibration/molecules": float(len(picks)), "verify/spend": spent}
+            metrics = {"calibration/candidates": float(len(picks)), "verify/spend": spent}
             self.ledger.record_step(TrainingStepRecord(run_id=run_id, step=step, metrics=metrics))
             self.step += 1
             return spent
 
-    def _prompt(self, text: str, task_id: str | None) -> Prompt:
-        if self.config.suite == "code":
-            from arl_flows.suites.code import get_task
-
-            get_task(task_id)  # an unknown task id is the caller's mistake: say so before verifying
-            return Prompt(id=f"code:{task_id}", suite="code", text=text, goal={"task_id": task_id})
-        w = self.window
-        goal = {"property": "gap_ev", "low": w.low, "high": w.high, "softness": w.softness}
-        return Prompt(id=f"molecules:ext:{_digest(text)}:{w.low:g}-{w.high:g}", suite="molecules", text=text, goal=goal)
+    def _goals(self, n: int, goal: Sequence[Mapping[str, Any]] | None, columns: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """One goal per completion: the reward's own, then ``goal[i]``, then the suite's goal columns."""
+        if goal is not None and len(goal) != n:
+            raise ValueError(f"goal has {len(goal)} entries for {n} completions; pass one per completion")
+        goals = [self.goal | dict(goal[i] if goal is not None else {}) for i in range(n)]
+        for name in self.suite.goal_columns:
+            values = columns.get(name)
+            if values is None:
+                continue
+            if isinstance(values, str) or len(values) != n:
+                raise ValueError(f"{name} needs one entry per completion ({n}), a dataset column in TRL")
+            for g, value in zip(goals, values):
+                g[name] = value
+        return goals
 
     def _ensure_run(self) -> str:
         if self.run_id is None:
@@ -488,14 +493,21 @@ def _finite(metrics: dict[str, float]) -> dict[str, float | None]:
 
 
 class RerankItem(BaseModel):
-    """One prompt to rerank: its candidates (or none, to sample them from a policy)."""
+    """One prompt to rerank: its candidates (or none, to sample them from a policy) and its goal.
 
-    model_config = ConfigDict(extra="forbid")
+    The goal is ``goal`` plus any other key of the line (``{"task_id": ...}``, ``{"window": [4, 5]}``):
+    the suite checks them (``Suite.goal``) and says which keys it reads.
+    """
 
-    prompt: str = Field(default="", description="The prompt (free text; molecules: informational).")
-    task_id: str | None = Field(default=None, description="Code suite: the task the candidates answer.")
-    window: tuple[float, float] | None = Field(default=None, description="Molecules: the gap window (eV) of this prompt.")
+    model_config = ConfigDict(extra="allow")
+
+    prompt: str = Field(default="", description="The prompt (free text; shown in the results).")
+    goal: dict[str, Any] = Field(default_factory=dict, description="The goal the candidates answer (the suite's keys).")
     candidates: list[str] = Field(default_factory=list, description="The N completions to choose from.")
+
+    def all_goal(self) -> dict[str, Any]:
+        """``goal`` with the line's other keys."""
+        return dict(self.model_extra or {}) | self.goal
 
 
 @dataclass
@@ -545,7 +557,7 @@ def rank_details(details: Sequence[RewardDetail]) -> list[RewardDetail]:
 def rerank(
     items: Sequence[RerankItem | Mapping[str, Any]],
     *,
-    suite: str = "molecules",
+    suite: str | None = None,
     n: int = 8,
     budget: float = 60.0,
     k: int = 1,
@@ -556,31 +568,46 @@ def rerank(
     ledger: Ledger | None = None,
     sampler: Any = None,
     seed: int = 0,
+    goal: Mapping[str, Any] | None = None,
 ) -> list[RerankResult]:
     """Best-of-N: for each item, verify its first ``n`` candidates under ``budget`` CPU-seconds, keep the top ``k``.
 
-    Items without candidates are sampled from ``sampler(item, n, seed)`` (a
-    callable returning ``n`` completions; :func:`prior_sampler` for the
-    molecules suite). The scheduler routes with the ``discovery`` objective
-    (find the ones in the window); verdicts are cached in the ledger like
-    any run's and the calls form one ledger run named ``rerank-SUITE``.
+    Each item's goal is ``goal`` (the default) updated by the item's own keys,
+    checked by the suite. Items without candidates are sampled from
+    ``sampler(goal, n, seed)`` (a callable returning ``n`` completions;
+    ``Suite.sampler`` gives the suite's own). The scheduler routes with the
+    ``discovery`` objective (find the best); ``window`` is the objective for
+    items whose goal implies none (``Suite.objective_window``). Verdicts are
+    cached in the ledger like any run's and the calls form one ledger run
+    named ``rerank-SUITE``.
     """
     if n < 1 or k < 1:
         raise ValueError(f"n and k must be at least 1 (got n={n}, k={k})")
     if not (budget > 0 and math.isfinite(budget)):
         raise ValueError(f"budget must be a positive number of CPU-seconds, got {budget}")
+    suite = suite or str(RunConfig.model_fields["suite"].default)
+    try:
+        cls = get_suite(suite)
+    except SuiteNotFound as exc:
+        raise ValueError(str(exc)) from None
     parsed = [it if isinstance(it, RerankItem) else RerankItem.model_validate(dict(it)) for it in items]
+    goals = []
+    for idx, item in enumerate(parsed):
+        try:
+            goals.append(cls.goal(dict(goal or {}) | item.all_goal()))
+        except ValueError as exc:
+            raise ValueError(f"item {idx + 1}: {exc}") from None
+    default = (window.low, window.high) if isinstance(window, Window) else tuple(window) if window else None
     rewards: dict[tuple[float, float] | None, TieredReward] = {}
     shared_ledger = ledger if ledger is not None else Ledger(ledger_url)
     out = []
     try:
-        for idx, item in enumerate(parsed):
-            w = item.window or ((window.low, window.high) if isinstance(window, Window) else window)
-            key = tuple(w) if (suite == "molecules" and w) else None
+        for idx, (item, item_goal) in enumerate(zip(parsed, goals)):
+            key = cls.objective_window(item_goal) or default
             if key not in rewards:
                 rewards[key] = TieredReward(
                     suite, objective=key, budget_per_call=budget, tiers=tiers, policy=policy,
-                    routing=VoiTarget.discovery, run_name=f"rerank-{suite}", seed=seed, ledger=shared_ledger,
+                    routing=VoiTarget.discovery, run_name=f"rerank-{cls.name}", seed=seed, ledger=shared_ledger,
                     max_wait_s=math.inf,
                 )
             reward = rewards[key]
@@ -588,9 +615,8 @@ def rerank(
             if not candidates:
                 if sampler is None:
                     raise ValueError(f"item {idx + 1} has no candidates and no policy to sample them from")
-                candidates = list(sampler(item, n, seed + idx))
-            task = [item.task_id] * len(candidates) if suite == "code" else None
-            details = reward.score([item.prompt] * len(candidates), candidates, task_id=task)
+                candidates = list(sampler(item_goal, n, seed + idx))
+            details = reward.score([item.prompt] * len(candidates), candidates, goal=[item_goal] * len(candidates))
             summary = reward.last_call
             top = [
                 Ranked(rank=r + 1, completion=d.completion, candidate_key=d.candidate_key, reward=d.reward, std=d.std,
@@ -598,9 +624,9 @@ def rerank(
                        cached=bool(d.cached and not d.new))
                 for r, d in enumerate(rank_details(details)[:k])
             ]
+            label = item.prompt or ", ".join(f"{key_}={value}" for key_, value in item_goal.items()) or (f"window {key[0]:g}-{key[1]:g}" if key else "")
             out.append(
-                RerankResult(prompt=item.prompt or item.task_id or (f"gap {key[0]:g}-{key[1]:g} eV" if key else ""),
-                             n=len(candidates), top=top,
+                RerankResult(prompt=label, n=len(candidates), top=top,
                              spend_s=summary.spend_s if summary else 0.0, calls=summary.calls if summary else {},
                              run_id=reward.run_id)
             )
@@ -610,48 +636,26 @@ def rerank(
     return out
 
 
-def prior_sampler(policy_path: str | None = None, max_new_tokens: int = 48, temperature: float = 1.0):  # noqa: ANN201
-    """A molecules sampler for :func:`rerank`: the shipped SMILES prior (or a local model), goal-prompted by window."""
-    from arl_flows.suites.molecules.prior import PretrainConfig, load_or_pretrain
-    from arl_flows.suites.molecules.smiles import goal_prompt_ids
-    from policies import Policy
-
-    policy = Policy.load(policy_path) if policy_path else load_or_pretrain(PretrainConfig())[0]
-
-    def sample(item: RerankItem, n: int, seed: int) -> list[str]:
-        low, high = item.window or (3.0, 4.0)
-        rollout = policy.sample([goal_prompt_ids(policy.tokenizer, low, high)], group_size=n, temperature=temperature,
-                                max_new_tokens=max_new_tokens, seed=seed)
-        return ["".join(t.split()) for t in rollout.texts]
-
-    return sample
-
-
 # ---------------------------------------------------------------------------------------------- verl
 
 _VERL_REWARDS: dict[tuple[Any, ...], TieredReward] = {}
 _VERL_LOCK = threading.Lock()
 
 
-def _verl_target(data_source: str, ground_truth: Any) -> tuple[str, tuple[float, float] | None, str | None]:
-    """(suite, window, task id) from verl's data_source and ground_truth.
+def _verl_target(data_source: str, ground_truth: Any) -> tuple[str, tuple[float, float] | None, dict[str, Any]]:
+    """(suite, objective window or None, goal) from verl's data_source and ground_truth.
 
-    ``data_source``: 'molecules' or 'code' (an 'arl/' prefix is allowed).
-    ``ground_truth``: molecules, the window as ``[low, high]``, ``{"low":..,"high":..}`` or ``"low,high"``;
-    code, the task id.
+    ``data_source``: a suite name (an 'arl/' prefix is allowed). ``ground_truth``: read by the
+    suite (``Suite.goal_from_ground_truth``): the molecules suite's gap window as ``[low, high]``,
+    ``{"low":..,"high":..}`` or ``"low,high"``; the code suite's task id; a mapping of goal keys.
     """
-    suite = str(data_source).removeprefix("arl/")
-    if suite not in SUITES:
-        raise ValueError(f"data_source {data_source!r} is not an ARL suite; use 'molecules' or 'code'")
-    if suite == "code":
-        return suite, None, str(ground_truth)
-    if isinstance(ground_truth, Mapping):
-        return suite, (float(ground_truth["low"]), float(ground_truth["high"])), None
-    if isinstance(ground_truth, str):
-        low, high = (float(x) for x in ground_truth.replace(";", ",").split(","))
-        return suite, (low, high), None
-    low, high = ground_truth
-    return suite, (float(low), float(high)), None
+    name = str(data_source).removeprefix("arl/")
+    try:
+        cls = get_suite(name)
+    except SuiteNotFound as exc:
+        raise ValueError(f"data_source {data_source!r} is not an ARL suite: {exc}") from None
+    goal = cls.goal_from_ground_truth(ground_truth)
+    return name, cls.objective_window(goal), goal
 
 
 def _verl_reward(suite: str, window: tuple[float, float] | None, options: Mapping[str, Any]) -> TieredReward:
@@ -684,8 +688,8 @@ def compute_score_batch(
     batches: dict[tuple[str, tuple[float, float] | None], list[int]] = {}
     targets = []
     for i, (source, truth) in enumerate(zip(data_sources, ground_truths)):
-        suite, window, task = _verl_target(source, truth)
-        targets.append(task)
+        suite, window, goal = _verl_target(source, truth)
+        targets.append(goal)
         batches.setdefault((suite, window), []).append(i)
     out: list[dict[str, float]] = [{} for _ in solution_strs]
     for (suite, window), rows in batches.items():
@@ -693,8 +697,7 @@ def compute_score_batch(
         prompts = [
             f"{data_sources[i]}|{ground_truths[i]}|{(extra_infos[i] or {}).get('index', '')}" for i in rows
         ]
-        tasks = [targets[i] for i in rows] if suite == "code" else None
-        details = reward.score(prompts, [solution_strs[i] for i in rows], task_id=tasks)
+        details = reward.score(prompts, [solution_strs[i] for i in rows], goal=[targets[i] for i in rows])
         for i, d in zip(rows, details):
             out[i] = {
                 "score": d.reward,

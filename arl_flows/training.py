@@ -1,6 +1,7 @@
 """One training run as plain functions: rollout, verify, GRPO, hindsight, checkpoint.
 
-The Prefect flows in :mod:`arl_flows.flows` are thin wrappers over these. A
+These are the stages; :func:`arl_flows.step.run_step` strings them into a
+step, once, for the CLI, the Prefect flows and the benchmarks. A
 :class:`RunSession` holds what must stay in memory between the stages of a
 step (the policy, its optimizer, the step's rollout tensors); everything that
 must survive a crash goes through the ledger, one transaction per arrow of
@@ -37,11 +38,11 @@ from arl_flows.config import RunConfig
 from arl_flows.suites import Suite, suite_for
 from policies import Policy, PolicyConfig, PolicyTrainer, Rollout
 from storage.ledger import Ledger, LedgerError
+from storage.settings import settings
 from storage.records import (
     CheckpointRecord,
     Prompt,
     RewardEstimate,
-    SpendRecord,
     RunRecord,
     RunStatus,
     Status,
@@ -51,17 +52,15 @@ from storage.records import (
     tier_rank,
 )
 from verifiers import Candidate, Verifier, registry
-from verifiers.scheduler import Scheduler, StepResult
+from verifiers.scheduler import Scheduler, StepResult, spend_records
 
 __all__ = [
     "RunSession",
+    "StepState",
     "StepSummary",
     "TierInterrupted",
     "TierRunner",
-    "arl_home",
-    "bill",
     "build_ladder",
-    "run_dir",
     "teach_from_ledger",
     "verify_candidates",
 ]
@@ -77,23 +76,6 @@ class TierInterrupted(BaseException):
         super().__init__(str(cause))
         self.verdicts = verdicts
         self.cause = cause
-
-
-def bill(
-    run_id: str, step: int, name: str, tier: Any, verdicts: list[Verdict], verifier: Verifier, batch: list[Candidate]
-) -> list[SpendRecord]:
-    """The bill of one batch, by the scheduler's rule: measured CPU-seconds, else the cost model's estimate."""
-    expected = {c.key: verifier.expected_cost(c) for c in batch}
-    cost = sum(v.cost_s if v.cost_s > 0 else expected.get(v.candidate_key, 0.0) for v in verdicts)
-    return [SpendRecord(run_id=run_id, step=step, tier=tier, verifier=name, cost_s=cost, calls=len(verdicts))] if verdicts else []
-
-
-def arl_home() -> Path:
-    return Path(os.environ.get("ARL_HOME", Path.home() / ".arl"))
-
-
-def run_dir(run_id: str) -> Path:
-    return arl_home() / "runs" / run_id
 
 
 def build_ladder(config: RunConfig) -> list[Verifier]:
@@ -122,7 +104,9 @@ class StepSummary:
 
 
 @dataclass
-class _StepState:
+class StepState:
+    """What one step holds in memory between its stages (the ledger holds the durable part)."""
+
     rollout: Rollout | None = None
     trajectories: list[Trajectory] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
@@ -146,7 +130,7 @@ class RunSession:
             ladder, config.scheduler, featurize=self.suite.featurize, learner=self.suite.surrogate_learner,
             run_spent=sum(ledger.spend_by_tier(run.id).values()),
         )
-        self.steps: dict[int, _StepState] = {}
+        self.steps: dict[int, StepState] = {}
         self.lab_seen: set[str] = {r.id for r in ledger.lab_requests(Status.ok, run_id=run.id)}
         self._teach_surrogate_from_ledger()
 
@@ -241,7 +225,7 @@ class RunSession:
                 )
             )
         self.ledger.add_trajectories(trajectories)
-        self.steps[step] = _StepState(rollout=rollout, trajectories=trajectories, candidates=candidates, prompts=prompts)
+        self.steps[step] = StepState(rollout=rollout, trajectories=trajectories, candidates=candidates, prompts=prompts)
         return [t.id for t in trajectories]
 
     def restore_step(self, step: int) -> None:
@@ -266,7 +250,7 @@ class RunSession:
         rollout = _rollout_from_tokens(self.policy, prompt_lists, [order.index(t.prompt_id) for t, _ in rows], completions,
                                        [t.truncated for t, _ in rows], [t.final_answer for t, _ in rows],
                                        self.config.trainer.temperature)
-        self.steps[step] = _StepState(
+        self.steps[step] = StepState(
             rollout=rollout,
             trajectories=[t for t, _ in rows],
             candidates=[self.suite.completion(prompts[t.prompt_id], t.final_answer)[0] for t, _ in rows],
@@ -346,7 +330,7 @@ class RunSession:
     # ------------------------------------------------------------------ checkpoint
     def checkpoint(self, step: int, metrics: dict[str, Any]) -> CheckpointRecord:
         """Save weights + optimizer atomically, then register checkpoint and step in the ledger."""
-        final = run_dir(self.run.id) / f"step-{step:05d}"
+        final = settings().run_dir(self.run.id) / f"step-{step:05d}"
         tmp = final.with_name(final.name + f".tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         path, sha = self.policy.save(tmp)
@@ -385,18 +369,6 @@ class RunSession:
             metrics=metrics,
             seconds=seconds,
         )
-
-    def run_step(self, step: int, run_tier: TierRunner | None = None) -> StepSummary:
-        """rollout -> verify -> GRPO -> hindsight -> checkpoint, without Prefect (tests, benchmarks)."""
-        t0 = time.perf_counter()
-        self.prepare_step(step)
-        self.rollout(step)
-        self.verify(step, run_tier)
-        metrics = self.grpo(step)
-        metrics |= self.hindsight(step)
-        metrics["step/seconds"] = time.perf_counter() - t0
-        self.checkpoint(step, metrics)
-        return self.summary(step, metrics, metrics["step/seconds"])
 
 
 def teach_from_ledger(scheduler: Scheduler, ledger: Ledger, suite: Suite) -> int:
@@ -447,7 +419,6 @@ def verify_candidates(
     """
     run_tier = run_tier or (lambda name, batch: scheduler.verifier(name).verify_batch(batch))
     names = [v.name for v in scheduler.ladder]
-    tiers = {v.name: v.tier for v in scheduler.ladder}
     cached = ledger.verdicts_for([c.key for c in candidates], verifiers=names)
     plan = scheduler.plan_step(
         candidates,
@@ -472,12 +443,12 @@ def verify_candidates(
                     # Ctrl-C / SIGTERM while a batch ran: keep what it finished, then stop.
                     done = {v.candidate_key for v in stop.verdicts}
                     cands = [c for c in batch if c.key in done]
-                    spend = bill(run_id, step, name, tiers[name], stop.verdicts, scheduler.verifier(name), cands)
+                    spend = spend_records(run_id, step, scheduler.verifier(name), cands, stop.verdicts)
                     ledger.put_verdicts(stop.verdicts, spend=spend)
                     raise stop.cause from None
                 # Verdicts and their bill land in one transaction (and the bill is never deleted):
                 # a crash leaves no paid call unbilled and no verdict unpaid for.
-                spend = bill(run_id, step, name, tiers[name], verdicts, scheduler.verifier(name), batch[i : i + size])
+                spend = spend_records(run_id, step, scheduler.verifier(name), batch[i : i + size], verdicts)
                 plan.observe(ledger.put_verdicts(verdicts, spend=spend))
             if late:
                 break

@@ -1,6 +1,6 @@
 """Reference checks of a code task source: reference solutions through every tier, mutants against the top tier.
 
-    OMP_NUM_THREADS=1 python benchmarks/code_tasks.py [--source humaneval|bundled|jsonl] [--path FILE] [--limit N]
+    OMP_NUM_THREADS=1 python -m benchmarks.code_tasks [--source humaneval|bundled|jsonl] [--path FILE] [--limit N]
 
 For every task of the source:
 

@@ -1,11 +1,11 @@
 """Crash-safety harness: kill `arl run` at a random moment, resume it, check the ledger.
 
-    python benchmarks/crash.py [--trials 20] [--signals kill,term,int] [--steps 3] [--seed 0]
-                               [--workdir DIR] [--keep] [--json OUT.json]
+    python -m benchmarks.crash [--trials 20] [--signals kill,term,int] [--steps 3] [--seed 0]
+                              [--workdir DIR] [--keep] [--json OUT.json]
 
 Each trial starts a small ``arl run`` (a tiny pretrained prior, the RDKit EHT
 fast tier and a *counting* reference-table top tier, see
-``tests/reliability/counting_tier.py``) on its own SQLite ledger, waits for a
+``benchmarks/counting_tier.py``) on its own SQLite ledger, waits for a
 randomly chosen stage marker in the run's ``--verbose`` log (start of a
 rollout, verification, the top tier, hindsight, checkpointing, between
 steps), sleeps a random 0-250 ms more, snapshots the verdict rows and sends
@@ -55,12 +55,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-COUNTING_DIR = ROOT / "tests" / "reliability"
-sys.path.insert(0, str(COUNTING_DIR))
+from benchmarks.counting_tier import COUNT_LOG_ENV, read_count_log
 
-from counting_tier import COUNT_LOG_ENV, read_count_log  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 TOP_TIER = "counting-reference-table"
 # A prior small enough to pretrain in about a minute on 2 cores (the same one tests/flows uses).
@@ -160,7 +157,7 @@ steps = {steps}
 seed = {seed}
 tiers = [
   {{ verifier = "rdkit-eht" }},{extra_tiers}
-  {{ verifier = "counting_tier:CountingReferenceTable", params = {{ cost_per_call = 5.0, seconds_per_call = {seconds_per_call} }} }},
+  {{ verifier = "benchmarks.counting_tier:CountingReferenceTable", params = {{ cost_per_call = 5.0, seconds_per_call = {seconds_per_call} }} }},
 ]
 tier_concurrency = {{}}
 
@@ -188,7 +185,8 @@ budget_per_run = 5000.0
 
 
 def arl_env(arl_home: Path, api_url: str, count_log: Path) -> dict[str, str]:
-    pythonpath = os.pathsep.join(p for p in (str(COUNTING_DIR), str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    # The runs import the counting tier from this checkout's benchmarks package.
+    pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     return os.environ | {
         "ARL_HOME": str(arl_home),
         "PREFECT_API_URL": api_url,

@@ -1,6 +1,6 @@
 """A new user's first run: `make run` on a fresh clone, on an idle machine and beside CPU-burning neighbours.
 
-    python benchmarks/first_run.py [--loads 0,4] [--json OUT.json] [--keep]
+    python -m benchmarks.first_run [--loads 0,4] [--json OUT.json] [--keep]
 
 For each load (the number of busy-looping neighbour processes started
 beside it; 4 on 2 cores is a load of about 4, as on a shared login node),

@@ -12,7 +12,7 @@ including TRL's fused LM-head log-prob path and its entropy computation), then
 step. ``GRPOTrainer.training_step`` cannot be used directly because its
 ``_prepare_inputs`` generates new completions.
 
-Run:  OMP_NUM_THREADS=1 python benchmarks/grpo_step.py [--iters 10] [--threads 1] [--update-docs]
+Run:  OMP_NUM_THREADS=1 python -m benchmarks.grpo_step [--iters 10] [--threads 1] [--update-docs]
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import argparse
 import copy
 import re
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,12 +28,10 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from policies import GRPOLossConfig, PolicyTrainer, TrainerConfig  # noqa: E402
-from arl_flows.suites.molecules.prior import PretrainConfig, build_prior  # noqa: E402
-from arl_flows.suites.molecules.smiles import build_smiles_tokenizer, goal_prompt_ids  # noqa: E402
-from arl_flows.suites.molecules.datasets import load_qm9_gaps  # noqa: E402
+from policies import GRPOLossConfig, PolicyTrainer, TrainerConfig
+from arl_flows.suites.molecules.prior import PretrainConfig, build_prior
+from arl_flows.suites.molecules.smiles import build_smiles_tokenizer, goal_prompt_ids
+from arl_flows.suites.molecules.datasets import load_qm9_gaps
 
 HEADING = "## GRPO update throughput (issue 5)"
 
@@ -163,7 +160,7 @@ def _update_docs(lines: list[str], a: argparse.Namespace) -> None:
 
     path = ROOT / "docs" / "benchmarks.md"
     text = path.read_text() if path.exists() else "# Benchmarks\n"
-    cmd = f"OMP_NUM_THREADS={a.threads} python benchmarks/grpo_step.py --iters {a.iters} --threads {a.threads} --loss-type {a.loss_type}"
+    cmd = f"OMP_NUM_THREADS={a.threads} python -m benchmarks.grpo_step --iters {a.iters} --threads {a.threads} --loss-type {a.loss_type}"
     body = (
         f"{HEADING}\n\n"
         "Training-update throughput (forward log-probs + loss + backward + grad clip + AdamW step; generation excluded) "

@@ -1,6 +1,6 @@
 """Ledger throughput: bulk verdict writes and verdict-cache lookups, SQLite and PostgreSQL side by side.
 
-    python benchmarks/ledger.py [--rows 100000] [--lookup 10000] [--postgres URL]
+    python -m benchmarks.ledger [--rows 100000] [--lookup 10000] [--postgres URL]
 
 For each backend it measures, on a fresh database:
 - ``Ledger.put_verdicts`` of N verdict rows (idempotent upsert, domain objects in),
@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from storage.ledger import Ledger  # noqa: E402
-from storage.records import Tier, Verdict  # noqa: E402
+from storage.ledger import Ledger
+from storage.records import Tier, Verdict
 
 COLUMNS = (
     "candidate_key", "verifier", "version", "params_hash", "tier", "status", "value", "values",

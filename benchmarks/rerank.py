@@ -27,7 +27,7 @@ program that prints the expected output but computes nothing (it passes
 the execution check and fails the hidden tests), a wrong function, a
 syntax error and an answer without the tags; the order is shuffled per task.
 
-    python benchmarks/rerank.py --prompts 16 --n 12 --budgets 12,24,48 --code-prompts 20
+    python -m benchmarks.rerank --prompts 16 --n 12 --budgets 12,24,48 --code-prompts 20
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Sandbox overhead: executions/s of a trivial program, bare vs the old isolation vs the current one.
 
-    OMP_NUM_THREADS=1 python benchmarks/sandbox.py [--runs 50] [--rounds 3] [--parent-mb 0]
+    OMP_NUM_THREADS=1 python -m benchmarks.sandbox [--runs 50] [--rounds 3] [--parent-mb 0]
 
 All sides run the interpreter the sandbox uses, with ``-I -S``, on
 ``print(1)``:

@@ -8,7 +8,7 @@ its network never trained on, nor calibrated on. The pool is ``--pool``
 molecules, the history the next ``--history`` (disjoint from the pool); the
 tiers are computed live once and cached (``--cache``), the top tier answers
 from the QM9 table at ``--top-cost`` CPU-s a call, exactly as ``arl bench
-scheduler`` does (its ``_setup``). Side by side, in one run:
+scheduler`` does (:func:`benchmarks.molecule_pool.molecule_pool`). Side by side, in one run:
 
 - ``shipped h=N``: the default scheduler (the shipped network from step 0,
   a residual stack refitted on every answer, value of learning in VOI) with
@@ -37,13 +37,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from arl_flows.cli.bench import DEFAULT_TOP_COST, _setup
 from arl_flows.suites.molecules.features import molecule_features
 from arl_flows.suites.molecules.pretrained import REPORT, load_lower_tiers, split_of
 from arl_flows.suites.molecules.suite import MoleculeSuite
-from verifiers.scheduler import Scheduler, SchedulerConfig, retrieval_benchmark
-from verifiers.scheduler.benchmark import RECALL_LEVELS
+from storage.ledger import Ledger
+from verifiers.scheduler import Scheduler, SchedulerConfig
 from verifiers.scheduler.config import LearnedSurrogateConfig
+
+from benchmarks.molecule_pool import molecule_pool
+from benchmarks.replay import RECALL_LEVELS, retrieval_benchmark
+
+DEFAULT_TOP_COST = 10.5  # median CPU-s of one pyscf-b3lyp call on QM9 (docs/tiers.md), as `arl bench scheduler`
 
 SETTINGS = {
     "shipped": ({"shipped": True}, {}),
@@ -64,15 +68,15 @@ def _test_split_csv(path: Path) -> int:
     return len(rows)
 
 
-def _coverage(data: dict[str, Any], history: list[Any], learned: LearnedSurrogateConfig, overrides: dict[str, Any], seed: int) -> dict[str, float]:
+def _coverage(data: Any, history: list[Any], learned: LearnedSurrogateConfig, overrides: dict[str, Any], seed: int) -> dict[str, float]:
     """Coverage of the 90% interval on the pool, the surrogate taught only the history (before the run's answers)."""
     config = SchedulerConfig(seed=seed, learned=learned, **overrides)
-    scheduler = Scheduler(data["ladder"], config, featurize=molecule_features, learner=MoleculeSuite.surrogate_learner)
+    scheduler = Scheduler(data.ladder, config, featurize=molecule_features, learner=MoleculeSuite.surrogate_learner)
     scheduler.add_history(history)
-    names = [v.name for v in data["ladder"]]
+    names = [v.name for v in data.ladder]
     out = {}
     for k in range(len(names) - 1):
-        cal = scheduler.surrogate.calibration(data["pool_observations"], pattern=names[: k + 1])
+        cal = scheduler.surrogate.calibration(data.pool_observations, pattern=names[: k + 1])
         out["+".join(names[: k + 1])] = {key: round(cal[key], 4) for key in ("coverage_50", "coverage_90", "mean_abs_error", "mean_std")}
     return out
 
@@ -85,7 +89,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--runs", default="shipped:1000,shipped-exploit:1000,shipped-frozen:1000,cold:1000,cold:200,cold:0,shipped:0",
                     help="Comma list of SETTING:HISTORY (settings: " + ", ".join(SETTINGS) + ").")
     ap.add_argument("--top-cost", type=float, default=DEFAULT_TOP_COST)
-    ap.add_argument("--cache", type=Path, default=Path("artifacts/bench/tier_cache_test_split.jsonl"))
+    ap.add_argument("--cache", type=Path, default=Path("artifacts/bench/tier_cache_test_split.sqlite"),
+                    help="SQLite ledger file keeping the tiers' verdicts on the pool (computed live once).")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
 
@@ -99,17 +104,22 @@ def main(argv: list[str] | None = None) -> None:
         pool_csv = Path(tmp) / "qm9_test_split.csv"
         n_test = _test_split_csv(pool_csv)
         print(f"test split: {n_test} molecules the suite accepts; pool {args.pool}, history {args.history} (seed {args.seed})", flush=True)
-        data = _setup(pool_csv, args.pool, args.history, args.seed, args.top_cost, args.cache, None, low, high)
+        args.cache.parent.mkdir(parents=True, exist_ok=True)
+        ledger = Ledger(f"sqlite:///{args.cache}")
+        try:
+            data = molecule_pool(pool_csv, args.pool, args.history, args.seed, args.top_cost, ledger, low, high, progress=print)
+        finally:
+            ledger.close()
         results: dict[str, Any] = {}
         oracle: dict[str, float | None] = {}
         for i, (name, h) in enumerate(runs):
             learned_kw, overrides = SETTINGS[name]
             learned = LearnedSurrogateConfig(**learned_kw)
             label = f"{name} h={h}"
-            history = data["held_out"][:h]
+            history = data.held_out[:h]
             c0 = time.process_time()
             report = retrieval_benchmark(
-                data["ladder"], data["pool"], data["truth"], history, low=low, high=high,
+                data.ladder, data.pool, data.truth, history, low=low, high=high,
                 policies=["voi", "oracle"] if i == 0 else ["voi"], featurize=molecule_features,
                 step_budget=10 * args.top_cost, seed=args.seed, learned=learned,
                 learner=MoleculeSuite.surrogate_learner, config_overrides=overrides,

@@ -1,7 +1,7 @@
 """How far can a better surrogate take `voi` towards the oracle? (issue 4)
 
-    OMP_NUM_THREADS=1 python benchmarks/surrogate_ranking.py --held-out 1000,4000
-    OMP_NUM_THREADS=1 python benchmarks/surrogate_ranking.py --held-out 4000,17000 --rankers shipped,graph,stacked
+    OMP_NUM_THREADS=1 python -m benchmarks.surrogate_ranking --held-out 1000,4000
+    OMP_NUM_THREADS=1 python -m benchmarks.surrogate_ranking --held-out 4000,17000 --rankers shipped,graph,stacked
 
 Ranks the retrieval benchmark's pool (`arl bench scheduler`: 5,000 QM9
 molecules, window 3-4 eV, the fast and xTB tiers from the same cache) by each
@@ -39,7 +39,6 @@ top-tier call, divided by the oracle's cost (top-tier calls on hits only).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -47,11 +46,10 @@ import numpy as np
 from scipy.stats import norm
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from arl_flows.cli.bench import _setup  # noqa: E402
-from verifiers.scheduler import Observation, Surrogate  # noqa: E402
-from arl_flows.suites.molecules.graph import GraphModel, GraphModelConfig  # noqa: E402
+from benchmarks.molecule_pool import molecule_pool
+from storage.ledger import Ledger
+from verifiers.scheduler import Observation, Surrogate
+from arl_flows.suites.molecules.graph import GraphModel, GraphModelConfig
 
 FP_BITS = 2048
 
@@ -90,7 +88,7 @@ def main() -> None:
     ap.add_argument("--window", type=float, nargs=2, default=(3.0, 4.0))
     ap.add_argument("--top-cost", type=float, default=10.5)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--cache", type=Path, default=ROOT / "artifacts/bench/tier_cache.jsonl")
+    ap.add_argument("--cache", type=Path, default=ROOT / "artifacts/bench/tier_verdicts.db", help="SQLite ledger of the tiers' verdicts (arl bench scheduler's --cache)")
     ap.add_argument("--rankers", default="shipped,+charges,+tanimoto-gp,graph,stacked",
                     help="Comma list of rankers to compare (shipped is always fitted: the GP builds on it).")
     ap.add_argument("--epochs", type=int, default=60, help="Training epochs of the graph network.")
@@ -99,14 +97,16 @@ def main() -> None:
     low, high = args.window
     fractions = (0.5, 0.8, 0.95)
 
-    data = _setup(None, args.limit, max(sizes), args.seed, args.top_cost, args.cache, None, low, high)
-    names = [v.name for v in data["ladder"]]
+    args.cache.parent.mkdir(parents=True, exist_ok=True)
+    with Ledger(f"sqlite:///{args.cache}") as ledger:
+        data = molecule_pool(None, args.limit, max(sizes), args.seed, args.top_cost, ledger, low, high, progress=print)
+    names = [v.name for v in data.ladder]
     lower, top = names[:-1], names[-1]
-    pool, pool_c = data["pool_observations"], data["pool"]
-    held, held_c = data["held_out"], data["held_out_candidates"]
-    y = np.array([data["truth"][o.key] for o in pool])
+    pool, pool_c = data.pool_observations, data.pool
+    held, held_c = data.held_out, data.held_out_candidates
+    y = np.array([data.truth[o.key] for o in pool])
     hit = (y >= low) & (y <= high)
-    lower_cost = sum(t[c.key].cost_s for t in data["tables"][:-1] for c in pool_c if c.key in t)
+    lower_cost = sum(t[c.key].cost_s for t in data.tables[:-1] for c in pool_c if c.key in t)
     oracle = [np.ceil(f * hit.sum()) * args.top_cost for f in fractions]
     print(f"pool {len(pool)} molecules, {int(hit.sum())} hits; held-out split {len(held)}; "
           f"fast + xTB on the whole pool: {lower_cost:.0f} CPU-s; oracle: {', '.join(f'{c:.0f}' for c in oracle)} CPU-s")

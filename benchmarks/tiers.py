@@ -1,9 +1,9 @@
 """Accuracy and cost of each molecules tier against QM9 gaps.
 
-    OMP_NUM_THREADS=1 python benchmarks/tiers.py                       # all tiers on tests/data/qm9_sample.csv
-    python benchmarks/tiers.py --verifiers rdkit-eht,gfn2-xtb          # skip DFT
-    python benchmarks/tiers.py --make-sample 32 --seed 7               # re-draw the sample from the molecules suite's data
-    python benchmarks/tiers.py --verifiers pyscf-b3lyp:basis=sto-3g    # a tier with other params (key=value+...)
+    OMP_NUM_THREADS=1 python -m benchmarks.tiers                       # all tiers on tests/data/qm9_sample.csv
+    python -m benchmarks.tiers --verifiers rdkit-eht,gfn2-xtb          # skip DFT
+    python -m benchmarks.tiers --make-sample 32 --seed 7               # re-draw the sample from the molecules suite's data
+    python -m benchmarks.tiers --verifiers pyscf-b3lyp:basis=sto-3g    # a tier with other params (key=value+...)
 
 For each verifier: mean absolute error and Pearson correlation of its gap
 against QM9's (B3LYP/6-31G(2df,p)), the MAE after a linear recalibration
@@ -20,18 +20,15 @@ import json
 import math
 import random
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from arl_flows.suites.molecules.datasets import QM9_GAP_CSV, load_qm9_gaps  # noqa: E402
-from storage.records import Status  # noqa: E402
-from verifiers import registry  # noqa: E402
-from arl_flows.suites.molecules import (  # noqa: E402
+from arl_flows.suites.molecules.datasets import QM9_GAP_CSV, load_qm9_gaps
+from storage.records import Status
+from verifiers import registry
+from arl_flows.suites.molecules import (
     DFTGapVerifier,
     EHTGapVerifier,
     InvalidMolecule,

@@ -18,7 +18,7 @@ holding the same calibration history (``TieredReward.warm_start``; setup,
 charged to neither), as in ``arl bench learning``.
 
 Metric: the learning benchmark's top-10 AUC on the cost axis
-(:func:`arl_flows.bench_learning.top_k_auc`): whenever a regime's spend
+(:func:`benchmarks.learning.top_k_auc`): whenever a regime's spend
 crosses one of ``--audit-points`` evenly spaced marks (and at the end), the
 10 molecules it ranks best so far by its own reward estimates are scored
 with the top tier, and the mean score is held until the next mark. The top
@@ -28,7 +28,7 @@ outside the QM9 subset cannot be verified there: the regime gets "could
 not verify" (its reward then comes from the scheduler's posterior), and an
 audit scores it 0, for both regimes alike.
 
-    python benchmarks/trl_grpo.py --budget 600 --seeds 0,1,2 --model prior:1500 --window 3.0 4.0 --max-steps 200
+    python -m benchmarks.trl_grpo --budget 600 --seeds 0,1,2 --model prior:1500 --window 3.0 4.0 --max-steps 200
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def run_regime(regime: str, seed: int, args: argparse.Namespace, base_db: Path, 
     from trl import GRPOConfig, GRPOTrainer
 
     from arl_flows import TieredReward
-    from arl_flows.bench_learning import top_k_auc
+    from benchmarks.learning import top_k_auc
     from arl_flows.suites.molecules.smiles import goal_prompt_ids
 
     torch.manual_seed(seed)

@@ -43,7 +43,7 @@ class RelabeledExample:
 
     prompt_ids: list[int]
     completion_ids: list[int]
-    goal: tuple[float, float]
+    goal: tuple[float, float] | None = None  # the relabelled goal when it is a window (for reports); None otherwise
 
 
 @dataclass
@@ -74,7 +74,7 @@ def top_scale_value(estimate: RewardEstimate | None, max_std: float) -> float | 
     """
     if estimate is None:
         return None
-    mean, std = estimate.components.get("value_mean"), estimate.components.get("value_std")
+    mean, std = estimate.value_mean, estimate.value_std
     if mean is None or std is None or not (math.isfinite(mean) and math.isfinite(std)) or std > max_std:
         return None
     return float(mean)

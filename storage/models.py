@@ -94,6 +94,10 @@ class RewardEstimateRow(Base):
     fidelity: Mapped[str | None] = mapped_column(String(20), nullable=True)
     verdict_ids: Mapped[list[Any]]
     components: Mapped[dict[str, Any]]
+    # NULL in rows written before these columns existed: read back from ``components`` (storage.ledger._records).
+    value_mean: Mapped[float | None] = mapped_column(Float, nullable=True)
+    value_std: Mapped[float | None] = mapped_column(Float, nullable=True)
+    invalid: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
 
 
 class TrainingStepRow(Base):

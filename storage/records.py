@@ -256,7 +256,14 @@ class TierDisagreement(_Record):
 
 
 class RewardEstimate(_Record):
-    """The scheduler's reward for one trajectory, with its uncertainty."""
+    """The scheduler's reward for one trajectory, with its uncertainty.
+
+    ``mean`` and ``std`` are the reward's; ``value_mean`` and ``value_std``
+    are the scheduler's posterior of the top tier's value (the objective's
+    expensive property), which hindsight and reports read. ``components``
+    holds named parts of the reward for display only: nothing reads a
+    component by convention.
+    """
 
     trajectory_id: str
     run_id: str | None = None
@@ -265,7 +272,18 @@ class RewardEstimate(_Record):
     std: float = Field(ge=0.0)
     fidelity: Tier | None = Field(default=None, description="Highest tier that answered; None if none did.")
     verdict_ids: list[int] = Field(default_factory=list)
-    components: dict[str, float] = Field(default_factory=dict, description="Named parts of the reward.")
+    value_mean: float | None = Field(
+        default=None,
+        description="Posterior mean of the top tier's value (exact once the top tier answered); None for an invalid "
+        "candidate or an estimate made without the scheduler's posterior.",
+    )
+    value_std: float | None = Field(
+        default=None, ge=0.0, description="Posterior std of the top tier's value (0 once the top tier answered)."
+    )
+    invalid: bool = Field(
+        default=False, description="A tier found the candidate itself wrong: ``mean`` is the configured invalid reward."
+    )
+    components: dict[str, float] = Field(default_factory=dict, description="Named parts of the reward (for display).")
     disagreement: TierDisagreement | None = Field(
         default=None, description="Set when two tiers that should agree about the candidate do not."
     )

@@ -125,6 +125,38 @@ class InstalledWheel:
         return self.python.with_name("arl")
 
 
+def build_wheel(source: Path, out: Path) -> Path:
+    """``pip wheel`` of a project folder, offline (no build isolation), into ``out``."""
+    before = set(out.glob("*.whl"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
+        check=True, cwd=out, capture_output=True, text=True, timeout=600,
+    )
+    (wheel,) = set(out.glob("*.whl")) - before
+    return wheel
+
+
+def new_venv(path: Path) -> tuple[Path, Path]:
+    """A fresh venv without ARL whose third-party packages come from this environment: (python, site-packages)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=300)
+    python = path / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    (site / "_arl_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python, site
+
+
+def pip_install(python: Path, wheel: Path, *options: str) -> None:
+    """Install one wheel into the venv of ``python`` (no dependencies, nothing downloaded).
+
+    Without the test's ``PYTHONPATH``: a checkout on it (with the ``arl.egg-info`` that ``pip wheel`` leaves
+    there) would make pip see ARL as installed already and skip the wheel.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", *options, str(wheel)],
+                   check=True, capture_output=True, text=True, timeout=600, env=env)
+
+
 @pytest.fixture(scope="session")
 def installed_wheel(tmp_path_factory: pytest.TempPathFactory) -> InstalledWheel:
     """ARL's wheel (``pip wheel .``) installed into a fresh venv, built once per test session.
@@ -137,17 +169,7 @@ def installed_wheel(tmp_path_factory: pytest.TempPathFactory) -> InstalledWheel:
     """
     root = Path(__file__).resolve().parents[1]
     work = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(root), "--no-deps", "--no-build-isolation", "-q", "-w", str(work)],
-        check=True, cwd=work, capture_output=True, text=True, timeout=600,
-    )
-    (wheel,) = work.glob("arl-*.whl")
-    venv = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
-    python = venv / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               check=True, capture_output=True, text=True).stdout.strip())
-    (site / "_arl_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)],
-                   check=True, capture_output=True, text=True, timeout=600)
+    wheel = build_wheel(root, work)
+    python, site = new_venv(work / "venv")
+    pip_install(python, wheel)
     return InstalledWheel(wheel=wheel, python=python, site=site)

@@ -8,6 +8,8 @@ prints one line naming its log file (``_errors.py`` has the rules).
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from arl_flows.cli._common import UserError, console
@@ -20,12 +22,48 @@ app = typer.Typer(
     add_completion=False,
 )
 
+
+
+def _check_verifiers_is_ours() -> None:
+    """Stop in one line when ``import verifiers`` is not ARL's package; warn in one line when it shares its name.
+
+    The PyPI package ``verifiers`` (an RL-environments library) installs a
+    top-level ``verifiers`` folder too; whichever was installed last owns
+    ``verifiers/__init__.py``. Checked here, before the command groups import
+    ``verifiers``, so that a broken environment gets this line and no traceback.
+    """
+    import sys
+    import warnings
+    from importlib import metadata
+
+    try:
+        other = metadata.distribution("verifiers")  # ARL's own distribution is named "arl"
+    except metadata.PackageNotFoundError:
+        return
+    line = (
+        f"the PyPI package 'verifiers' ({other.version}) is installed in this environment and shares ARL's import "
+        "name 'verifiers'; install ARL in its own virtual environment (pip uninstall verifiers)"
+    )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # ours warns about the same clash; this line replaces that warning
+            import verifiers
+        ours = getattr(verifiers, "__arl__", False) is True
+    except Exception:  # noqa: BLE001 - their package may need dependencies that are not here
+        ours = False
+    if not ours:
+        print(f"error: {line}", file=sys.stderr)
+        raise SystemExit(2)
+    print(f"warning: {line}", file=sys.stderr)
+
+
+_check_verifiers_is_ours()
+
 # Command groups (imported for their side effect of adding commands to ``app``).
 from arl_flows.cli import db as _db  # noqa: E402,F401
 from arl_flows.cli import runs as _runs  # noqa: E402,F401
 from arl_flows.cli import tiers as _tiers  # noqa: E402,F401
 from arl_flows.cli import verify as _verify  # noqa: E402,F401
-from arl_flows.cli import bench as _bench  # noqa: E402,F401
 from arl_flows.cli import train as _train  # noqa: E402,F401
 from arl_flows.cli import rerank as _rerank  # noqa: E402,F401
 from arl_flows.cli import suites as _suites  # noqa: E402,F401
@@ -36,9 +74,14 @@ __all__ = ["app", "main", "UserError", "console"]
 def main() -> None:
     """Console-script entry point: user mistakes get one line and exit code 2, never a traceback (``_errors``)."""
     from arl_flows import prefect_env
-    from arl_flows.cli._common import arl_home
-    from arl_flows.cli._errors import run_app
+    from arl_flows.cli._errors import USER_ERROR_EXIT, _say, one_line, run_app
+    from storage.settings import SettingsError, settings
 
+    try:
+        home = settings().home
+    except SettingsError as exc:
+        _say("error:", one_line(str(exc)))
+        sys.exit(USER_ERROR_EXIT)
     # Before anything imports Prefect: offline, quiet, under ARL_HOME.
-    prefect_env.configure(arl_home())
+    prefect_env.configure(home)
     run_app(app)

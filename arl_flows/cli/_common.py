@@ -12,15 +12,13 @@ alone, since a SMILES or a path may contain them.
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
 __all__ = [
-    "UserError", "arl_home", "console", "cut", "err_console", "open_ledger", "print_json", "shown"]
+    "UserError", "console", "cut", "default_suite", "err_console", "load_suite", "open_ledger", "print_json", "shown"]
 
 console = Console(emoji=False)
 err_console = Console(stderr=True, emoji=False)
@@ -69,6 +67,20 @@ def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str))
 
 
-def arl_home() -> Path:
-    """ARL's folder for the ledger, priors, runs and logs: ``$ARL_HOME``, default ``~/.arl``."""
-    return Path(os.environ.get("ARL_HOME", Path.home() / ".arl"))
+def default_suite() -> str:
+    """The suite a command uses when --suite is not given: the run config's default."""
+    from arl_flows.config import RunConfig
+
+    return str(RunConfig.model_fields["suite"].default)
+
+
+def load_suite(name: str | None) -> Any:
+    """The suite object for commands outside a run; an unknown name is one line listing the installed ones."""
+    from arl_flows.suites import SuiteNotFound, standalone_suite
+
+    try:
+        return standalone_suite(name or default_suite())
+    except SuiteNotFound as exc:
+        raise UserError(f"--suite: unknown suite; {exc}") from None
+    except ValueError as exc:  # the suite's default config does not validate
+        raise UserError(f"suite {shown(name or default_suite())}: {' '.join(str(exc).split())[:300]}") from None

@@ -33,6 +33,7 @@ import typer
 from rich.text import Text
 
 from arl_flows.cli._common import UserError, err_console
+from storage.settings import Settings, SettingsError, settings
 
 __all__ = ["INTERNAL_ERROR_EXIT", "USER_ERROR_EXIT", "one_line", "run_app"]
 
@@ -53,7 +54,10 @@ def one_line(text: str, limit: int = _MAX_MESSAGE) -> str:
 def _user_error_types() -> tuple[type[BaseException], ...]:
     """The packages' own user-facing errors (imported only if their module is already loaded: --help stays fast)."""
     types: list[type[BaseException]] = [UserError]
-    for module, name in (("storage.ledger", "LedgerError"), ("arl_flows.config", "ConfigError"), ("verifiers.registry", "VerifierNotFound")):
+    for module, name in (
+        ("storage.ledger", "LedgerError"), ("storage.settings", "SettingsError"), ("arl_flows.config", "ConfigError"),
+        ("verifiers.registry", "VerifierNotFound"),
+    ):
         loaded = sys.modules.get(module)
         if loaded is not None and hasattr(loaded, name):
             types.append(getattr(loaded, name))
@@ -80,8 +84,16 @@ def _os_error_message(exc: OSError) -> str:
     return reason
 
 
+def _settings_or_default() -> Settings:
+    """The settings, or the defaults when a variable is bad (the error path must not fail on it)."""
+    try:
+        return settings()
+    except SettingsError:
+        return Settings.model_construct(home=Path.home() / ".arl", traceback=False)
+
+
 def _log_folder() -> Path:
-    home = Path(os.environ.get("ARL_HOME") or Path.home() / ".arl")
+    home = _settings_or_default().home
     for folder in (home / "logs", Path(tempfile.gettempdir()) / "arl-logs"):
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -97,7 +109,7 @@ def _log_folder() -> Path:
 def _internal_error(exc: BaseException) -> NoReturn:
     """One line naming the exception and where its traceback went; exit code 1."""
     detail = one_line(f"{type(exc).__name__}: {exc}", 300)
-    if os.environ.get(TRACEBACK_ENV):
+    if _settings_or_default().traceback:
         traceback.print_exception(exc)
         sys.exit(INTERNAL_ERROR_EXIT)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")

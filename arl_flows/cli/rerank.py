@@ -1,16 +1,18 @@
 """``arl rerank``: Best-of-N at inference, through the scheduler, under a budget.
 
-Each line of ``--input`` (JSON Lines) is one prompt::
+Each line of ``--input`` (JSON Lines) is one prompt: its candidates and its
+goal, as ``"goal": {...}`` or as the line's other keys, which the suite reads
+(``Suite.goal``)::
 
     {"prompt": "gap 3-4 eV", "window": [3.0, 4.0], "candidates": ["CCO", "c1ccncc1", ...]}
     {"task_id": "sum-to-n", "candidates": ["<think>..</think><code>..</code>", ...]}
 
 The first ``--n`` candidates of each line are verified under ``--budget``
 CPU-seconds (per prompt) and the top ``--k`` come back with their posterior,
-the tier each reached and the spend. A molecules line without candidates is
-sampled from the shipped SMILES prior (or ``--policy-path``). The work is
-:func:`arl_flows.integrations.rerank`; this module only reads, checks and
-prints.
+the tier each reached and the spend. A line without candidates is sampled
+from the suite's own policy (``Suite.sampler``; or ``--policy-path``). The
+work is :func:`arl_flows.integrations.rerank`; this module only reads,
+checks and prints.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import typer
 from rich.table import Table
 
 from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, cut, print_json, shown
+from arl_flows.cli._common import UserError, console, cut, load_suite, print_json, shown
 
 _MAX_INPUT_BYTES = 200 * 2**20
 _MAX_ITEMS = 100_000
@@ -91,49 +93,57 @@ def _tier_list(tiers: str | None, params: list[str]) -> list[dict[str, Any]] | N
 
 @app.command("rerank")
 def rerank_command(
-    suite: str = typer.Option("molecules", "--suite", help="'molecules' or 'code'."),
-    input_file: Path = typer.Option(..., "--input", help="JSON Lines: one prompt per line with its candidates."),
+    suite: str | None = typer.Option(None, "--suite", help="The suite (`arl suites list`; default: a run config's default)."),
+    input_file: Path = typer.Option(..., "--input", help="JSON Lines: one prompt per line with its candidates and goal."),
     n: int = typer.Option(8, "--n", min=1, max=100_000, help="Candidates per prompt (the first N given, or N sampled)."),
     budget: float = typer.Option(60.0, "--budget", help="CPU-seconds of verification per prompt."),
     k: int = typer.Option(1, "--k", min=1, max=100_000, help="How many of the best to return per prompt."),
-    window: tuple[float, float] = typer.Option((3.0, 4.0), "--window", help="Molecules: gap window LOW HIGH (eV) for lines without one."),
+    goal_items: list[str] = typer.Option([], "--goal", help="KEY=VALUE of the goal of lines that do not give it (repeatable)."),
     tiers: str | None = typer.Option(None, "--tiers", help="Comma-separated verifier names, cheapest first (default: the suite's ladder)."),
     tier_param: list[str] = typer.Option([], "--tier-param", help="VERIFIER.FIELD=VALUE for a verifier in --tiers (repeatable)."),
-    policy_path: str | None = typer.Option(None, "--policy-path", help="Molecules: local model to sample missing candidates (default: the shipped prior)."),
+    policy_path: str | None = typer.Option(None, "--policy-path", help="Local model to sample missing candidates (default: the suite's own policy)."),
     seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of sampling and the scheduler."),
     ledger_url: str | None = typer.Option(None, "--ledger", help="Ledger URL (default: ARL_DATABASE_URL or ~/.arl/arl.db)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    window: tuple[float, float] | None = typer.Option(None, "--window", hidden=True, help="Same as --goal window=[LOW,HIGH]."),
 ) -> None:
     """Verify N candidates per prompt under a budget with the scheduler; print the top k."""
-    if suite not in ("molecules", "code"):
-        raise UserError(f"--suite {cut(suite, 100)}: use 'molecules' or 'code'")
+    from arl_flows.cli.verify import _goal_items
+
     if not (math.isfinite(budget) and budget > 0):
         raise UserError(f"--budget {budget}: give a positive, finite number of CPU-seconds")
-    low, high = window
-    if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise UserError(f"--window {low} {high}: give two finite numbers, low below high, e.g. --window 3.0 4.0")
+    default_goal = _goal_items(goal_items, "--goal")
+    if window is not None:
+        low, high = window
+        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise UserError(f"--window {low} {high}: give two finite numbers, low below high, e.g. --window 3.0 4.0")
+        default_goal["window"] = [low, high]
+    the_suite = load_suite(suite)
+    cls = type(the_suite)
     items = _read_items(input_file)
     ladder = _tier_list(tiers, tier_param)
-    if suite == "code":
-        missing = [i + 1 for i, it in enumerate(items) if not it.task_id]
-        if missing:
-            raise UserError(f"--input line {missing[0]}: the code suite needs a task_id per line")
-        empty = [i + 1 for i, it in enumerate(items) if not it.candidates]
-        if empty:
-            raise UserError(f"--input prompt {empty[0]}: the code suite needs candidates (no code policy ships)")
+    for number, item in enumerate(items, 1):
+        try:
+            cls.goal(default_goal | item.all_goal())
+        except (LookupError, ValueError) as exc:
+            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+            raise UserError(f"--input line {number}: {cut(' '.join(str(message).split()), 300)}") from None
 
-    from arl_flows.integrations import prior_sampler, rerank
+    from arl_flows.integrations import rerank
     from storage.ledger import LedgerError
     from verifiers import VerifierNotFound
 
     sampler = None
-    if suite == "molecules" and any(not it.candidates for it in items):
+    if any(not it.candidates for it in items):
         try:
-            sampler = prior_sampler(policy_path)
+            sampler = the_suite.sampler(policy_path)
         except (OSError, ValueError) as exc:
             raise UserError(f"cannot load the policy to sample from: {cut(str(exc), 300)}") from None
+        if sampler is None:
+            empty = next(i for i, it in enumerate(items, 1) if not it.candidates)
+            raise UserError(f"--input prompt {empty}: the {shown(the_suite.name)} suite needs candidates (it has no policy to sample them)")
     try:
-        results = rerank(items, suite=suite, n=n, budget=budget, k=k, window=(low, high), tiers=ladder,
+        results = rerank(items, suite=the_suite.name, n=n, budget=budget, k=k, tiers=ladder, goal=default_goal,
                          ledger_url=ledger_url, sampler=sampler, seed=seed)
     except (LedgerError, VerifierNotFound, KeyError, ValueError) as exc:
         text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)

@@ -17,14 +17,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from arl_flows.cli import app
-from arl_flows.cli._common import UserError, arl_home, console, open_ledger, print_json, shown
+from arl_flows.cli._common import UserError, console, open_ledger, print_json, shown
+from storage.settings import settings
 
 URL_OPTION = typer.Option(None, "--url", help="Ledger URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db).")
 UI_HOST, UI_PORT = "127.0.0.1", 4200
 
 
 def _ui_state_file() -> Path:
-    return arl_home() / "ui.json"
+    return settings().home / "ui.json"
 
 
 def _running_ui() -> dict[str, Any] | None:
@@ -82,13 +83,11 @@ class _ProgressView:
 
     def __call__(self, event: str, payload: Any) -> None:
         if event == "pretrain":
-            self.progress.update(self.task, description="pretraining the SMILES prior (cached afterwards)", info=str(payload))
+            self.progress.update(self.task, description="pretraining the suite's prior (cached afterwards)", info=str(payload))
         elif event == "run":
             from arl_flows import prefect_env
-            from arl_flows.training import run_dir
-
             self.run_id = payload["run_id"]
-            prefect_env.log_to_run(run_dir(self.run_id))
+            prefect_env.log_to_run(settings().run_dir(self.run_id))
             self.progress.update(self.task, description=f"run {payload['run_id'][:12]}", total=payload["steps"], completed=payload["start"], info="")
         elif event == "stage":
             self.progress.update(self.task, info=f"step {payload['step']}: {payload['stage']}")

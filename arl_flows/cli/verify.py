@@ -15,13 +15,13 @@ import typer
 from rich.table import Table
 
 from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, open_ledger, print_json, shown
+from arl_flows.cli._common import UserError, console, load_suite, open_ledger, print_json, shown
 
 _STATUS_STYLE = {"ok": "green", "invalid": "red", "failed": "yellow", "timeout": "magenta", "pending": "cyan"}
 
 
-def _read_inputs(smiles: list[str], input_file: Path | None) -> list[str]:
-    texts = list(smiles)
+def _read_inputs(answers: list[str], input_file: Path | None) -> list[str]:
+    texts = list(answers)
     if input_file is not None:
         _check_readable_file("--input", input_file)
         try:
@@ -86,66 +86,77 @@ def _make_params(cls: Any, threads: int | None, timeout_s: float | None) -> dict
     return params
 
 
+def _goal_items(items: list[str], option: str) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as a goal; a value is read as JSON when it parses (numbers, lists), else as text."""
+    import json
+
+    goal: dict[str, Any] = {}
+    for item in items:
+        key, eq, raw = item.partition("=")
+        if not (key.strip() and eq):
+            raise UserError(f"{option} {item[:100]!r}: write it as KEY=VALUE, e.g. {option} task_id=sum-to-n")
+        try:
+            goal[key.strip()] = json.loads(raw)
+        except (json.JSONDecodeError, RecursionError):
+            goal[key.strip()] = raw
+    return goal
+
+
 @app.command("verify")
 def verify(
-    suite: str = typer.Option("molecules", "--suite", help="'molecules' or 'code'."),
-    smiles: list[str] = typer.Option([], "--smiles", help="A SMILES to verify (repeatable)."),
-    input_file: Path | None = typer.Option(None, "--input", help="File with one SMILES per line ('#' comments)."),
-    task: str | None = typer.Option(None, "--task", help="Code suite: the task id."),
-    answer_file: Path | None = typer.Option(None, "--answer-file", help="Code suite: file with the answer to verify."),
+    suite: str | None = typer.Option(None, "--suite", help="The suite (`arl suites list`; default: a run config's default)."),
+    answers: list[str] = typer.Option([], "--answer", help="A candidate to verify, as the policy would write it (repeatable)."),
+    input_file: Path | None = typer.Option(None, "--input", help="File with one candidate per line ('#' comments)."),
+    answer_file: Path | None = typer.Option(None, "--answer-file", help="File whose whole text is one candidate (e.g. a program)."),
+    goal_items: list[str] = typer.Option(
+        [], "--goal", help="KEY=VALUE of the goal the candidates answer (repeatable; `arl suites show NAME` says which keys)."
+    ),
     tiers: str = typer.Option(
         "fast",
         "--tiers",
         help="Comma-separated tier names (all of the suite's verifiers at that tier), verifier names, "
         "or 'module:Class' references. A tier name wins over a verifier of the same name ('lab').",
     ),
-    goal_low: float | None = typer.Option(None, "--goal-low", help="Molecules: low end of the target gap window (eV)."),
-    goal_high: float | None = typer.Option(None, "--goal-high", help="Molecules: high end of the target gap window (eV)."),
-    threads: int | None = typer.Option(None, "--threads", min=1, max=1024, help="Threads per worker for xTB/DFT (default: their params)."),
+    threads: int | None = typer.Option(None, "--threads", min=1, max=1024, help="Threads per worker for isolated tiers (default: their params)."),
     timeout_s: float | None = typer.Option(None, "--timeout", min=0.001, max=86_400, help="Per-candidate timeout for isolated tiers (s)."),
     ledger_url: str | None = typer.Option(None, "--ledger", help="Also store the verdicts in this ledger."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    # Older spellings, kept working: the goal keys and answers of the built-in suites.
+    legacy_answers: list[str] = typer.Option([], "--smiles", hidden=True, help="Same as --answer."),
+    task: str | None = typer.Option(None, "--task", hidden=True, help="Same as --goal task_id=ID."),
+    goal_low: float | None = typer.Option(None, "--goal-low", hidden=True, help="Same as --goal low=X."),
+    goal_high: float | None = typer.Option(None, "--goal-high", hidden=True, help="Same as --goal high=X."),
 ) -> None:
     """Run the named tiers on candidates and print one verdict per candidate and verifier."""
     if timeout_s is not None and not math.isfinite(timeout_s):  # click's range check lets NaN through
         raise UserError(f"--timeout must be a number of seconds, got {timeout_s}")
-    if suite == "molecules":
-        if task or answer_file:
-            raise UserError("--task/--answer-file are for --suite code; give molecules with --smiles or --input")
-        texts = _read_inputs(smiles, input_file)
-        if not texts:
-            raise UserError("nothing to verify: give --smiles S (repeatable) or --input FILE")
-        if (goal_low is None) != (goal_high is None):
-            raise UserError("give both --goal-low and --goal-high, or neither")
-        goal = None
-        if goal_low is not None and goal_high is not None:
-            if not (math.isfinite(goal_low) and math.isfinite(goal_high)):
-                raise UserError(f"--goal-low {goal_low} and --goal-high {goal_high} must be finite numbers (eV)")
-            if goal_low > goal_high:
-                raise UserError(f"--goal-low {goal_low} is above --goal-high {goal_high}; swap them")
-            goal = {"property": "gap_ev", "low": goal_low, "high": goal_high}
-        from arl_flows.suites.molecules import make_candidate
-
-        candidates = [make_candidate(text, goal=goal) for text in texts]
-    elif suite == "code":
-        if smiles or input_file:
-            raise UserError("--smiles/--input are for --suite molecules; give --task and --answer-file")
-        if not task or answer_file is None:
-            raise UserError("--suite code needs --task TASK_ID and --answer-file FILE")
+    the_suite = load_suite(suite)
+    suite = the_suite.name
+    given = _goal_items(goal_items, "--goal")
+    if task is not None:
+        given["task_id"] = task
+    if (goal_low is None) != (goal_high is None):
+        raise UserError("give both --goal-low and --goal-high, or neither")
+    if goal_low is not None and goal_high is not None:
+        given |= {"low": goal_low, "high": goal_high}
+    texts = _read_inputs([*answers, *legacy_answers], input_file)
+    sources = list(texts)
+    if answer_file is not None:
         _check_readable_file("--answer-file", answer_file)
         try:
-            answer = answer_file.read_text(encoding="utf-8", errors="replace")
+            texts.append(answer_file.read_text(encoding="utf-8", errors="replace"))
         except OSError as exc:
             raise UserError(f"cannot read --answer-file {answer_file}: {exc.strerror}") from None
-        from arl_flows.suites.code import make_candidate as make_code_candidate
-
-        try:
-            candidates = [make_code_candidate(task, answer)]
-        except (KeyError, LookupError, ValueError) as exc:
-            raise UserError(f"cannot verify task {task[:100]!r}: {exc}") from None
-        texts = [str(answer_file)]
-    else:
-        raise UserError(f"unknown suite {suite!r}; use 'molecules' or 'code'")
+        sources.append(str(answer_file))
+    if not texts:
+        raise UserError("nothing to verify: give --answer TEXT (repeatable), --input FILE or --answer-file FILE")
+    try:
+        goal = type(the_suite).goal(given)
+        candidates = [the_suite.candidate(text, goal) for text in texts]
+    except (LookupError, ValueError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        raise UserError(f"cannot verify for suite {shown(suite)}: {' '.join(str(message).split())[:400]}") from None
+    texts = sources
 
     classes = _resolve_verifiers(suite, tiers)
     all_verdicts: list[tuple[str, Any]] = []
@@ -169,7 +180,7 @@ def verify(
     if ledger_url is not None:
         ledger = open_ledger(ledger_url)
         # What the ledger holds is what we report: a verdict or lab request it already had wins
-        # (e.g. the pending request of an earlier `arl verify` for the same molecule).
+        # (e.g. the pending request of an earlier `arl verify` for the same candidate).
         ids = ledger.create_lab_requests(lab_requests)
         new_requests = sum(1 for request, kept_id in zip(lab_requests, ids, strict=True) if kept_id == request.id)
         kept = ledger.put_verdicts([v for _, v in all_verdicts])

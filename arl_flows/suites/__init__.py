@@ -12,7 +12,12 @@ the generic verifiers and scheduler, policies, the flows) names none:
   it has one;
 - how verdicts become rewards when the scheduler's estimate is not the
   reward, and what hindsight distillation learns from a failure;
-- how reports show its candidates, and any commands it adds to ``arl``.
+- how reports show its candidates, and any commands it adds to ``arl``;
+- outside a run (``arl verify``, ``arl rerank``, TRL and verl rewards): what
+  a goal given by hand or by a dataset looks like (``goal``,
+  ``goal_columns``, ``goal_from_ground_truth``), the objective window a goal
+  implies, how to sample candidates for a goal, and which candidates
+  calibrate the scheduler from scratch.
 
 The built-in ``molecules`` and ``code`` suites live in this folder and are
 registered by the same entry point as a user's (see ``pyproject.toml``); a
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -32,12 +37,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from policies import HintedExample, Policy, PolicyConfig, RelabeledExample
 from storage.records import Prompt, RewardEstimate, Tier, Trajectory, Turn, Verdict
 from verifiers import Candidate
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # policies imports torch and transformers: loaded when a suite makes a policy, not to list suites
     import typer
+
+    from policies import HintedExample, Policy, PolicyConfig, RelabeledExample
 
     from arl_flows.config import RunConfig
     from verifiers.scheduler import Scheduler
@@ -48,6 +54,7 @@ __all__ = [
     "Suite",
     "SuiteNotFound",
     "get_suite",
+    "standalone_suite",
     "suite_classes",
     "suite_for",
     "suite_origin",
@@ -103,6 +110,8 @@ class Suite:
     # -- the policy and its prompts ---------------------------------------------
     def load_policy(self, policy_config: PolicyConfig, on_pretrain: Callable[[str], None] | None = None) -> Policy:
         """The policy a run starts from: ``policy_path``, else the suite's own (``on_pretrain`` hears of a first training)."""
+        from policies import Policy
+
         if self.config.policy_path:
             return Policy.load(self.config.policy_path, policy_config)
         raise ValueError(f"suite {self.name!r} needs policy_path (a local transformers model directory)")
@@ -110,6 +119,8 @@ class Suite:
     def prepare_policy(self) -> dict[str, Any]:
         """Make the starting policy ready (train it if the suite trains its own) and say what it is (the
         ``pretrain_prior`` flow's report). By default: load it and name it."""
+        from policies import PolicyConfig
+
         policy = self.load_policy(PolicyConfig())
         return {"suite": self.name, "policy": self.config.policy_path or type(policy.model).__name__}
 
@@ -129,9 +140,42 @@ class Suite:
         return self.completion(prompt, text)[0]
 
     def external_prompt(self, text: str, goal: dict[str, Any]) -> Prompt:
-        """A prompt of another trainer's dataset (TRL, verl), with the goal its columns give."""
+        """A prompt of another trainer's dataset (TRL, verl), with the goal its columns give (checked by ``goal``)."""
+        goal = self.goal(goal)
         digest = hashlib.sha256(repr((text, sorted(goal.items()))).encode("utf-8", "surrogatepass")).hexdigest()[:16]
         return Prompt(id=f"{self.name}:ext:{digest}", suite=self.name, text=text, goal=goal)
+
+    # -- goals given from outside a run ---------------------------------------------
+    goal_columns: ClassVar[tuple[str, ...]] = ()
+    """Goal keys a trainer's dataset gives per completion (TRL passes dataset columns to reward functions)."""
+
+    @classmethod
+    def goal(cls, given: Mapping[str, Any]) -> dict[str, Any]:
+        """A goal given by hand (``arl verify --goal``, a rerank line, a dataset's columns), checked and completed.
+
+        Raises ValueError with one line saying what to fix. By default the keys are taken as they are.
+        """
+        return dict(given)
+
+    @classmethod
+    def goal_from_ground_truth(cls, ground_truth: Any) -> dict[str, Any]:
+        """verl's ``ground_truth`` of one response as a goal; by default a mapping of goal keys."""
+        if isinstance(ground_truth, Mapping):
+            return cls.goal(ground_truth)
+        raise ValueError(f"suite {cls.name!r} reads ground_truth as a mapping of its goal keys, got {type(ground_truth).__name__}")
+
+    @classmethod
+    def objective_window(cls, goal: Mapping[str, Any]) -> tuple[float, float] | None:
+        """The window on the top tier's value that a goal asks for, when a goal is the objective (None: the run's)."""
+        return None
+
+    def sampler(self, policy_path: str | None = None) -> Callable[[dict[str, Any], int, int], list[str]] | None:
+        """``sample(goal, n, seed) -> n completions`` for ``arl rerank`` lines without candidates; None: nothing to sample."""
+        return None
+
+    def calibration_candidates(self) -> list[Candidate]:
+        """Candidates worth verifying on every tier when the scheduler has no history (``TieredReward.warm_start``)."""
+        return []
 
     # -- what the scheduler and the rewards need ------------------------------------
     def featurize(self, candidate: Candidate) -> np.ndarray:
@@ -236,6 +280,17 @@ def suite_origin(cls: type[Suite]) -> str:
 def suite_for(config: RunConfig) -> Suite:
     """The suite object of a run."""
     return get_suite(config.suite)(config)
+
+
+def standalone_suite(name: str) -> Suite:
+    """The suite ``name`` outside a training run (``arl verify``, ``arl rerank``): its defaults, no policy of ARL's."""
+    from arl_flows.config import RunConfig
+
+    cls = get_suite(name)
+    data: dict[str, Any] = {"suite": name}
+    if cls.needs_policy_path:
+        data["policy_path"] = "(owned by the caller)"
+    return cls(RunConfig.model_validate(data))
 
 
 def _check(cls: object, ref: str) -> None:

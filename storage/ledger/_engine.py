@@ -12,7 +12,6 @@ that is not ours must not be changed at all.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -31,12 +30,13 @@ _CHUNK = 2000  # keys per IN (...) query; well under SQLite's 32,766 variable li
 
 
 def default_database_url() -> str:
-    """``ARL_DATABASE_URL`` if set, else an SQLite file under ``~/.arl/``."""
-    url = os.environ.get(DATABASE_URL_ENV)
-    if url:
-        return url
-    home = Path(os.environ.get("ARL_HOME", Path.home() / ".arl"))
-    return f"sqlite:///{home / 'ledger.db'}"
+    """``ARL_DATABASE_URL`` if set, else an SQLite file under ``ARL_HOME`` (``~/.arl/``)."""
+    from storage.settings import SettingsError, settings
+
+    try:
+        return settings().ledger_url
+    except SettingsError as exc:
+        raise LedgerError(str(exc)) from None
 
 
 def _utc(dt: datetime | None) -> datetime | None:

@@ -39,6 +39,7 @@ from storage.records import (
     utcnow,
 )
 
+_REWARD_UPDATED = ("mean", "std", "fidelity", "verdict_ids", "components", "value_mean", "value_std", "invalid")
 _RUN_ID_MAX = 64  # the length of the runs.id column
 _SQL_MAX_INT = 2**63 - 1  # larger Python ints cannot be sent as SQL integers (OverflowError)
 
@@ -161,6 +162,9 @@ class _Records(_Database):
                 "fidelity": e.fidelity.value if e.fidelity else None,
                 "verdict_ids": e.verdict_ids,
                 "components": _components_column(e),
+                "value_mean": e.value_mean,
+                "value_std": e.value_std,
+                "invalid": e.invalid,
             }
             for e in estimates
         ]
@@ -171,7 +175,7 @@ class _Records(_Database):
             stmt = self._insert(table)
             stmt = stmt.on_conflict_do_update(
                 index_elements=["trajectory_id"],
-                set_={c: getattr(stmt.excluded, c) for c in ("mean", "std", "fidelity", "verdict_ids", "components")},
+                set_={c: getattr(stmt.excluded, c) for c in _REWARD_UPDATED},
             )
             for chunk in _chunks(rows):
                 s.execute(stmt, list(chunk))
@@ -294,8 +298,13 @@ def _components_column(e: RewardEstimate) -> dict[str, Any]:
 def _reward(row: RewardEstimateRow) -> RewardEstimate:
     components = dict(row.components or {})
     disagreement = components.pop(_DISAGREEMENT_KEY, None)
+    # Rows written before revision 0003 kept the posterior and the invalid flag as components.
+    old_mean, old_std, old_invalid = (components.pop(k, None) for k in ("value_mean", "value_std", "invalid"))
     return RewardEstimate(
         trajectory_id=row.trajectory_id, run_id=row.run_id, step=row.step, mean=row.mean, std=row.std,
         fidelity=Tier(row.fidelity) if row.fidelity else None, verdict_ids=list(row.verdict_ids or []),
+        value_mean=row.value_mean if row.value_mean is not None else old_mean,
+        value_std=row.value_std if row.value_std is not None else old_std,
+        invalid=bool(row.invalid) if row.invalid is not None else bool(old_invalid),
         components=components, disagreement=TierDisagreement.model_validate(disagreement) if disagreement else None,
     )

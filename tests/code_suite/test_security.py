@@ -13,20 +13,18 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-import sys
 import tempfile
 import threading
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from attacks import ATTACKS  # noqa: E402
+from tests.code_suite.attacks import ATTACKS
 
-from arl_flows.suites.code import CodeExecution, CodeFormat, CodeTests, code_reward, make_candidate  # noqa: E402
-import verifiers.sandbox.runtime as sandbox_module  # noqa: E402
-from verifiers.sandbox.runtime import _UID_HIGH, _UID_LOW, isolation_support  # noqa: E402
-from arl_flows.suites.code.tasks import TASKS_FILE  # noqa: E402
+from arl_flows.suites.code import CodeExecution, CodeFormat, CodeTests, code_reward, make_candidate
+import verifiers.sandbox.runtime as sandbox_module
+from verifiers.sandbox.runtime import _UID_HIGH, _UID_LOW, isolation_support
+from arl_flows.suites.code.tasks import TASKS_FILE
 
 LIMITS = {"cpu_s": 1, "wall_s": 2}
 SECRET = "ARL-SENTINEL-7f3a9c"

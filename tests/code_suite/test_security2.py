@@ -17,19 +17,17 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from attacks2 import ATTACKS2, CGROUP_BOUNDS, PIN_BOUNDS  # noqa: E402
-from test_security import SECRET, World  # noqa: E402
+from tests.code_suite.attacks2 import ATTACKS2, CGROUP_BOUNDS, PIN_BOUNDS
+from tests.code_suite.test_security import SECRET, World
 
-from storage.ledger import Ledger  # noqa: E402
-from arl_flows.suites.code import CodeExecution, CodeFormat, CodeTests, SandboxLimits, code_reward, make_candidate, run_python  # noqa: E402
-from arl_flows.suites.code.format import normalise_code  # noqa: E402
-from verifiers.sandbox.runtime import isolation_support  # noqa: E402
+from storage.ledger import Ledger
+from arl_flows.suites.code import CodeExecution, CodeFormat, CodeTests, SandboxLimits, code_reward, make_candidate, run_python
+from arl_flows.suites.code.format import normalise_code
+from verifiers.sandbox.runtime import isolation_support
 
 LIMITS = {"cpu_s": 1, "wall_s": 3}
 SUPPORT = isolation_support()

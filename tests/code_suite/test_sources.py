@@ -6,7 +6,6 @@ policy rejects none of HumanEval's 164 canonical solutions; hidden tests stay ou
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 
 from arl_flows.suites.code import CodeExecution, CodeFormat, CodeTests, TaskSource, check_trajectory, get_task, load_source, make_candidate
 from arl_flows.suites.code.fast import check_code
+from benchmarks import code_tasks as bench
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).with_name("data")
@@ -21,9 +21,6 @@ MBPP = DATA / "mbpp_sample.jsonl"
 HUMANEVAL_FORMAT = DATA / "humaneval_sample.jsonl"
 LIMITS = {"cpu_s": 4, "wall_s": 20}
 
-_spec = importlib.util.spec_from_file_location("arl_code_tasks_bench", ROOT / "benchmarks" / "code_tasks.py")
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
 
 
 def _answer(code: str) -> str:

@@ -14,9 +14,10 @@ import math
 
 import pytest
 
-from arl_flows.bench_learning import (
+from benchmarks.learning import (
     REGIMES,
     LearningBenchConfig,
+    VerdictMemo,
     face_value_estimates,
     learning_benchmark,
     regime_config,
@@ -60,7 +61,7 @@ def test_top_k_auc_is_the_normalised_area_of_the_step_curve() -> None:
 @pytest.mark.slow  # ~40 s of training and tiers (the tiny prior is installed from tests/data, shared with the other flow tests)
 def test_benchmark_report_budget_and_uncharged_audits(flow_home, overrides, tmp_path) -> None:  # noqa: ANN001
     bench = _bench(overrides)
-    report = learning_benchmark(bench, workdir=tmp_path / "work", cache=tmp_path / "memo.jsonl")
+    report = learning_benchmark(bench, workdir=tmp_path / "work", cache=tmp_path / "memo.db")
 
     assert set(report["regimes"]) == {"scheduled", "fast-only"}
     for name, r in report["regimes"].items():
@@ -90,15 +91,15 @@ def test_benchmark_report_budget_and_uncharged_audits(flow_home, overrides, tmp_
 
 
 def test_fast_only_trains_on_the_fast_value_at_face_value() -> None:
-    posterior = {"value_mean": 3.5, "value_std": 0.4, "p_hit": 0.7}
+    posterior = {"value_mean": 3.5, "value_std": 0.4, "components": {"p_hit": 0.7}}
     estimates = [
-        RewardEstimate(trajectory_id="t-in", mean=0.6, std=0.2, components=posterior),
-        RewardEstimate(trajectory_id="t-out", mean=0.6, std=0.2, components=posterior),
-        RewardEstimate(trajectory_id="t-bad", mean=-1.0, std=0.0, components={"invalid": 1.0}),
-        RewardEstimate(trajectory_id="t-none", mean=0.1, std=0.3, components=posterior),
+        RewardEstimate(trajectory_id="t-in", mean=0.6, std=0.2, **posterior),
+        RewardEstimate(trajectory_id="t-out", mean=0.6, std=0.2, **posterior),
+        RewardEstimate(trajectory_id="t-bad", mean=-1.0, std=0.0, invalid=True),
+        RewardEstimate(trajectory_id="t-none", mean=0.1, std=0.3, **posterior),
     ]
     keys = {"t-in": "a", "t-out": "b", "t-bad": "c", "t-none": "d"}
-    proxy = {"a": 3.4, "b": 6.0, "c": None}  # "d": the fast tier failed, no value
+    proxy = {"a": 3.4, "b": 6.0, "c": 3.5}  # "c" is flagged invalid whatever its value; "d": no fast value
     got = {e.trajectory_id: e for e in face_value_estimates(estimates, keys, proxy, 3.0, 4.0, 0.5)}
     # The fast tier's value in the window is a full reward with no doubt about it ...
     assert got["t-in"].mean == 1.0 and got["t-in"].std == 0.0 and got["t-in"].components == {"proxy_value": 3.4}
@@ -179,7 +180,7 @@ def _report(regimes: dict[str, list[int]], offset: float = 0.0, **settings: obje
 
 
 def test_merge_joins_reports_of_other_seeds_or_regimes() -> None:
-    from arl_flows.bench_learning import merge_reports
+    from benchmarks.learning import merge_reports
 
     a = _report({"scheduled": [0, 1]}, proxy_max_steps=5000)  # no proxy regime: its proxy cap is not compared
     b = _report({"fast-only": [0, 1], "cascade": [0, 1]}, offset=0.2)
@@ -196,3 +197,25 @@ def test_merge_joins_reports_of_other_seeds_or_regimes() -> None:
         merge_reports([a, _report({"fast-only": [0]}, budget=20.0)])
     with pytest.raises(ValueError, match="proxy_max_steps"):
         merge_reports([b, _report({"fast-only-calibrated": [0]}, proxy_max_steps=100)])
+
+
+def test_verdict_memo_keeps_paid_verdicts_in_a_ledger_and_replays_them_at_their_cost(tmp_path) -> None:
+    from storage.ledger import Ledger
+
+    fast = registry.create("rdkit-eht")
+    molecules = [make_candidate(s) for s in ("CCO", "c1ccncc1", "CC(=O)O")]
+    memo = VerdictMemo(tmp_path / "memo.db")
+    paid = memo.get(fast, molecules)
+    memo.close()
+    assert memo.computed_s > 0 and [v.candidate_key for v in paid] == [c.key for c in molecules]
+    with Ledger(f"sqlite:///{tmp_path / 'memo.db'}") as ledger:  # a ledger like a run's: the same lookup finds them
+        assert set(ledger.lookup_verdicts([c.key for c in molecules], fast.name, fast.version, fast.params_hash)) == {
+            c.key for c in molecules
+        }
+
+    again = VerdictMemo(tmp_path / "memo.db")  # another process, seed or rerun: nothing is paid twice
+    replayed = again.get(fast, [*molecules, make_candidate("CCN")])
+    again.close()
+    assert [v.cost_s for v in replayed[:3]] == [v.cost_s for v in paid]
+    assert [v.value for v in replayed[:3]] == [v.value for v in paid]
+    assert 0 < again.computed_s == replayed[3].cost_s  # only the new molecule was computed

@@ -48,8 +48,8 @@ def test_composite_objective_runs_end_to_end(prefect_harness, flow_home, overrid
         assert 0.0 <= qed <= 1.0 and 1.0 <= sa <= 10.0
         cheap = objective.score({"qed": qed, "sa_score": sa}, value=3.5)  # the reward with the gap in the window
         assert 0.0 <= e.mean <= cheap + 1e-9  # the exact terms cap the reward
-        if e.components["value_std"] == 0.0:  # the top tier answered: the reward is exact
-            exact = objective.score({"qed": qed, "sa_score": sa}, value=e.components["value_mean"])
+        if e.value_std == 0.0:  # the top tier answered: the reward is exact
+            exact = objective.score({"qed": qed, "sa_score": sa}, value=e.value_mean)
             assert e.mean == pytest.approx(float(exact), abs=1e-9) and e.std == pytest.approx(0.0, abs=1e-9)
         assert math.isfinite(e.std)
 

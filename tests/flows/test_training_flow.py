@@ -57,12 +57,13 @@ def test_training_run_completes_and_the_ledger_adds_up(prefect_harness, flow_hom
 def test_resume_continues_from_the_last_completed_step_without_repaying(prefect_harness, flow_home, overrides, sqlite_url) -> None:
     from arl_flows.config import load_config
     from arl_flows.flows import run_training
+    from arl_flows.step import run_step
     from arl_flows.training import RunSession
 
     # An "interrupted" run: one step done, then the process stops.
     ledger = Ledger(sqlite_url)
     session = RunSession.open(load_config(overrides=overrides(steps=3)), ledger)
-    session.run_step(0)
+    run_step(session, 0)
     session.prepare_step(1)
     session.rollout(1)  # half a step: trajectories written, nothing verified
     session.finish(RunStatus.interrupted)

@@ -13,7 +13,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import build_wheel, new_venv, pip_install
+
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a user's shell: none of the test's PYTHON*, ARL_* or Prefect settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ARL_", "PYTHON"))}
+    return env | {"ARL_HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
 
 
 @pytest.fixture
@@ -37,7 +49,7 @@ def test_wheel_holds_the_data_a_run_needs(wheel: Path) -> None:
         "arl_flows/suites/molecules/data/surrogate/qm9_lower_tiers.csv.gz",
     ):
         assert required in names, f"{required} is missing from {wheel.name}"
-    assert not any(n.startswith("tests/") for n in names)
+    assert not any(n.startswith(("tests/", "benchmarks/")) for n in names)  # harnesses stay in the checkout
     metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
     assert "License-Expression: Apache-2.0" in zipfile.ZipFile(wheel).read(metadata).decode()
 
@@ -47,8 +59,7 @@ def test_installed_wheel_runs_from_another_directory(installed_wheel, tmp_path: 
     python, site = installed_wheel.python, installed_wheel.site
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "ARL_", "PYTHON"))}
-    env |= {"ARL_HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
+    env = _env(tmp_path)
     arl = str(installed_wheel.arl)
 
     def run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -77,3 +88,57 @@ def test_installed_wheel_runs_from_another_directory(installed_wheel, tmp_path: 
     assert (tmp_path / "home" / "runs" / runs[0]["id"] / "prefect.log").is_file()
     assert (tmp_path / "home" / "prefect").is_dir()  # Prefect's database under ARL_HOME
     assert "telemetry" not in (done.stdout + done.stderr).lower()
+
+
+@pytest.mark.slow
+def test_arl_bench_from_the_wheel_shows_its_options_and_says_in_one_line_what_it_needs(installed_wheel, tmp_path: Path) -> None:  # noqa: ANN001
+    env = _env(tmp_path)
+
+    def arl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(installed_wheel.arl), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+    shown = arl("bench", "scheduler", "--help")
+    assert shown.returncode == 0 and "--top-fraction" in shown.stdout and "--cache" in shown.stdout, shown.stdout + shown.stderr
+    for command in (["scheduler", "--limit", "10"], ["learning", "--seeds", "1"]):
+        done = arl("bench", *command)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert _lines(done.stdout + done.stderr) == [
+            "error: arl bench needs ARL's source checkout (its benchmarks package is not in the wheel): "
+            "clone the repository and run it from an editable install (pip install -e .)"
+        ]
+    assert not (tmp_path / "artifacts").exists()  # nothing computed, nothing cached
+
+
+def _pypi_verifiers_wheel(work: Path) -> Path:
+    """A real distribution named ``verifiers`` (0.1.9) with a top-level ``verifiers`` package, like the PyPI library."""
+    src = work / "pypi-verifiers"
+    (src / "verifiers" / "envs").mkdir(parents=True)
+    (src / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=77"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        '[project]\nname = "verifiers"\nversion = "0.1.9"\n\n[tool.setuptools]\npackages = ["verifiers", "verifiers.envs"]\n'
+    )
+    (src / "verifiers" / "__init__.py").write_text('"""RL environments."""\n\nfrom verifiers.envs import Environment\n')
+    (src / "verifiers" / "envs" / "__init__.py").write_text("class Environment:\n    pass\n")
+    return build_wheel(src, work)
+
+
+@pytest.mark.slow
+def test_the_pypi_verifiers_package_beside_arl_is_named_in_one_line(installed_wheel, tmp_path: Path) -> None:  # noqa: ANN001
+    python, _site = new_venv(tmp_path / "venv")
+    pip_install(python, installed_wheel.wheel)
+    pip_install(python, _pypi_verifiers_wheel(tmp_path))  # installed last: its verifiers/__init__.py replaces ARL's
+    env = _env(tmp_path)
+    arl = str(python.with_name("arl"))
+    line = ("the PyPI package 'verifiers' (0.1.9) is installed in this environment and shares ARL's import name "
+            "'verifiers'; install ARL in its own virtual environment (pip uninstall verifiers)")
+
+    broken = subprocess.run([arl, "tiers", "list"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert broken.returncode == 2 and _lines(broken.stdout + broken.stderr) == [f"error: {line}"], broken.stdout + broken.stderr
+
+    pip_install(python, installed_wheel.wheel, "--force-reinstall")  # ARL's files back on top: ARL runs, and says why the other broke
+    works = subprocess.run([arl, "tiers", "list", "--json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert works.returncode == 0, works.stdout + works.stderr
+    assert "rdkit-eht" in works.stdout and _lines(works.stderr) == [f"warning: {line}"]
+    imported = subprocess.run([str(python), "-c", "import verifiers"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=300)
+    assert imported.returncode == 0 and f"VerifiersNameClash: {line}" in imported.stderr, imported.stderr

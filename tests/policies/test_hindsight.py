@@ -31,7 +31,7 @@ def test_achieved_value_prefers_the_highest_fidelity_ok_verdict():
 
 
 def _estimate(mean, std):
-    return RewardEstimate(trajectory_id="t", mean=0.1, std=0.1, components={"value_mean": mean, "value_std": std, "p_hit": 0.0})
+    return RewardEstimate(trajectory_id="t", mean=0.1, std=0.1, value_mean=mean, value_std=std, components={"p_hit": 0.0})
 
 
 def test_top_scale_value_reads_the_posterior_only_when_it_is_sure():
@@ -39,7 +39,7 @@ def test_top_scale_value_reads_the_posterior_only_when_it_is_sure():
     assert top_scale_value(_estimate(6.3, 0.4), 0.5) == 6.3
     assert top_scale_value(_estimate(6.3, 0.6), 0.5) is None
     assert top_scale_value(_estimate(float("nan"), 0.1), 0.5) is None
-    invalid = RewardEstimate(trajectory_id="t", mean=-1.0, std=0.0, components={"invalid": 1.0})
+    invalid = RewardEstimate(trajectory_id="t", mean=-1.0, std=0.0, invalid=True)
     assert top_scale_value(invalid, 0.5) is None and top_scale_value(None, 0.5) is None
 
 

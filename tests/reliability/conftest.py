@@ -1,8 +1,8 @@
 """Reliability tests: fault injection inside verifiers and fuzzing of outside input.
 
-``fault_targets.py`` must be importable by name, because worker processes
-unpickle its work function (pytest runs with --import-mode=importlib, which
-adds no test folder to ``sys.path``).
+``fault_targets.py`` is imported as ``tests.reliability.fault_targets`` (the
+repository root is on the import path, pyproject's ``pythonpath``), so worker
+processes can unpickle its work function.
 
 Hypothesis profiles: ``default`` keeps each property to a few dozen
 examples; the slow tests raise the counts themselves (``SLOW_EXAMPLES`` in
@@ -13,13 +13,8 @@ examples; the slow tests raise the counts themselves (``SLOW_EXAMPLES`` in
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 from hypothesis import HealthCheck, settings
-
-if str(Path(__file__).parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parent))
 
 # The autouse ARL_HOME fixture of tests/conftest.py is function-scoped; it is
 # harmless to share across examples, hence the suppressed health check.

@@ -1,7 +1,7 @@
 """Two training runs and a ``lab_results`` flow writing to one ledger at once (SQLite, then PostgreSQL).
 
 Three processes share one ledger: two ``arl run`` processes (different names
-and seeds, each with its own counting top tier log, see ``counting_tier.py``)
+and seeds, each with its own counting top tier log, see ``benchmarks/counting_tier.py``)
 and a third that answers pre-created lab requests through the ``lab_results``
 flow while the runs train. The test checks:
 
@@ -29,7 +29,6 @@ each import torch and Prefect take well over a minute on two cores.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -38,13 +37,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("arl_crash_harness", ROOT / "benchmarks" / "crash.py")
-crash = importlib.util.module_from_spec(_spec)
-sys.modules["arl_crash_harness"] = crash
-_spec.loader.exec_module(crash)
+from benchmarks import crash
+from benchmarks.counting_tier import read_count_log
 
-from counting_tier import read_count_log  # noqa: E402  (tests/reliability is on sys.path, see conftest.py)
+ROOT = crash.ROOT
 
 pytestmark = pytest.mark.slow
 

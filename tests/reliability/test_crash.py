@@ -1,6 +1,6 @@
 """Crash safety: a run killed at any moment resumes without losing or re-buying a verdict.
 
-The slow test drives ``benchmarks/crash.py`` (real ``arl run`` subprocesses):
+The slow test drives ``benchmarks.crash`` (real ``arl run`` subprocesses):
 one run is signalled at every stage boundary of a step (SIGKILL, SIGTERM,
 SIGINT) and at random moments, and resumed after each. The soak tests run
 20 independent random SIGKILL trials and 6 SIGTERM/SIGINT ones. The
@@ -11,17 +11,11 @@ checkpoint is on disk but before the step is recorded.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("arl_crash_harness", ROOT / "benchmarks" / "crash.py")
-crash = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("arl_crash_harness", crash)
-_spec.loader.exec_module(crash)
+from benchmarks import crash
 
 TOP = crash.TOP_TIER
 
@@ -62,7 +56,7 @@ def test_top_tier_calls_are_classified_as_first_inflight_or_duplicate() -> None:
 
 
 def test_count_log_lines_survive_as_whole_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from counting_tier import COUNT_LOG_ENV, CountingReferenceTable, read_count_log
+    from benchmarks.counting_tier import COUNT_LOG_ENV, CountingReferenceTable, read_count_log
 
     from arl_flows.suites.molecules.chemistry import make_candidate
 
@@ -86,6 +80,7 @@ def test_crash_between_checkpoint_and_step_record_resumes_from_the_last_done_ste
     import torch
 
     from arl_flows.config import load_config
+    from arl_flows.step import run_step
     from arl_flows.training import RunSession
     from policies import Policy, PolicyConfig
     from storage.ledger import Ledger
@@ -95,7 +90,7 @@ def test_crash_between_checkpoint_and_step_record_resumes_from_the_last_done_ste
     config = load_config(config_path, overrides={"prior": QUICK_PRIOR})
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     session = RunSession.open(config, Ledger(url))
-    session.run_step(0)
+    run_step(session, 0)
 
     class Killed(BaseException):
         pass
@@ -105,7 +100,7 @@ def test_crash_between_checkpoint_and_step_record_resumes_from_the_last_done_ste
 
     monkeypatch.setattr(session.ledger, "record_step", killed)
     with pytest.raises(Killed):
-        session.run_step(1)
+        run_step(session, 1)
     assert (run_dir := Path(tmp_path / "home" / "runs" / session.run.id / "step-00001")).exists()
 
     ledger = Ledger(url)
@@ -117,7 +112,7 @@ def test_crash_between_checkpoint_and_step_record_resumes_from_the_last_done_ste
     got = resumed.policy.model.state_dict()
     assert all(torch.equal(got[k], expected[k]) for k in expected), "resume did not start from step 0's checkpoint"
     for step in range(resumed.start_step, 3):
-        resumed.run_step(step)
+        run_step(resumed, step)
     resumed.finish()
     assert ledger.integrity_problems() == []
     assert [c.step for c in ledger.checkpoints(session.run.id)] == [0, 1, 2]

@@ -34,7 +34,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cli_runner import arl, assert_no_traceback, assert_user_error  # tests/reliability is on sys.path
+from tests.reliability.cli_runner import arl, assert_no_traceback, assert_user_error
 from storage.ledger import Ledger
 
 EXAMPLES_PER_COMMAND = 8
@@ -72,7 +72,8 @@ SPECS: dict[str, Spec] = {
     "verify": ({
         "--suite": st.one_of(st.sampled_from(["molecules", "code"]), TEXT), "--smiles": st.one_of(TEXT, st.sampled_from(
             ["CCO", "[CH128]", "c1cc[nH]c1", "C" * 600, "[13CH4]"])), "--input": FILE, "--task": st.one_of(st.just("sum-to-n"), TEXT),
-        "--answer-file": FILE, "--tiers": _SAFE_TIERS, "--goal-low": NUMBER, "--goal-high": NUMBER, "--threads": NUMBER,
+        "--answer-file": FILE, "--answer": TEXT, "--goal": st.one_of(st.sampled_from(["task_id=sum-to-n", "low=3", "=", "x"]), TEXT),
+        "--tiers": _SAFE_TIERS, "--goal-low": NUMBER, "--goal-high": NUMBER, "--threads": NUMBER,
         "--timeout": NUMBER, "--ledger": URL, "--json": FLAG,
     }, None, None),
     "run": ({
@@ -118,6 +119,7 @@ SPECS: dict[str, Spec] = {
     "rerank": ({
         "--suite": st.one_of(st.sampled_from(["molecules", "code"]), TEXT), "--input": st.sampled_from([*FILES, "<RERANK_INPUT>"]),
         "--n": NUMBER, "--budget": NUMBER, "--k": NUMBER, "--window": st.tuples(NUMBER, NUMBER), "--tiers": _SAFE_TIERS,
+        "--goal": st.one_of(st.sampled_from(["window=[3,4]", "task_id=sum-to-n", "=", "x"]), TEXT),
         "--tier-param": st.one_of(st.sampled_from(["rdkit-eht.x=1", "a=b", "=", "rdkit-eht.=", "x.y"]), TEXT),
         "--policy-path": FILE, "--seed": NUMBER, "--json": FLAG,
     }, ["--ledger", "<POISON_URL>"], None),

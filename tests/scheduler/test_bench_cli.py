@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 
 from typer.testing import CliRunner
 
@@ -10,7 +11,7 @@ from arl_flows.cli import app
 
 
 def test_bench_scheduler_and_advantages_on_a_tiny_pool(tmp_path) -> None:
-    cache, out, png = tmp_path / "cache.jsonl", tmp_path / "report.json", tmp_path / "curve.png"
+    cache, out, png = tmp_path / "verdicts.db", tmp_path / "report.json", tmp_path / "curve.png"
     common = ["--limit", "40", "--held-out", "40", "--window", "5.5", "7.0", "--cache", str(cache), "--top-cost", "10"]
     runner = CliRunner()
     result = runner.invoke(
@@ -25,16 +26,21 @@ def test_bench_scheduler_and_advantages_on_a_tiny_pool(tmp_path) -> None:
     assert report["policies"]["all"]["calls"] == {"rdkit-eht": 40, "gfn2-xtb": 40, "reference-table": 40}
     assert set(report["surrogate_calibration"]) == {"rdkit-eht", "rdkit-eht+gfn2-xtb"}
     assert png.stat().st_size > 0
-    lines = cache.read_text().count("\n")
-    assert lines >= 3 * 80  # every tier on pool and held-out split, computed once ...
+    rows = _verdict_rows(cache)
+    assert rows >= 3 * 80  # every tier on pool and held-out split, computed once and kept in the ledger ...
 
     result = runner.invoke(
         app, ["bench", "advantages", *common, "--groups", "5", "--policies", "voi,all", "--fractions", "0.2", "--json", str(out)]
     )
     assert result.exit_code == 0, result.output
-    assert cache.read_text().count("\n") == lines  # ... and read back from the cache the second time
+    assert _verdict_rows(cache) == rows  # ... and read back from it the second time
     report = json.loads(out.read_text())
     assert report["groups"] == 5 and [r["budget_fraction"] for r in report["policies"]["voi"]] == [0.2]
+
+
+def _verdict_rows(path) -> int:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0]
 
 
 def test_bench_rejects_bad_input() -> None:
@@ -50,9 +56,9 @@ def test_bench_caches_tier_verdicts_in_the_ledger(tmp_path) -> None:
 
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     args = ["bench", "scheduler", "--limit", "20", "--held-out", "20", "--window", "5.5", "7.0",
-            "--policies", "voi,oracle", "--ledger", url, "--cache", str(tmp_path / "unused.jsonl")]
+            "--policies", "voi,oracle", "--ledger", url, "--cache", str(tmp_path / "unused.db")]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert not (tmp_path / "unused.jsonl").exists()
+    assert not (tmp_path / "unused.db").exists()
     stored = Ledger(url).ok_values("gfn2-xtb")
     assert len(stored) == 40

@@ -10,7 +10,7 @@ from arl_flows.cli import app
 
 
 def test_bench_scheduler_finds_the_top_fraction_of_a_maximized_value(tmp_path) -> None:
-    cache, out = tmp_path / "cache.jsonl", tmp_path / "report.json"
+    cache, out = tmp_path / "verdicts.db", tmp_path / "report.json"
     common = ["bench", "scheduler", "--limit", "40", "--held-out", "40", "--cache", str(cache), "--top-cost", "10",
               "--policies", "voi,all,oracle", "--top-fraction", "0.1", "--json", str(out)]
     runner = CliRunner()

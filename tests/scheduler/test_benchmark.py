@@ -10,7 +10,7 @@ import pytest
 
 from verifiers.base import Candidate
 from verifiers.scheduler import Observation
-from verifiers.scheduler.benchmark import advantage_benchmark, replay_ladder, retrieval_benchmark
+from benchmarks.replay import advantage_benchmark, replay_ladder, retrieval_benchmark
 
 
 def _data(ladder_factory, pool_factory, n=300, history=300):

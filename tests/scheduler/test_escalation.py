@@ -175,7 +175,7 @@ def test_invalid_candidates_get_the_invalid_reward_and_no_escalation(ladder_fact
     result = s.run_step([bad, *pool[1:]], budget=math.inf)
     assert [v.verifier for v in result.verdicts if v.candidate_key == bad.key] == [ladder[0].name]
     est = result.estimates[0]
-    assert (est.mean, est.std, est.components) == (-1.0, 0.0, {"invalid": 1.0})
+    assert (est.mean, est.std, est.invalid, est.value_mean, est.components) == (-1.0, 0.0, True, None, {})
 
 
 def test_trajectories_sharing_a_key_share_verdicts(ladder_factory, pool_factory) -> None:

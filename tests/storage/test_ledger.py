@@ -143,6 +143,25 @@ def test_step_queries_verdicts_and_rewards(ledger: Ledger) -> None:
     assert dict((t.id, e.mean) for t, e in ledger.step_trajectories(run.id, 0))[trajs[1].id] == 0.7
 
 
+
+def test_reward_posterior_and_invalid_flag_are_typed_fields_that_round_trip(ledger: Ledger) -> None:
+    run, _p, trajs = _run_with_step(ledger)
+    ledger.add_reward_estimates(
+        [
+            RewardEstimate(trajectory_id=trajs[0].id, run_id=run.id, mean=0.8, std=0.1, value_mean=3.4, value_std=0.25,
+                           components={"p_hit": 0.9}),
+            RewardEstimate(trajectory_id=trajs[1].id, run_id=run.id, mean=0.0, std=0.0, invalid=True),
+        ]
+    )
+    got = {t.id: e for t, e in ledger.step_trajectories(run.id, 0) if e is not None}
+    assert (got[trajs[0].id].value_mean, got[trajs[0].id].value_std, got[trajs[0].id].invalid) == (3.4, 0.25, False)
+    assert got[trajs[0].id].components == {"p_hit": 0.9}
+    assert (got[trajs[1].id].value_mean, got[trajs[1].id].value_std, got[trajs[1].id].invalid) == (None, None, True)
+    # A re-estimate replaces the posterior too, not only the reward.
+    ledger.add_reward_estimates([RewardEstimate(trajectory_id=trajs[0].id, run_id=run.id, mean=0.9, std=0.0, value_mean=3.5, value_std=0.0)])
+    again = {t.id: e for t, e in ledger.step_trajectories(run.id, 0) if e is not None}[trajs[0].id]
+    assert (again.mean, again.value_mean, again.value_std) == (0.9, 3.5, 0.0)
+
 def test_spend_steps_checkpoints_and_summary(ledger: Ledger, tmp_path) -> None:
     import hashlib
 

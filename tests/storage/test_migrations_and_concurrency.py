@@ -20,12 +20,45 @@ def test_upgrade_from_empty_downgrade_one_step_upgrade_again(db_url: str) -> Non
     assert {"runs", "verdicts", "trajectories", "lab_requests", "spend", "checkpoints"} <= tables
     ledger.downgrade("-1")
     assert ledger.current_revision() != head
+    assert "value_mean" not in {c["name"] for c in inspect(create_engine(db_url)).get_columns("reward_estimates")}
+    ledger.downgrade("-1")
     assert "lab_requests" not in set(inspect(create_engine(db_url)).get_table_names())
     ledger.upgrade()
     assert ledger.current_revision() == head
     ledger.create_run("after-migrations")
     ledger.close()
 
+
+
+def test_reward_rows_from_before_the_posterior_columns_read_back_from_their_components(db_url: str) -> None:
+    """Revision 0002 kept the posterior and the invalid flag as JSON components; after 0003 they read back typed."""
+    import json
+
+    from storage.records import Prompt, Trajectory
+
+    ledger = Ledger(db_url)
+    run = ledger.create_run("old")
+    ledger.add_prompts([Prompt(id="p", suite="molecules", text="gap")])
+    trajs = [Trajectory(run_id=run.id, prompt_id="p", step=0, group_id="g", final_answer=s, candidate_key=f"molecules:{s}")
+             for s in ("C", "CC")]
+    ledger.add_trajectories(trajs)
+    ledger.downgrade("0002")
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        assert "value_mean" not in {c["name"] for c in inspect(conn).get_columns("reward_estimates")}
+        for traj, comps in zip(trajs, ({"value_mean": 3.3, "value_std": 0.4, "p_hit": 0.6}, {"invalid": 1.0}), strict=True):
+            conn.execute(
+                text("INSERT INTO reward_estimates (trajectory_id, run_id, step, mean, std, fidelity, verdict_ids, components) "
+                     "VALUES (:t, :r, 0, 0.5, 0.1, NULL, :v, :c)"),
+                {"t": traj.id, "r": run.id, "v": "[]", "c": json.dumps(comps)},
+            )
+    engine.dispose()
+    ledger.upgrade()
+    got = {t.id: e for t, e in ledger.step_trajectories(run.id, 0)}
+    assert (got[trajs[0].id].value_mean, got[trajs[0].id].value_std, got[trajs[0].id].invalid) == (3.3, 0.4, False)
+    assert got[trajs[0].id].components == {"p_hit": 0.6}
+    assert got[trajs[1].id].invalid and got[trajs[1].id].value_mean is None and got[trajs[1].id].components == {}
+    ledger.close()
 
 def test_a_database_of_someone_else_is_refused_and_left_unchanged(db_url: str) -> None:
     engine = create_engine(db_url)

@@ -11,11 +11,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# faulty_work.py must be importable by name: worker processes unpickle its
-# functions and the registry test references it as 'faulty_work:ConfigOnlyTier'
-# (pytest runs with --import-mode=importlib, which adds no test folder to sys.path).
-if str(Path(__file__).parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parent))
 PLUGIN_SRC = ROOT / "examples" / "custom_tier"
 
 

@@ -9,8 +9,8 @@ cost, :mod:`.escalation`) or a baseline (:mod:`.baselines`); the posterior
 over the top-tier value comes from a calibrated multi-fidelity surrogate
 (:mod:`.surrogate`). Nothing here imports Prefect, the policies package or
 the ledger: the flow reads and writes the ledger around a step.
-:mod:`.benchmark` holds the two benchmarks behind ``arl bench scheduler`` and
-``arl bench advantages``.
+The benchmarks behind ``arl bench`` replay verdicts through this planner
+from outside the product packages (``benchmarks/replay.py``).
 """
 
 from verifiers.scheduler.baselines import (
@@ -22,12 +22,12 @@ from verifiers.scheduler.baselines import (
     RandomPolicy,
     make_policy,
 )
-from verifiers.scheduler.benchmark import ReplayVerifier, advantage_benchmark, replay_ladder, retrieval_benchmark
 from verifiers.scheduler.config import SchedulerConfig, TierCaps, VoiTarget
 from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView, VoiPolicy
 from verifiers.scheduler.features import size_features
 from verifiers.scheduler.planner import Decision, Scheduler, StepPlan, StepResult
 from verifiers.scheduler.reward import discovery_value, objective_moments
+from verifiers.scheduler.spend import charge, charge_one, spend_records
 from verifiers.scheduler.surrogate import Observation, Surrogate, SurrogatePrior
 from verifiers.scheduler.window import hit_probability, reward_moments, window_score
 
@@ -43,7 +43,6 @@ __all__ = [
     "OraclePolicy",
     "PlanView",
     "RandomPolicy",
-    "ReplayVerifier",
     "Scheduler",
     "SchedulerConfig",
     "StepPlan",
@@ -53,14 +52,14 @@ __all__ = [
     "TierCaps",
     "VoiPolicy",
     "VoiTarget",
-    "advantage_benchmark",
+    "charge",
+    "charge_one",
     "discovery_value",
     "hit_probability",
     "make_policy",
     "objective_moments",
-    "replay_ladder",
-    "retrieval_benchmark",
     "reward_moments",
     "size_features",
+    "spend_records",
     "window_score",
 ]

@@ -149,7 +149,7 @@ class SchedulerConfig(BaseModel):
         "is never escalated (an exact lower tier makes the expensive ones worthless).",
     )
     invalid_reward: float = Field(
-        default=0.0, description="Reward of a candidate the verifiers call invalid (a bad SMILES is a real 0)."
+        default=0.0, description="Reward of a candidate the verifiers call invalid (a malformed answer is a real 0)."
     )
     advantage_scale_floor: float = Field(
         default=0.1,

@@ -32,6 +32,7 @@ from verifiers.scheduler.config import SchedulerConfig
 from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView
 from verifiers.scheduler.features import Featurizer
 from verifiers.scheduler.reward import discovery_value, objective_moments
+from verifiers.scheduler.spend import charge_one
 from verifiers.scheduler.surrogate import Observation, Surrogate, SurrogatePrior
 
 __all__ = ["Decision", "Scheduler", "StepPlan", "StepResult"]
@@ -314,8 +315,7 @@ class StepPlan:
                 )
             expected = self.outstanding.pop((i, j))
             name = self.ladder[j].name
-            charge = verdict.cost_s if verdict.cost_s > 0 else expected
-            self.spend_by_verifier[name] += charge
+            self.spend_by_verifier[name] += charge_one(self.ladder[j], self.cands[i], verdict)
             self.calls[name] += 1
             # Circuit breaker across steps: consecutive failures of a verifier, reset by any answer.
             failed = verdict.status in (Status.failed, Status.timeout)
@@ -341,10 +341,11 @@ class StepPlan:
             invalid = any(v.status == Status.invalid for v in got)
             fidelity = max((v.tier for v in ok), key=lambda t: TIER_ORDER[t.value], default=None)
             if invalid:
-                rm, rs, comps = cfg.invalid_reward, 0.0, {"invalid": 1.0}
+                rm, rs, value_mean, value_std, comps = cfg.invalid_reward, 0.0, None, None, {}
             else:
                 rm, rs = float(r_mean[i]), float(math.sqrt(r_var[i]))
-                comps = {"value_mean": float(mean[i]), "value_std": float(std[i]), "p_hit": float(p_hit[i])}
+                value_mean, value_std = float(mean[i]), float(std[i])
+                comps = {"p_hit": float(p_hit[i])}
                 comps |= {f"property:{k}": float(v[i]) for k, v in exact.items() if not math.isnan(v[i])}
             estimates.append(
                 RewardEstimate(
@@ -355,6 +356,9 @@ class StepPlan:
                     std=rs,
                     fidelity=fidelity,
                     verdict_ids=[v.id for v in got if v.id is not None],
+                    value_mean=value_mean,
+                    value_std=value_std,
+                    invalid=invalid,
                     components=comps,
                 )
             )

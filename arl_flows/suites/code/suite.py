@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,12 +22,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from arl_flows.suites import Failure, Suite
 from arl_flows.suites.code.reward import RewardWeights
 from arl_flows.suites.code.sources import CodeTaskChoice
-from policies import HintedExample, Policy, feedback_hint, hint_prompt
 from storage.records import Prompt, Status, Turn
 from verifiers import Candidate
 
 if TYPE_CHECKING:
     import typer
+
+    from policies import Policy
 
 __all__ = ["CodeOptions", "CodeSuite"]
 
@@ -89,6 +91,30 @@ class CodeSuite(Suite):
         task = get_task(task_id)
         return Prompt(id=f"code:{task_id}", suite=self.name, text=text if text is not None else self.INSTRUCTION + task.prompt + "\n", goal={"task_id": task_id})
 
+    goal_columns: ClassVar[tuple[str, ...]] = ("task_id",)
+
+    @classmethod
+    def goal(cls, given: Mapping[str, Any]) -> dict[str, Any]:
+        """``{"task_id": ID}``: the task the answer solves (``arl tasks list --suite code``); an unknown id is an error."""
+        from arl_flows.suites.code import get_task
+
+        unknown = sorted(set(given) - {"task_id"})
+        if unknown:
+            raise ValueError(f"{unknown[0][:40]}: not a code goal; give task_id")
+        if not given.get("task_id"):
+            raise ValueError("the code suite needs a task_id: the task the answer solves (`arl tasks list --suite code`)")
+        task_id = str(given["task_id"])
+        try:
+            get_task(task_id)
+        except LookupError as exc:
+            raise ValueError(str(exc.args[0] if exc.args else exc)) from None
+        return {"task_id": task_id}
+
+    @classmethod
+    def goal_from_ground_truth(cls, ground_truth: Any) -> dict[str, Any]:
+        """verl's ground truth: the task id."""
+        return cls.goal(ground_truth if isinstance(ground_truth, Mapping) else {"task_id": str(ground_truth)})
+
     def external_prompt(self, text: str, goal: dict[str, Any]) -> Prompt:
         if "task_id" not in goal:
             raise ValueError("the code suite needs task_id: one task id per completion (a dataset column in TRL)")
@@ -142,6 +168,8 @@ class CodeSuite(Suite):
 
     def hindsight(self, policy: Policy, failures: list[Failure]):  # noqa: ANN201 - see Suite.hindsight
         """On-policy distillation: the teacher is the policy that also reads the verifier's feedback."""
+        from policies import HintedExample, feedback_hint, hint_prompt
+
         if not self.config.hindsight.hint_teacher:
             return [], []
         hinted = []

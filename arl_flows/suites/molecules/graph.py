@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from storage.settings import settings
+
 __all__ = ["GraphModel", "GraphModelConfig", "fitted_model", "mol_graph"]
 
 _ELEMENTS = ("C", "N", "O", "F", "S", "Cl", "P", "Br")
@@ -349,7 +351,7 @@ _FITTED: dict[str, GraphModel] = {}
 
 
 def _cache_dir() -> Path:
-    return Path(os.environ.get("ARL_HOME", Path.home() / ".arl")) / "surrogates"
+    return settings().home / "surrogates"
 
 
 def fitted_model(

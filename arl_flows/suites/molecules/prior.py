@@ -41,6 +41,7 @@ from transformers import GPT2Config
 from arl_flows.suites.molecules.datasets import QM9_GAP_CSV, load_qm9_gaps
 from policies import Policy, PolicyConfig, collate
 from storage.records import params_hash
+from storage.settings import settings
 
 from arl_flows.suites.molecules.options import PretrainConfig
 
@@ -124,7 +125,7 @@ def prior_cache_key(config: PretrainConfig) -> str:
 
 def prior_dir(config: PretrainConfig, root: str | Path | None = None) -> Path:
     """Cache directory of the prior trained with ``config`` (``$ARL_HOME/priors/<hash>``, default ``~/.arl``)."""
-    base = Path(root) if root else Path(os.environ.get("ARL_HOME", Path.home() / ".arl")) / "priors"
+    base = Path(root) if root else settings().home / "priors"
     return base / prior_cache_key(config)
 
 

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -23,13 +23,13 @@ from pydantic import BaseModel
 
 from arl_flows.suites import Failure, Suite
 from arl_flows.suites.molecules.options import MoleculeOptions
-from policies import Policy, PolicyConfig, top_scale_value
-from policies.hindsight import achieved_value
 from storage.records import Prompt, Status, Turn, tier_rank
 from verifiers import Candidate
 
 if TYPE_CHECKING:
     import typer
+
+    from policies import Policy, PolicyConfig
 
     from arl_flows.config import RunConfig
 
@@ -84,9 +84,10 @@ class MoleculeSuite(Suite):
 
     @classmethod
     def commands(cls) -> list[tuple[str, typer.Typer]]:
+        from arl_flows.suites.molecules.bench import bench_app
         from arl_flows.suites.molecules.cli import prior_app
 
-        return [("prior", prior_app)]
+        return [("prior", prior_app), ("bench", bench_app)]
 
     @staticmethod
     def surrogate_learner(tiers: Sequence[str], learned: Any, seed: int) -> Any:
@@ -101,6 +102,7 @@ class MoleculeSuite(Suite):
 
     def load_policy(self, policy_config: PolicyConfig, on_pretrain: Callable[[str], None] | None = None) -> Policy:
         from arl_flows.suites.molecules.prior import load_or_pretrain, prior_dir, shipped_prior
+        from policies import Policy
 
         if self.config.policy_path:
             return Policy.load(self.config.policy_path, policy_config)
@@ -149,6 +151,90 @@ class MoleculeSuite(Suite):
         from arl_flows.suites.molecules.chemistry import make_candidate
 
         return make_candidate(text, goal)
+
+    # -- goals from outside a run: a gap window ------------------------------------------
+    _GOAL_KEYS: ClassVar[frozenset[str]] = frozenset({"low", "high", "window", "softness", "property"})
+
+    @classmethod
+    def goal(cls, given: Mapping[str, Any]) -> dict[str, Any]:
+        """A gap window, as ``{"window": [low, high]}`` or ``{"low": .., "high": ..}`` in eV (``softness`` optional); {} for none."""
+        unknown = sorted(set(given) - cls._GOAL_KEYS)
+        if unknown:
+            raise ValueError(f"{unknown[0][:40]}: not a molecules goal; give window [low, high] in eV, or low and high")
+        low, high = given.get("low"), given.get("high")
+        if given.get("window") is not None:
+            window = given["window"]
+            if isinstance(window, str) or not isinstance(window, Sequence) or len(window) != 2:
+                raise ValueError("window: give two numbers [low, high] in eV, e.g. [3.0, 4.0]")
+            low, high = window
+        if low is None and high is None:
+            return {}
+        if low is None or high is None:
+            raise ValueError("give both the low and the high end of the gap window, or neither")
+        try:
+            low, high = float(low), float(high)
+        except (TypeError, ValueError):
+            raise ValueError(f"window ({str(low)[:20]}, {str(high)[:20]}): give two numbers in eV, e.g. [3.0, 4.0]") from None
+        if not (math.isfinite(low) and math.isfinite(high)):
+            raise ValueError(f"gap window low {low} and high {high} must be finite numbers (eV)")
+        if low > high:
+            raise ValueError(f"gap window low {low} is above high {high}; swap them")
+        goal: dict[str, Any] = {"property": "gap_ev", "low": low, "high": high}
+        if given.get("softness") is not None:
+            goal["softness"] = float(given["softness"])
+        return goal
+
+    @classmethod
+    def goal_from_ground_truth(cls, ground_truth: Any) -> dict[str, Any]:
+        """verl's ground truth: the window as ``[low, high]``, ``{"low": .., "high": ..}`` or ``"low,high"``."""
+        if isinstance(ground_truth, Mapping):
+            return cls.goal(ground_truth)
+        if isinstance(ground_truth, str):
+            parts = ground_truth.replace(";", ",").split(",")
+            if len(parts) != 2:
+                raise ValueError(f"ground_truth {ground_truth[:40]!r}: give the gap window as 'low,high', e.g. '3.0,4.0'")
+            return cls.goal({"window": parts})
+        return cls.goal({"window": list(ground_truth)})
+
+    @classmethod
+    def objective_window(cls, goal: Mapping[str, Any]) -> tuple[float, float] | None:
+        """A molecules goal is the objective: the gap window itself."""
+        return (float(goal["low"]), float(goal["high"])) if "low" in goal and "high" in goal else None
+
+    def external_prompt(self, text: str, goal: dict[str, Any]) -> Prompt:
+        """A trainer's prompt aims at the goal's window, or the run's target window when it gives none."""
+        import hashlib
+
+        sched = self.config.scheduler
+        chosen = self.goal(goal) or {"property": "gap_ev", "low": sched.target_low, "high": sched.target_high}
+        chosen.setdefault("softness", sched.window_softness)
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return Prompt(id=f"{self.name}:ext:{digest}:{chosen['low']:g}-{chosen['high']:g}", suite=self.name, text=text, goal=chosen)
+
+    def sampler(self, policy_path: str | None = None, max_new_tokens: int = 48, temperature: float = 1.0):  # noqa: ANN201
+        """The shipped SMILES prior (or a local model), goal-prompted by the goal's window (default: the run's)."""
+        from arl_flows.suites.molecules.prior import load_or_pretrain
+        from arl_flows.suites.molecules.smiles import goal_prompt_ids
+        from policies import Policy
+
+        policy = Policy.load(policy_path) if policy_path else load_or_pretrain(self.options.prior)[0]
+        sched = self.config.scheduler
+
+        def sample(goal: dict[str, Any], n: int, seed: int) -> list[str]:
+            low, high = self.objective_window(goal) or (sched.target_low, sched.target_high)
+            rollout = policy.sample([goal_prompt_ids(policy.tokenizer, low, high)], group_size=n, temperature=temperature,
+                                    max_new_tokens=max_new_tokens, seed=seed)
+            return ["".join(t.split()) for t in rollout.texts]
+
+        return sample
+
+    def calibration_candidates(self) -> list[Candidate]:
+        """The shipped QM9 subset's molecules, aimed at the run's target window."""
+        from arl_flows.suites.molecules.datasets import load_qm9_gaps
+
+        prompt = self.external_prompt("warm start", {})
+        pool = [self.completion(prompt, smiles)[0] for smiles, _ in load_qm9_gaps()]
+        return [c for c in pool if c.meta.get("valid")]
 
     def featurize(self, candidate: Candidate) -> np.ndarray:
         from arl_flows.suites.molecules.features import molecule_features
@@ -201,6 +287,7 @@ class MoleculeSuite(Suite):
         most ``max_value_std`` (a raw xTB gap is about 2 eV off the DFT scale).
         """
         from arl_flows.suites.molecules.hindsight import relabel
+        from policies.hindsight import achieved_value, top_scale_value
 
         hcfg = self.config.hindsight
         if not hcfg.relabel:

@@ -16,8 +16,8 @@ Lines are written with one ``os.write`` on an ``O_APPEND`` descriptor, so a
 line is either in the file or not, even when the process is killed, and
 concurrent processes never interleave within a line.
 
-Configs reference it as ``"counting_tier:CountingReferenceTable"`` with this
-folder on ``PYTHONPATH``.
+Configs reference it as ``"benchmarks.counting_tier:CountingReferenceTable"``
+with the repository root on ``PYTHONPATH``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """Benchmarks of the scheduler against its baselines, on a pool whose top-tier values are known.
 
+Run by ``arl bench scheduler`` and ``arl bench advantages`` (the pool and its
+verdicts come from :mod:`benchmarks.molecule_pool`); a harness, not part of
+the wheel.
+
 Both benchmarks replay verdicts: every tier's verdict on every pool member is
 computed once (live, by the real verifiers; the caller caches them) and
 :class:`ReplayVerifier` hands them back with their measured cost, so each

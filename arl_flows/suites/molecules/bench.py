@@ -1,9 +1,12 @@
-"""``arl bench``: benchmarks of the scheduler (issue 4); later issues add more commands to ``bench_app``.
+"""``arl bench`` (added by the molecules suite): the scheduler and learning benchmarks on the molecule ladder.
 
-Every tier's verdict on every pool molecule is computed live once by the real
-verifiers and cached (in a JSON-lines file, or in the ledger with
-``--ledger``); each policy is then charged as if it had computed what it
-asked for (:mod:`verifiers.scheduler.benchmark`).
+The commands here take and check the options and print the reports; the
+harnesses they run live in the source checkout's ``benchmarks`` package,
+outside the wheel (:mod:`benchmarks.molecule_pool`, :mod:`benchmarks.replay`,
+:mod:`benchmarks.learning`). Every tier's verdict on every pool molecule is
+computed live once by the real verifiers and kept in a ledger (``--cache``, a
+SQLite file, or any ``--ledger`` URL), so a rerun pays for nothing twice;
+each policy is then charged as if it had computed what it asked for.
 """
 
 from __future__ import annotations
@@ -18,188 +21,70 @@ from typing import Annotated, Any
 
 import typer
 
-from arl_flows.cli import app
 from arl_flows.cli._common import UserError, console, err_console, open_ledger, shown
 
 __all__ = ["bench_app"]
 
-bench_app = typer.Typer(help="Benchmarks (scheduler retrieval, advantage accuracy per cost).", no_args_is_help=True)
-app.add_typer(bench_app, name="bench")
+bench_app = typer.Typer(
+    help="Benchmarks on the molecule ladder (scheduler retrieval, advantage accuracy per cost, learning); "
+    "they need ARL's source checkout.",
+    no_args_is_help=True,
+)
 
-DEFAULT_CACHE = Path("artifacts/bench/tier_cache.jsonl")
+DEFAULT_CACHE = Path("artifacts/bench/tier_verdicts.db")
 # Median CPU-seconds of one pyscf-b3lyp call on QM9 molecules, measured in docs/tiers.md (issue 3).
 DEFAULT_TOP_COST = 10.5
 
 
-def _load_pool(path: Path | None) -> list[tuple[str, float]]:
-    import csv
+def _harness(module: str) -> Any:
+    """``benchmarks.<module>`` of ARL's source checkout, or one line saying that ``arl bench`` needs one.
 
-    from arl_flows.suites.molecules.datasets import QM9_GAP_CSV
+    The ``benchmarks`` package is not in the wheel. It is imported as usual when
+    it is on the import path (tests, ``python -m``, ``PYTHONPATH``), else from
+    the checkout this ``arl_flows`` was installed from in editable mode (the
+    console script's import path holds neither the checkout nor the current folder).
+    """
+    import importlib
+    import importlib.util
+    import sys
+    from importlib.machinery import PathFinder
 
-    path = path or QM9_GAP_CSV
-    if not Path(path).is_file():
-        raise UserError(f"pool file {path} does not exist; pass a CSV with 'smiles' and 'gap_ev' columns")
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = {"smiles", "gap_ev"} - set(reader.fieldnames or [])
-        if missing:
-            raise UserError(f"pool file {path} lacks column(s) {', '.join(sorted(missing))}; it needs 'smiles' and 'gap_ev'")
-        rows = []
-        for n, row in enumerate(reader, start=2):
-            try:
-                rows.append((row["smiles"], float(row["gap_ev"])))
-            except ValueError:
-                raise UserError(f"{path}:{n}: gap_ev {row['gap_ev']!r} is not a number") from None
-    return rows
+    import arl_flows
 
-
-class _TierCache:
-    """Verdicts per (candidate key, verifier, version, params hash), in a JSON-lines file or the ledger."""
-
-    def __init__(self, path: Path, ledger_url: str | None) -> None:
-        from storage.records import Verdict
-
-        self.ledger = open_ledger(ledger_url) if ledger_url else None
-        self.path = path
-        self.verdicts: dict[tuple[str, str, str, str], Verdict] = {}
-        if self.ledger is None and path.is_file():
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                for n, line in enumerate(fh, start=1):
-                    if line.strip():
-                        try:
-                            v = Verdict.model_validate_json(line)
-                        except ValueError:  # pydantic's ValidationError: not a line this cache wrote
-                            raise UserError(f"--cache {str(path)[:300]!r} line {n} is not a cached verdict; pass another --cache file") from None
-                        self.verdicts[v.cache_key] = v
-
-    def lookup(self, keys: Sequence[str], verifier: Any) -> dict[str, Any]:
-        if self.ledger is not None:
-            return self.ledger.lookup_verdicts(list(keys), verifier.name, verifier.version, verifier.params_hash)
-        ident = (verifier.name, verifier.version, verifier.params_hash)
-        return {k: self.verdicts[(k, *ident)] for k in keys if (k, *ident) in self.verdicts}
-
-    def put(self, verdicts: Sequence[Any]) -> None:
-        if self.ledger is not None:
-            self.ledger.put_verdicts(list(verdicts), return_stored=False)
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as fh:
-            for v in verdicts:
-                self.verdicts[v.cache_key] = v
-                fh.write(v.model_dump_json() + "\n")
+    if "benchmarks" not in sys.modules and importlib.util.find_spec("benchmarks") is None:
+        checkout = Path(arl_flows.__file__).resolve().parents[1]
+        spec = PathFinder.find_spec("benchmarks", [str(checkout)])
+        if spec is None or spec.loader is None:
+            raise UserError(
+                "arl bench needs ARL's source checkout (its benchmarks package is not in the wheel): "
+                "clone the repository and run it from an editable install (pip install -e .)"
+            )
+        package = importlib.util.module_from_spec(spec)
+        sys.modules["benchmarks"] = package
+        spec.loader.exec_module(package)
+    return importlib.import_module(f"benchmarks.{module}")
 
 
-def _tier_tables(candidates: list[Any], ladder: list[Any], cache: _TierCache, chunk: int = 250) -> list[dict[str, Any]]:
-    """Each tier's verdict on every candidate: from the cache, else computed live now (and cached)."""
-    tables = []
-    keys = [c.key for c in candidates]
-    for v in ladder:
-        table = cache.lookup(keys, v)
-        todo = [c for c in candidates if c.key not in table]
-        if todo:
-            err_console.print(f"computing {v.name} on {len(todo)} molecules (cached afterwards)")
-            t0 = time.perf_counter()
-            for start in range(0, len(todo), chunk):
-                batch = todo[start : start + chunk]
-                out = v.verify_batch(batch)
-                cache.put(out)
-                table.update({o.candidate_key: o for o in out})
-                err_console.print(f"  {v.name}: {start + len(batch)}/{len(todo)} in {time.perf_counter() - t0:.0f}s")
-        tables.append(table)
-    return tables
-
-
-def _setup(
-    pool: Path | None,
-    limit: int,
-    held_out: int,
-    seed: int,
-    top_cost: float,
-    cache_path: Path,
-    ledger_url: str | None,
-    low: float,
-    high: float,
-) -> dict[str, Any]:
-    """Pool split, live ladder, replay ladder, truth and held-out observations."""
-    from arl_flows.suites.molecules import (
-        EHTGapVerifier,
-        InvalidMolecule,
-        MoleculeConstraints,
-        ReferenceTableVerifier,
-        XTBGapVerifier,
-        check_molecule,
-        make_candidate,
-    )
-    from arl_flows.suites.molecules.features import molecule_features
-    from verifiers.scheduler import Observation, replay_ladder
-
-    rows = _load_pool(pool)
-    if limit < 10:
-        raise UserError(f"--limit {limit} is too small; use at least 10 molecules")
-    rng = random.Random(seed)
-    rng.shuffle(rows)
-    constraints = MoleculeConstraints()
-    by_key: dict[str, tuple[Any, float]] = {}
-    for smiles, gap in rows:
-        c = make_candidate(smiles, {"property": "gap_ev", "low": low, "high": high})
-        if not c.meta.get("valid") or c.key in by_key:
-            continue
-        try:  # the pool holds what the suite accepts (QM9 has ions, which the suite's constraints reject)
-            check_molecule(smiles, constraints)
-        except InvalidMolecule:
-            continue
-        by_key[c.key] = (c, gap)
-        if len(by_key) >= limit + held_out:
-            break
-    items = list(by_key.values())
-    if len(items) < limit + held_out:
-        held_out = len(items) // 5
-        limit = len(items) - held_out
-    eval_items, held_items = items[:limit], items[limit : limit + held_out]
-    live = [EHTGapVerifier(), XTBGapVerifier(), ReferenceTableVerifier({"cost_per_call": top_cost, **({"path": str(pool)} if pool else {})})]
-    cache = _TierCache(cache_path, ledger_url)
-    candidates = [c for c, _ in items]
-    tables = _tier_tables(candidates, live, cache)
-    ladder = replay_ladder(live, tables, candidates, top_cost=top_cost)
-    truth = {c.key: gap for c, gap in eval_items}
-
-    def observe(c: Any) -> Any:
-        values = {
-            v.name: float(t[c.key].value)
-            for v, t in zip(live, tables)
-            if c.key in t and t[c.key].status.value == "ok" and t[c.key].value is not None
-        }
-        return Observation(c.key, molecule_features(c), values, c.payload)
-
-    return {
-        "ladder": ladder,
-        "pool": [c for c, _ in eval_items],
-        "truth": truth,
-        "held_out": [observe(c) for c, _ in held_items],
-        "held_out_candidates": [c for c, _ in held_items],
-        "pool_observations": [observe(c) for c, _ in eval_items],
-        "live": live,
-        "tables": tables,
-    }
-
-
-def _calibration(data: dict[str, Any], seed: int, learned: Any) -> tuple[dict[str, dict[str, float]], int]:
-    """Coverage of voi's surrogate's intervals on the pool, trained on the held-out split only."""
-    from arl_flows.suites.molecules.features import molecule_features
-    from arl_flows.suites.molecules.suite import MoleculeSuite
-    from verifiers.scheduler import Scheduler, SchedulerConfig
-
-    names = [v.name for v in data["ladder"]]
-    # The same scheduler settings as voi's, so the network (if any) is the one voi used (trained once per process).
-    config = SchedulerConfig(seed=seed, learned=learned)
-    scheduler = Scheduler(data["ladder"], config, featurize=molecule_features, learner=MoleculeSuite.surrogate_learner)
-    scheduler.add_history(data["held_out"])
-    surrogate = scheduler.surrogate
-    coverage = {
-        "+".join(names[: k + 1]): surrogate.calibration(data["pool_observations"], pattern=names[: k + 1])
-        for k in range(len(names) - 1)
-    }
-    return coverage, surrogate.learned_pairs
+def _pool(args: dict[str, Any]) -> Any:
+    """The benchmark pool, its verdicts read from (and new ones kept in) the --ledger URL or the --cache SQLite file."""
+    pools = _harness("molecule_pool")
+    cache, ledger_url = args.pop("cache"), args.pop("ledger")
+    try:
+        pools.load_pool(args["pool"])  # a bad pool file fails before a ledger file is created
+    except pools.PoolError as exc:
+        raise UserError(str(exc)) from None
+    if ledger_url is None:
+        if cache.exists() and not cache.is_file():
+            raise UserError(f"--cache {str(cache)[:300]!r} is not a file; pass a SQLite file path")
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        ledger_url = f"sqlite:///{cache}"
+    ledger = open_ledger(ledger_url)
+    try:
+        return pools.molecule_pool(**args, ledger=ledger, progress=err_console.print)
+    except pools.PoolError as exc:
+        raise UserError(str(exc)) from None
+    finally:
+        ledger.close()
 
 
 def _write_png(report: dict[str, Any], path: Path, n_hits: int) -> None:
@@ -267,8 +152,8 @@ TopCostOpt = Annotated[float, typer.Option("--top-cost", help="CPU-seconds charg
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the pool sample and the random baseline.")]
 LimitOpt = Annotated[int, typer.Option("--limit", help="Pool size (molecules drawn from the CSV).")]
 HeldOutOpt = Annotated[int, typer.Option("--held-out", help="Disjoint molecules with every tier known: tunes the cascade, seeds the surrogate.")]
-CacheOpt = Annotated[Path, typer.Option("--cache", help="JSON-lines verdict cache of the live tiers.")]
-LedgerOpt = Annotated[str | None, typer.Option("--ledger", help="Cache verdicts in this ledger URL instead of --cache.")]
+CacheOpt = Annotated[Path, typer.Option("--cache", help="SQLite ledger file that keeps the live tiers' verdicts (created if missing).")]
+LedgerOpt = Annotated[str | None, typer.Option("--ledger", help="Keep the verdicts in this ledger URL instead of --cache.")]
 JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the report here.")]
 
 
@@ -287,7 +172,7 @@ def bench_scheduler(
     json_out: JsonOpt = None,
     png: Annotated[Path | None, typer.Option("--png", help="Write the recall-versus-cost plot here.")] = None,
     learned: Annotated[bool, typer.Option("--learned/--no-learned", help="Stack the graph network under voi's surrogate when the held-out split has at least 2,000 molecules (trained once, a few CPU-minutes).")] = True,
-    shipped: Annotated[bool, typer.Option("--shipped/--no-shipped", help="Start voi's surrogate from the network the suite ships (trained on QM9; its test split is the only part of QM9 it never saw). --no-shipped: a cold start.")] = True,
+    shipped: Annotated[bool, typer.Option("--shipped/--no-shipped", help="Start voi's surrogate from the network the suite ships (trained on QM9 but its test split: a pool from all of QM9 flatters it). --no-shipped: a cold start.")] = True,
     maximize: Annotated[bool, typer.Option("--maximize", help="Hits are the pool's top --top-fraction of the top-tier value (replaces --window).")] = False,
     minimize: Annotated[bool, typer.Option("--minimize", help="Hits are the pool's bottom --top-fraction of the top-tier value (replaces --window).")] = False,
     top_fraction: Annotated[float, typer.Option("--top-fraction", help="With --maximize/--minimize: the share of the pool that counts as a hit.")] = 0.01,
@@ -300,7 +185,6 @@ def bench_scheduler(
     """
     from arl_flows.suites.molecules.features import molecule_features
     from arl_flows.suites.molecules.suite import MoleculeSuite
-    from verifiers.scheduler import retrieval_benchmark
     from verifiers.scheduler.config import LearnedSurrogateConfig
 
     low, high = _window(window)
@@ -314,17 +198,18 @@ def bench_scheduler(
     _count("--limit", limit, 10, _MAX_POOL)
     _count("--held-out", held_out, 0, _MAX_POOL)
     names = _policies(policies, ("voi", "all", "cascade", "random", "oracle", "fast-only"))
-    data = _setup(pool, limit, held_out, seed, top_cost, cache, ledger, low, high)
+    pool_args = {"pool": pool, "limit": limit, "held_out": held_out, "seed": seed, "top_cost": top_cost, "low": low, "high": high}
+    data = _pool(pool_args | {"cache": cache, "ledger": ledger})
     objective, target = None, None
     if maximize or minimize:
-        low, high, objective, target = _top_fraction(data["truth"], "maximize" if maximize else "minimize", top_fraction)
+        low, high, objective, target = _top_fraction(data.truth, "maximize" if maximize else "minimize", top_fraction)
     t0 = time.perf_counter()
     try:
-        report = retrieval_benchmark(
-            data["ladder"],
-            data["pool"],
-            data["truth"],
-            data["held_out"],
+        report = _harness("replay").retrieval_benchmark(
+            data.ladder,
+            data.pool,
+            data.truth,
+            data.held_out,
             low=low,
             high=high,
             policies=names,
@@ -340,8 +225,8 @@ def bench_scheduler(
         raise UserError(str(exc)) from None
     report["target"] = target or {"window": [low, high]}
     report["top_cost"] = top_cost
-    report["tiers"] = [v.name for v in data["ladder"]]
-    report["surrogate_calibration"], report["learned_surrogate_pairs"] = _calibration(data, seed, learned_config)
+    report["tiers"] = [v.name for v in data.ladder]
+    report["surrogate_calibration"], report["learned_surrogate_pairs"] = _harness("molecule_pool").calibration(data, seed, learned_config)
     _print_retrieval(report)
     for pattern, cal in report["surrogate_calibration"].items():
         console.print(
@@ -414,7 +299,6 @@ def bench_advantages(
 ) -> None:
     """Advantage accuracy per cost: groups of G molecules, estimated vs true GRPO advantages."""
     from arl_flows.suites.molecules.features import molecule_features
-    from verifiers.scheduler import advantage_benchmark
     from verifiers.scheduler.config import LearnedSurrogateConfig
 
     low, high = _window(window)
@@ -432,18 +316,19 @@ def bench_advantages(
         raise UserError(f"--fractions {fractions[:100]!r} must be a comma list of numbers") from None
     if not fracs or not all(0 < f <= 1 for f in fracs):  # NaN fails the comparison too
         raise UserError(f"--fractions {fractions[:100]!r}: give fractions of the cost of 'all' in (0, 1], e.g. 0.05,0.1")
-    data = _setup(pool, limit, held_out, seed, top_cost, cache, ledger, low, high)
-    members = list(data["pool"])
+    pool_args = {"pool": pool, "limit": limit, "held_out": held_out, "seed": seed, "top_cost": top_cost, "low": low, "high": high}
+    data = _pool(pool_args | {"cache": cache, "ledger": ledger})
+    members = list(data.pool)
     if len(members) < group_size * groups:
         raise UserError(f"the pool has {len(members)} molecules; {groups} groups of {group_size} need more (raise --limit)")
     random.Random(seed + 1).shuffle(members)
     grouped = [members[g * group_size : (g + 1) * group_size] for g in range(groups)]
     t0 = time.perf_counter()
-    report = advantage_benchmark(
-        data["ladder"],
+    report = _harness("replay").advantage_benchmark(
+        data.ladder,
         grouped,
-        data["truth"],
-        data["held_out"],
+        data.truth,
+        data.held_out,
         low=low,
         high=high,
         softness=softness,
@@ -500,29 +385,30 @@ def learning(
     ] = None,
     workdir: Annotated[Path, typer.Option("--workdir", help="Where the per-regime ledgers go.")] = Path("artifacts/bench/learning"),
     cache: Annotated[
-        Path | None, typer.Option("--cache", help="JSON-lines verdict memo shared by regimes, seeds and reruns.")
-    ] = Path("artifacts/bench/learning_verdicts.jsonl"),
+        Path | None,
+        typer.Option("--cache", help="SQLite ledger file keeping the verdicts shared by regimes, seeds and reruns."),
+    ] = Path("artifacts/bench/learning_verdicts.db"),
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
     png_out: Annotated[Path | None, typer.Option("--png", help="Save the curves (audited top-10 vs spend) here.")] = None,
 ) -> None:
     """Learning under a verification budget (issue 9): GRPO per verification regime, audited top-10 vs spend."""
-    from arl_flows.bench_learning import REGIMES, LearningBenchConfig, learning_benchmark, merge_reports
+    harness = _harness("learning")
 
     if merge:
         missing = [str(p) for p in merge if not p.is_file()]
         if missing:
             raise UserError(f"--merge: no such report(s): {', '.join(missing)}")
         try:
-            report = merge_reports([json.loads(p.read_text()) for p in merge])
+            report = harness.merge_reports([json.loads(p.read_text()) for p in merge])
         except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not a report this command wrote
             raise UserError(f"--merge: not a learning-benchmark report ({type(exc).__name__}: {exc})") from None
         _print_learning(report, json_out, png_out)
         return
 
     names = [r.strip() for r in regimes.split(",") if r.strip()]
-    unknown = [r[:40] for r in names if r not in REGIMES]
+    unknown = [r[:40] for r in names if r not in harness.REGIMES]
     if unknown or not names:
-        raise UserError(f"--regimes: unknown {', '.join(unknown[:5]) or '(none given)'}; use {', '.join(REGIMES)}")
+        raise UserError(f"--regimes: unknown {', '.join(unknown[:5]) or '(none given)'}; use {', '.join(harness.REGIMES)}")
     _positive("--budget", budget)
     _positive("--step-budget", step_budget)
     _count("--seeds", seeds, 1, 1000)
@@ -542,7 +428,7 @@ def learning(
         except ConfigError as exc:
             raise UserError(str(exc)) from None
     try:
-        bench = LearningBenchConfig(
+        bench = harness.LearningBenchConfig(
             budget=budget, seeds=list(range(first_seed, first_seed + seeds)), regimes=names, budget_per_step=step_budget, max_steps=max_steps,
             proxy_max_steps=proxy_max_steps,
             audit_points=audit_points, history=history, run_overrides=overrides,
@@ -551,7 +437,7 @@ def learning(
         raise UserError(f"bad benchmark setting: {str(exc).splitlines()[-1]}") from None
     t0 = time.perf_counter()
     try:
-        report = learning_benchmark(
+        report = harness.learning_benchmark(
             bench, workdir=workdir, cache=cache, progress=lambda msg: err_console.print(f"  {msg} ({time.perf_counter() - t0:.0f}s)")
         )
     except ValueError as exc:
@@ -562,9 +448,8 @@ def learning(
 def _print_learning(report: dict[str, Any], json_out: Path | None, png_out: Path | None) -> None:
     from rich.table import Table
 
-    from arl_flows.bench_learning import plot_curves, summary_table, write_json
-
-    rows = summary_table(report)
+    harness = _harness("learning")
+    rows = harness.summary_table(report)
     t = Table(
         title=f"Learning under a {report['budget']:g} CPU-s verification budget, {len(report['seeds'])} seed(s), "
         f"top tier {shown(report['top_tier'])}"
@@ -576,6 +461,6 @@ def _print_learning(report: dict[str, Any], json_out: Path | None, png_out: Path
     console.print(t)
     console.print("top-10 AUC ratios: " + ", ".join(f"{shown(k)} {_fmt(v, 2)}" for k, v in report["ratios"].items()))
     if json_out:
-        write_json(report, json_out)
+        harness.write_json(report, json_out)
     if png_out:
-        plot_curves(report, png_out)
+        harness.plot_curves(report, png_out)

@@ -1,8 +1,8 @@
-"""Learning under a verification budget (issue 9): does scheduling beat verifying everything?
+"""Learning under a verification budget: does scheduling beat verifying everything? (``arl bench learning``)
 
 Every regime trains the same pretrained SMILES prior from the same seed with
 the same trainer settings (GRPO, plus hindsight relabelling where enabled) on
-the gap-window design task, through :class:`arl_flows.training.RunSession`,
+the gap-window design task, through the training step (:func:`arl_flows.step.run_step`),
 and stops once it has spent the same CPU-second verification budget (or
 reaches its step cap: ``max_steps``, or ``proxy_max_steps`` for the two
 fast-only regimes, whose steps cost milliseconds of verification).
@@ -43,7 +43,8 @@ divided by the budget (so it lies in [0, 1]; the last audit holds to the end
 of the axis).
 
 Every verdict is computed live once by the real verifiers and memoised (in
-memory and, with a cache file, on disk); a regime that asks for a verdict
+memory and, with a cache file, in a SQLite ledger, as a run keeps its paid
+verdicts); a regime that asks for a verdict
 another regime or an audit already computed gets it back with its measured
 cost and is charged that cost, exactly as if it had computed it. That is what
 makes five regimes times three seeds fit on two cores.
@@ -53,7 +54,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import shutil
 import time
@@ -67,10 +67,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from arl_flows.config import RunConfig, load_config
-from arl_flows.training import RunSession, run_dir
+from arl_flows.step import StepHooks, run_step
+from arl_flows.training import RunSession, StepState, StepSummary
 from storage.records import RewardEstimate, Status, Verdict
+from storage.settings import settings
 from verifiers import Candidate, Verifier
-from verifiers.scheduler import CascadePolicy, Observation, VoiTarget, window_score
+from verifiers.scheduler import CascadePolicy, Observation, VoiTarget, charge, window_score
 
 __all__ = [
     "REGIMES",
@@ -177,23 +179,32 @@ def regime_config(base: RunConfig, regime: str, bench: LearningBenchConfig, seed
 
 
 class VerdictMemo:
-    """Verdicts computed once per (verifier identity, candidate key), optionally kept in a JSON-lines file."""
+    """Verdicts computed once per (verifier identity, candidate key), optionally kept in a ledger (a SQLite file).
+
+    The ledger is the one a run keeps its paid verdicts in (``put_verdicts``,
+    ``lookup_verdicts``), so another seed, regime or rerun reads them back
+    instead of paying again; memory holds what this process has seen.
+    """
 
     def __init__(self, path: Path | None = None) -> None:
+        from storage.ledger import Ledger
+
         self.path = path
+        self.ledger: Ledger | None = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.ledger = Ledger(f"sqlite:///{path}")
         self.verdicts: dict[tuple[str, str, str, str], Verdict] = {}
         self.computed_s = 0.0  # cost of the verdicts computed by this process (not replayed)
-        if path is not None and path.is_file():
-            with open(path) as fh:
-                for line in fh:
-                    if line.strip():
-                        v = Verdict.model_validate_json(line)
-                        self.verdicts[v.cache_key] = v
 
     def get(self, verifier: Verifier, candidates: Sequence[Candidate]) -> list[Verdict]:
         """One verdict per candidate: memoised ones replayed (same cost), the rest computed live."""
         ident = (verifier.name, verifier.version, verifier.params_hash)
         missing = {c.key: c for c in candidates if (c.key, *ident) not in self.verdicts}
+        if missing and self.ledger is not None:
+            for key, v in self.ledger.lookup_verdicts(list(missing), *ident).items():
+                self.verdicts[v.cache_key] = v.model_copy(update={"id": None})
+                del missing[key]
         if missing:
             fresh = verifier.verify_batch(list(missing.values()))
             # Timeouts depend on machine load: do not keep them, so a rerun tries again.
@@ -202,10 +213,8 @@ class VerdictMemo:
                 self.computed_s += v.cost_s
             for v in keep:
                 self.verdicts[v.cache_key] = v.model_copy(update={"id": None})
-            if self.path is not None and keep:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                with open(self.path, "a") as fh:
-                    fh.writelines(v.model_dump_json() + "\n" for v in keep)
+            if self.ledger is not None and keep:
+                self.ledger.put_verdicts(keep, return_stored=False)
             fresh_by_key = {v.candidate_key: v for v in fresh}
         else:
             fresh_by_key = {}
@@ -214,6 +223,10 @@ class VerdictMemo:
             v = self.verdicts.get((c.key, *ident)) or fresh_by_key[c.key]
             out.append(v.model_copy(update={"id": None}))
         return out
+
+    def close(self) -> None:
+        if self.ledger is not None:
+            self.ledger.close()
 
 
 # ---------------------------------------------------------------------------------------------- one regime
@@ -270,7 +283,7 @@ def face_value_estimates(
     out = []
     for e in estimates:
         value = proxy.get(candidate_of[e.trajectory_id])
-        if "invalid" in e.components or value is None:
+        if e.invalid or value is None:
             out.append(e)
             continue
         score = float(window_score(value, low, high, softness))
@@ -278,8 +291,13 @@ def face_value_estimates(
     return out
 
 
-class _RegimeDriver:
-    """Runs one regime through RunSession, auditing along the way."""
+class _RegimeDriver(StepHooks):
+    """Runs one regime through the training step (:func:`arl_flows.step.run_step`), auditing along the way.
+
+    As the step's hooks it runs tier batches through the verdict memo, records
+    what the regime sampled and how it ranks it, swaps in the proxy rewards
+    of ``fast-only``, and audits at the spend marks.
+    """
 
     def __init__(
         self,
@@ -304,13 +322,15 @@ class _RegimeDriver:
         self.candidates: dict[str, Candidate] = {}
         self.fast = session.ladder[0]
         self.proxy: dict[str, float | None] = {}  # key -> the fast tier's ok value (fast-only's reward source)
+        self.max_batch = bench.verify_batch
 
     def spent(self) -> float:
         return self.session.scheduler.run_spent + self.step_spend
 
-    def run_tier(self, name: str, batch: list[Candidate]) -> list[Verdict]:
-        verdicts = self.memo.get(self.session.scheduler.verifier(name), batch)
-        self.step_spend += sum(v.cost_s for v in verdicts)
+    def run_tier(self, session: RunSession, name: str, batch: list[Candidate]) -> list[Verdict]:
+        verifier = session.scheduler.verifier(name)
+        verdicts = self.memo.get(verifier, batch)
+        self.step_spend += charge(verifier, batch, verdicts)
         if name == self.fast.name:
             self.proxy.update((v.candidate_key, _top_value(v)) for v in verdicts)
         if name == self.top.name:
@@ -355,6 +375,33 @@ class _RegimeDriver:
         cheapest = min((self.top.expected_cost(c) for c in valid), default=0.0)
         return self.bench.budget - self.session.scheduler.run_spent < cheapest
 
+    def sampled(self, session: RunSession, step: int, state: StepState) -> None:
+        out = self.out
+        for c in state.candidates:
+            self.candidates.setdefault(c.key, c)
+            out.samples += 1
+            if c.meta.get("valid"):
+                out.valid += 1
+                out.valid_keys.add(c.key)
+
+    def verified(self, session: RunSession, step: int, state: StepState) -> None:
+        self.step_spend = 0.0  # now counted in run_spent
+        if self.regime == "fast-only":
+            keys = {t.id: t.candidate_key for t in state.trajectories}
+            state.estimates = face_value_estimates(state.estimates, keys, self.proxy, self.low, self.high, self.softness)
+        by_traj = {e.trajectory_id: e for e in state.estimates}
+        for traj in state.trajectories:
+            e = by_traj[traj.id]
+            if traj.candidate_key in self.out.valid_keys:
+                self.out.estimates[traj.candidate_key] = (float(e.mean), float(e.std))
+
+    def finished(self, session: RunSession, summary: StepSummary) -> None:
+        _prune_checkpoints(session, summary.step)
+        self.out.steps = summary.step + 1
+        if summary.step == 0:
+            self._audit_now()  # the first point at which the regime ranks anything
+        self._maybe_audit()
+
     def run(self) -> RegimeRun:
         s, out = self.session, self.out
         t0 = time.perf_counter()
@@ -363,36 +410,8 @@ class _RegimeDriver:
             if s.scheduler.run_spent >= budget - 1e-6:
                 break
             self.step_spend = 0.0
-            s.prepare_step(step)
-            s.rollout(step)
-            state = s.steps[step]
-            for c in state.candidates:
-                self.candidates.setdefault(c.key, c)
-                out.samples += 1
-                if c.meta.get("valid"):
-                    out.valid += 1
-                    out.valid_keys.add(c.key)
-            s.verify(step, self.run_tier, max_batch=self.bench.verify_batch)
-            self.step_spend = 0.0  # now counted in run_spent
-            if self.regime == "fast-only":
-                keys = {t.id: t.candidate_key for t in state.trajectories}
-                state.estimates = face_value_estimates(
-                    state.estimates, keys, self.proxy, self.low, self.high, self.softness
-                )
-            by_traj = {e.trajectory_id: e for e in state.estimates}
-            for traj in state.trajectories:
-                e = by_traj[traj.id]
-                if traj.candidate_key in out.valid_keys:
-                    out.estimates[traj.candidate_key] = (float(e.mean), float(e.std))
-            metrics = s.grpo(step)
-            metrics |= s.hindsight(step)
-            s.checkpoint(step, metrics)
-            _prune_checkpoints(s, step)
-            out.steps = step + 1
-            if step == 0:
-                self._audit_now()  # the first point at which the regime ranks anything
-            self._maybe_audit()
-            if self._cannot_buy_top(state.candidates):
+            run_step(s, step, self)
+            if self._cannot_buy_top(s.steps[step].candidates):
                 break
         self._maybe_audit(final=True)
         out.spend = s.ledger.spend_by_tier(s.run.id)
@@ -403,7 +422,7 @@ class _RegimeDriver:
 def _prune_checkpoints(session: RunSession, step: int) -> None:
     """Keep only the latest checkpoint on disk (a benchmark never resumes an old step)."""
     if step > 0:
-        shutil.rmtree(run_dir(session.run.id) / f"step-{step - 1:05d}", ignore_errors=True)
+        shutil.rmtree(settings().run_dir(session.run.id) / f"step-{step - 1:05d}", ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------- metrics
@@ -543,7 +562,7 @@ def learning_benchmark(
             finally:
                 session.finish()
                 ledger.close()
-            shutil.rmtree(run_dir(session.run.id), ignore_errors=True)
+            shutil.rmtree(settings().run_dir(session.run.id), ignore_errors=True)
             row = _regime_metrics(result, bench, low, high, softness) | {"seed": seed}
             runs[regime].append(row)
             progress(
@@ -554,6 +573,7 @@ def learning_benchmark(
         close = getattr(v, "close", None)
         if close is not None:
             close()
+    memo.close()
     regimes = {r: _aggregate(rows) | {"per_seed": rows} for r, rows in runs.items()}
     report: dict[str, Any] = {
         "budget": bench.budget,
@@ -709,4 +729,4 @@ def _thread_setup() -> None:
     """One torch thread: the verifiers' workers use the other core."""
     import torch
 
-    torch.set_num_threads(int(os.environ.get("ARL_BENCH_TORCH_THREADS", "1")))
+    torch.set_num_threads(settings().bench_torch_threads)

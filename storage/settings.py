@@ -1,0 +1,73 @@
+"""ARL's settings from the environment, read in one place (variables ``ARL_*``).
+
+Every package reads ``ARL_HOME`` and the other variables through
+:func:`settings`, never through ``os.environ``. It builds a fresh
+:class:`Settings` on each call rather than caching one at import, so a test
+(or a harness) that sets ``ARL_HOME`` after import is obeyed; building one
+costs microseconds. The module lives in ``storage`` because every package may
+import ``storage`` and ``storage`` imports nothing of ours; it needs only
+pydantic-settings (no SQLAlchemy, no Prefect).
+
+Variables that only carry state between our own processes (``ARL_PREFECT_LOG``
+in :mod:`arl_flows.prefect_env`) and Prefect's own ``PREFECT_*`` settings are
+not user settings and are not here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "SettingsError", "settings"]
+
+
+class SettingsError(ValueError):
+    """An ``ARL_*`` variable holds a value that cannot be used (the message names it and says what to set)."""
+
+
+class Settings(BaseSettings):
+    """Environment settings of ARL; each field ``name`` is read from ``ARL_NAME``."""
+
+    model_config = SettingsConfigDict(env_prefix="ARL_", env_ignore_empty=True, extra="ignore", frozen=True)
+
+    home: Path = Field(
+        default_factory=lambda: Path.home() / ".arl",
+        description="ARL's folder: the default ledger, cached priors and surrogates, run checkpoints, logs (default ~/.arl).",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the ledger; default: an SQLite file ledger.db under home.",
+    )
+    traceback: bool = Field(
+        default=False, description="Print an internal error's traceback instead of writing it to a log file (ARL_TRACEBACK=1)."
+    )
+    bench_torch_threads: int = Field(
+        default=1, ge=1, description="torch threads of `arl bench learning` (the verifiers' workers use the other cores)."
+    )
+
+    @field_validator("traceback", mode="before")
+    @classmethod
+    def _any_word_but_off(cls, value: object) -> bool:
+        # Any value but an explicit "off" word turns it on, as ARL_TRACEBACK=yes always has.
+        return str(value).strip().lower() not in ("", "0", "false", "no", "off")
+
+    @property
+    def ledger_url(self) -> str:
+        """``database_url`` if set, else the SQLite file ``home/ledger.db``."""
+        return self.database_url or f"sqlite:///{self.home / 'ledger.db'}"
+
+    def run_dir(self, run_id: str) -> Path:
+        """Where a run's checkpoints and logs go: ``home/runs/<run id>``."""
+        return self.home / "runs" / run_id
+
+
+def settings() -> Settings:
+    """The settings as the environment says now (a bad value: :class:`SettingsError` naming the variable)."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "ARL_" + str(first["loc"][0]).upper() if first.get("loc") else "an ARL_* variable"
+        raise SettingsError(f"{name}: {first['msg']} (got {first.get('input')!r}); fix or unset it") from None

@@ -1,0 +1,150 @@
+"""The math suite's three tiers, by table: right, wrong, rewritten, unparsable, and where the tiers disagree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("math_suite_on_path")
+
+D, I = "derivative", "antiderivative"
+
+# (kind, expr, answer) -> (format, symbolic, numeric): a status, or the value of an ok verdict.
+TABLE: list[tuple[str, str, str, Any, Any, Any]] = [
+    (D, "x**2*sin(x)", "2*x*sin(x)+x**2*cos(x)", 1.0, 1.0, 1.0),          # the reference
+    (D, "x**2*sin(x)", "x*(2*sin(x)+x*cos(x))", 1.0, 1.0, 1.0),           # equivalent, written differently
+    (D, "x**2*sin(x)", "2*x*sin(x) + x^2*cos(x)", 1.0, 1.0, 1.0),         # spaces and ^ are normalized
+    (D, "x**2*sin(x)", "2*x*sin(x)", 1.0, 0.0, 0.0),                      # wrong
+    (I, "cos(x)", "sin(x)+7", 1.0, 1.0, 1.0),                             # any constant of integration
+    (I, "cos(x)", "-sin(x)", 1.0, 0.0, 0.0),                              # wrong sign: off everywhere
+    (D, "x**2*sin(x)", "2*x*sin(x", "invalid", "invalid", "invalid"),    # unparsable
+    (D, "x", "__import__('os').system('true')", "invalid", "invalid", "invalid"),  # never evaluated
+    (D, "x", "9**9**9", "invalid", "invalid", "invalid"),                 # never computed
+    (D, "x", "y+1", "invalid", "invalid", "invalid"),                     # unknown name
+    # simplify cannot prove these; they hold for the tasks' x > 0, where the numeric tier samples
+    (D, "x*log(x**2)", "2*log(x)+2", 1.0, 0.0, 1.0),
+    (D, "sqrt(x**2)", "1", 1.0, 0.0, 1.0),
+    (D, "x*asin(x)+x*acos(x)", "pi/2", 1.0, 0.0, 1.0),
+    (D, "sin(5*x)", "5*cos(x)*(16*cos(x)**4-20*cos(x)**2+5)", 1.0, 0.0, 1.0),
+    # cancellation beyond 4x the working precision: simplify proves it, the points cannot see it
+    (D, "x", "(exp(200*x)+1)**2-exp(400*x)-2*exp(200*x)", 1.0, 1.0, "below 1"),
+    # the same cancellation within 4x the digits is settled by the retry at higher precision
+    (D, "x", "(exp(60*x)+1)**2-exp(120*x)-2*exp(60*x)", 1.0, 1.0, 1.0),
+]
+
+
+@pytest.fixture(scope="module")
+def ladder() -> Any:
+    """The three tiers with their default params; one worker pool per isolated tier for the whole module."""
+    from arl_math.fast import MathFormat
+    from arl_math.numeric import NumericAgreement
+    from arl_math.symbolic import SymbolicEquivalence
+
+    tiers = (MathFormat(), SymbolicEquivalence(), NumericAgreement())
+    yield tiers
+    for tier in tiers[1:]:
+        tier.close()
+
+
+def _expect(verdict: Any, expected: Any) -> None:
+    if expected == "below 1":
+        assert verdict.status.value == "ok" and verdict.value < 1.0, verdict
+    elif isinstance(expected, str):
+        assert verdict.status.value == expected, verdict
+        assert verdict.feedback
+    else:
+        assert verdict.status.value == "ok" and verdict.value == expected, verdict
+        assert verdict.cost_s > 0
+
+
+def test_the_ladder_by_table(ladder: Any) -> None:
+    from arl_math.candidates import make_candidate
+
+    candidates = [make_candidate(answer, {"kind": kind, "expr": expr}) for kind, expr, answer, *_ in TABLE]
+    columns = [tier.verify_batch(candidates) for tier in ladder]
+    for row, *verdicts in zip(TABLE, *columns, strict=True):
+        for verdict, expected in zip(verdicts, row[3:], strict=True):
+            _expect(verdict, expected)
+    # What the symbolic tier says when it does not prove: a residual, and whether it decided.
+    sym = columns[1]
+    assert sym[3].values["decided"] is False and "cos" in sym[3].values["residual"]
+    assert sym[10].feedback.startswith("simplify(answer - reference) = ")
+
+
+def test_disagreements_are_flagged_in_both_directions(ladder: Any) -> None:
+    from arl_math.candidates import make_candidate
+    from verifiers.disagreement import pass_fail_disagreement
+
+    rows = [(D, "x*log(x**2)", "2*log(x)+2"), (D, "x", "(exp(200*x)+1)**2-exp(400*x)-2*exp(200*x)"), (D, "x", "1")]
+    candidates = [make_candidate(a, {"kind": k, "expr": e}) for k, e, a in rows]
+    _, symbolic, numeric = ladder
+    pairs = list(zip(symbolic.verify_batch(candidates), numeric.verify_batch(candidates)))
+    kinds = [getattr(pass_fail_disagreement(s, n), "kind", None) for s, n in pairs]
+    assert kinds == ["lower_fail_upper_pass", "lower_pass_upper_fail", None]
+
+
+def test_a_simplify_that_overruns_is_a_timeout_and_the_numeric_tier_still_decides(ladder: Any) -> None:
+    from arl_math.candidates import make_candidate
+    from arl_math.symbolic import SymbolicEquivalence
+
+    slow = make_candidate("(sin(x)+cos(x)+tan(x))**12-(sin(x)+cos(x)+tan(x))**12+1", {"kind": D, "expr": "x"})
+    with SymbolicEquivalence({"timeout_s": 0.001}) as symbolic:
+        [s] = symbolic.verify_batch([slow])
+    [n] = ladder[2].verify_batch([slow])
+    assert s.status.value == "timeout" and s.value is None and s.cost_s > 0
+    assert n.status.value == "ok" and n.value == 1.0
+
+
+def test_a_function_undefined_everywhere_is_failed_not_zero(ladder: Any) -> None:
+    from arl_math.candidates import make_candidate
+
+    nowhere = make_candidate("1/(x-x)", {"kind": D, "expr": "x"})  # 1/0 everywhere: no usable point
+    [v] = ladder[2].verify_batch([nowhere])
+    assert v.status.value == "failed" and v.value is None and "could be evaluated" in v.feedback
+
+
+def test_the_parser_never_evaluates_and_bounds_what_it_builds() -> None:
+    from arl_math.expressions import InvalidAnswer, parse_answer, tree_size
+
+    assert tree_size(parse_answer("9**9")) == 3  # kept as a tree, not computed
+    for text, says in [("x.args", "'.'"), ("x**100", "larger than 64"), ("(2**8)**8", "power of a power"),
+                       ("sin", "not an expression"), ("log(x,2)", "','"), ("x" * 300, "characters")]:
+        with pytest.raises(InvalidAnswer, match=says):
+            parse_answer(text)
+
+
+def test_arl_verify_says_in_one_line_which_goal_keys_the_suite_needs() -> None:
+    from typer.testing import CliRunner
+
+    from arl_flows.cli import UserError, app
+
+    result = CliRunner().invoke(app, ["verify", "--suite", "arl_math.suite:MathSuite", "--answer", "2*x"])
+    assert isinstance(result.exception, UserError) and "kind one of derivative, antiderivative" in str(result.exception)
+    result = CliRunner().invoke(app, ["verify", "--suite", "arl_math.suite:MathSuite", "--answer", "2*x",
+                                      "--goal", "kind=derivative", "--goal", "expr=x**"])
+    assert isinstance(result.exception, UserError) and "is not an expression" in str(result.exception)
+
+
+def test_hindsight_relabels_a_wrong_antiderivative_with_the_task_it_solves() -> None:
+    from transformers import GPT2Config
+
+    from arl_flows.suites import standalone_suite
+    from arl_math.prior import build_tokenizer, prompt_ids
+    from policies import Policy
+
+    suite = standalone_suite("arl_math.suite:MathSuite")
+    tok = build_tokenizer()
+    policy = Policy.from_config(GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=8, n_layer=1, n_head=1), tok)
+    asked = suite._prompt(type("T", (), {"id": "antiderivative:cos(x)", "kind": "antiderivative", "expr": "cos(x)",
+                                         "text": "integrate cos(x)"})())
+    wrong = tok("x*sin(x)", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    derivative_task = suite._prompt(type("T", (), {"id": "derivative:x", "kind": "derivative", "expr": "x", "text": "d/dx x"})())
+    long = tok("x**5*sin(x**3)*exp(x**2)*cos(x)", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    relabeled, hinted = suite.hindsight(
+        policy, [(None, asked, wrong, [], None), (None, derivative_task, wrong, [], None), (None, asked, long, [], None)]
+    )
+    # derivative answers have no task they solve for sure; a new task too long for the context is left out
+    assert hinted == [] and len(relabeled) == 1
+    assert relabeled[0].prompt_ids == prompt_ids(tok, "antiderivative", "x*cos(x)+sin(x)")
+    assert relabeled[0].completion_ids == wrong

@@ -1,0 +1,55 @@
+"""One spend rule: measured CPU-seconds, else the cost model's estimate; the planner and the ledger rows agree."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from storage.records import Status, Verdict
+from verifiers import Candidate, Verifier
+from verifiers.scheduler import Scheduler, SchedulerConfig, charge, charge_one, spend_records
+
+
+def _verdict(v: Verifier, c: Candidate, cost: float) -> Verdict:
+    return Verdict(candidate_key=c.key, verifier=v.name, version=v.version, params_hash=v.params_hash, tier=v.tier,
+                   status=Status.ok, value=1.0, cost_s=cost)
+
+
+def _unmeasured(verifier: Verifier) -> Verifier:
+    """The same verifier, but its verdicts carry no measured cost (as a lab request's or a cut-short batch's)."""
+    inner = verifier.verify_batch
+    verifier.verify_batch = lambda batch: [v.model_copy(update={"cost_s": 0.0}) for v in inner(batch)]  # type: ignore[method-assign]
+    return verifier
+
+
+def test_measured_cost_wins_and_an_unmeasured_verdict_costs_the_model_estimate(ladder_factory, pool_factory) -> None:  # noqa: ANN001
+    pool, truth = pool_factory(4)
+    top = ladder_factory(truth)[-1]
+    a, b = pool[0], pool[1]
+    assert top.expected_cost(b) > 0
+    assert charge_one(top, a, _verdict(top, a, 2.5)) == 2.5
+    assert charge_one(top, b, _verdict(top, b, 0.0)) == top.expected_cost(b)
+    total = charge(top, [a, b], [_verdict(top, a, 2.5), _verdict(top, b, 0.0)])
+    assert total == pytest.approx(2.5 + top.expected_cost(b))
+    [row] = spend_records("run", 3, top, [a, b], [_verdict(top, a, 2.5), _verdict(top, b, 0.0)])
+    assert (row.cost_s, row.calls, row.tier, row.verifier, row.step) == (pytest.approx(total), 2, top.tier, top.name, 3)
+    assert spend_records("run", 3, top, [a], []) == []
+    with pytest.raises(ValueError, match="without that candidate"):
+        charge(top, [a], [_verdict(top, b, 1.0)])
+
+
+def test_the_planner_charges_its_budget_by_the_same_rule(ladder_factory, pool_factory) -> None:  # noqa: ANN001
+    """Every verdict the step produced, charged by the rule, sums to what the planner spent (unmeasured ones too)."""
+    pool, truth = pool_factory(12)
+    ladder = ladder_factory(truth)
+    _unmeasured(ladder[1])
+    s = Scheduler(ladder, SchedulerConfig(policy="all"))
+    result = s.run_step(pool, budget=math.inf)
+    cands = {c.key: c for c in pool}
+    by_rule: dict[str, float] = {}
+    for v in result.verdicts:
+        by_rule[v.verifier] = by_rule.get(v.verifier, 0.0) + charge_one(s.verifier(v.verifier), cands[v.candidate_key], v)
+    assert {v.verifier for v in result.verdicts} == {v.name for v in ladder}
+    assert result.spend_by_verifier == pytest.approx(by_rule)
+    assert result.spend_by_verifier[ladder[1].name] == pytest.approx(sum(ladder[1].expected_cost(c) for c in pool))

@@ -1,0 +1,40 @@
+"""storage.settings: ARL_* variables read in one place, at call time, with one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from storage.ledger import default_database_url
+from storage.settings import SettingsError, settings
+
+
+def test_settings_follow_the_environment_at_call_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARL_HOME", str(tmp_path / "a"))
+    assert settings().home == tmp_path / "a"
+    monkeypatch.setenv("ARL_HOME", str(tmp_path / "b"))  # set after the first read: obeyed
+    assert settings().home == tmp_path / "b"
+    assert settings().run_dir("r1") == tmp_path / "b" / "runs" / "r1"
+    assert default_database_url() == f"sqlite:///{tmp_path / 'b' / 'ledger.db'}"
+    monkeypatch.setenv("ARL_DATABASE_URL", "postgresql+psycopg://u@h/db")
+    assert default_database_url() == "postgresql+psycopg://u@h/db"
+
+
+def test_an_empty_variable_means_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARL_HOME", "")
+    assert settings().home == Path.home() / ".arl"
+
+
+@pytest.mark.parametrize(("value", "on"), [("1", True), ("yes", True), ("0", False), ("off", False), ("", False)])
+def test_traceback_switch(value: str, on: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARL_TRACEBACK", value)
+    assert settings().traceback is on
+
+
+def test_a_bad_value_is_one_line_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARL_BENCH_TORCH_THREADS", "many")
+    with pytest.raises(SettingsError) as err:
+        settings()
+    message = str(err.value)
+    assert message.startswith("ARL_BENCH_TORCH_THREADS:") and "\n" not in message and "'many'" in message
