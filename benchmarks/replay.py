@@ -30,7 +30,8 @@ from scipy.stats import spearmanr
 
 from storage.records import Status, Verdict
 from verifiers.base import Candidate, CostModel, Verifier
-from verifiers.scheduler.baselines import CascadePolicy, make_policy
+from verifiers.scheduler.policies import make_policy
+from verifiers.scheduler.policies.cascade import CascadePolicy
 from verifiers.objectives import Objective
 from verifiers.scheduler.config import LearnedSurrogateConfig, SchedulerConfig, VoiTarget
 from verifiers.scheduler.escalation import EscalationPolicy

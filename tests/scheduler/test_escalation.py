@@ -232,7 +232,7 @@ def _learning_view(ladder, disagreement: list[float], learning_value: float):
 
 
 def test_an_answer_where_the_ensemble_disagrees_is_worth_more(ladder_factory) -> None:
-    from verifiers.scheduler.escalation import VoiPolicy
+    from verifiers.scheduler.policies.voi import VoiPolicy
 
     ladder = ladder_factory({"k0": 4.0, "k1": 4.0})
     view = _learning_view(ladder, [0.3, 0.02], learning_value=0.5)

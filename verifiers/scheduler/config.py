@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from verifiers.objectives import Objective
 
@@ -94,9 +94,20 @@ class SchedulerConfig(BaseModel):
 
     policy: str = Field(
         default="voi",
-        description="Escalation policy: 'voi' (value of information per cost) or a baseline: "
-        "'all', 'fast-only', 'cascade', 'random', 'oracle'.",
+        description="Escalation policy by registered name (verifiers/scheduler/policies/, one file each): 'voi' "
+        "(value of information per cost) or a baseline: 'all', 'fast-only', 'random'; 'cascade' and 'oracle' "
+        "need tuned thresholds or the true values, so only the benchmarks use them.",
     )
+
+    @field_validator("policy")
+    @classmethod
+    def _policy_is_registered(cls, name: str) -> str:
+        from verifiers.scheduler.policies import policy_names
+
+        known = policy_names()
+        if name not in known:
+            raise ValueError(f"unknown policy {name!r}; known: {', '.join(known)}")
+        return name
     voi_target: VoiTarget = Field(
         default=VoiTarget.discovery,
         description="What 'voi' maximises: 'discovery' (confirmed hits: candidates whose top-tier value meets the "

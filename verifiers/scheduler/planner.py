@@ -11,7 +11,7 @@
 Step 1 of issue 4 is the cache: verdicts passed in ``cached`` are used as
 they are and their (candidate, verifier) pair is never requested again.
 Round 0 runs the fast tier on the rest; later rounds ask the policy
-(:mod:`verifiers.scheduler.escalation`, :mod:`verifiers.scheduler.baselines`)
+(:mod:`verifiers.scheduler.escalation`, :mod:`verifiers.scheduler.policies`)
 and admit its actions in priority order while the expected cost fits in the
 remaining budget and the per-tier caps. Lab-tier answers that come back
 ``pending`` become lab requests; the step never waits for them.
@@ -92,7 +92,7 @@ class Scheduler:
     ``policy`` defaults to the one named in ``config.policy`` among those
     that need no extra data (``voi``, ``all``, ``fast-only``, ``random``);
     ``cascade`` and ``oracle`` need thresholds or the truth, so build them
-    with :func:`verifiers.scheduler.baselines.make_policy` and pass them in.
+    with :func:`verifiers.scheduler.policies.make_policy` and pass them in.
     """
 
     def __init__(
@@ -119,7 +119,7 @@ class Scheduler:
         n_features = 0 if featurize is None else int(np.size(featurize(Candidate(key="probe", suite="probe", payload=""))))
         self.surrogate = Surrogate(names[:-1], names[-1], n_features, surrogate_prior, seed=self.config.seed)
         if policy is None:
-            from verifiers.scheduler.baselines import make_policy
+            from verifiers.scheduler.policies import make_policy
 
             policy = make_policy(self.config.policy, self.config)
         self.policy = policy
