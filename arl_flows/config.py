@@ -233,10 +233,13 @@ class RunConfig(_Section):
         names = [t.verifier for t in self.tiers]
         if len(set(names)) != len(names):
             raise ValueError(f"tiers: verifier names repeat ({', '.join(names)}); list each verifier once")
-        if self.scheduler.policy in ("cascade", "oracle"):
+        from verifiers.scheduler.policies import policy_class, policy_names
+
+        if policy_class(self.scheduler.policy).needs_data:
+            usable = [n for n in policy_names() if not policy_class(n).needs_data]
             raise ValueError(
                 f"scheduler.policy: {self.scheduler.policy!r} needs tuned thresholds or the true values, which a training "
-                "run does not have; use 'voi', 'all', 'fast-only' or 'random' (the benchmarks compare the others)"
+                f"run does not have; use one of {', '.join(usable)} (the benchmarks compare the others)"
             )
         return self
 

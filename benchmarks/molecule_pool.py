@@ -165,14 +165,19 @@ def molecule_pool(
     )
 
 
-def calibration(data: MoleculePool, seed: int, learned: bool) -> tuple[dict[str, dict[str, float]], int]:
+def calibration(
+    data: MoleculePool, seed: int, learned: bool | LearnedSurrogateConfig
+) -> tuple[dict[str, dict[str, float]], int]:
     """Coverage of voi's surrogate's intervals on the pool, trained on the held-out split only."""
     from arl_flows.suites.molecules.features import molecule_features
+    from arl_flows.suites.molecules.suite import MoleculeSuite
 
     names = [v.name for v in data.ladder]
+    if isinstance(learned, bool):
+        learned = LearnedSurrogateConfig(enabled=learned, shipped=learned)
     # The same scheduler settings as voi's, so the network (if any) is the one voi used (trained once per process).
-    config = SchedulerConfig(seed=seed, learned=LearnedSurrogateConfig(enabled=learned))
-    scheduler = Scheduler(data.ladder, config, featurize=molecule_features)
+    config = SchedulerConfig(seed=seed, learned=learned)
+    scheduler = Scheduler(data.ladder, config, featurize=molecule_features, learner=MoleculeSuite.surrogate_learner)
     scheduler.add_history(data.held_out)
     surrogate = scheduler.surrogate
     coverage = {

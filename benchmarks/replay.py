@@ -30,7 +30,8 @@ from scipy.stats import spearmanr
 
 from storage.records import Status, Verdict
 from verifiers.base import Candidate, CostModel, Verifier
-from verifiers.scheduler.baselines import CascadePolicy, make_policy
+from verifiers.scheduler.policies import make_policy
+from verifiers.scheduler.policies.cascade import CascadePolicy
 from verifiers.objectives import Objective
 from verifiers.scheduler.config import LearnedSurrogateConfig, SchedulerConfig, VoiTarget
 from verifiers.scheduler.escalation import EscalationPolicy
@@ -182,6 +183,8 @@ def retrieval_benchmark(
     cascade_margins: Sequence[float] = (0.0, 0.1, 0.25, 0.5, 1.0),
     objective: Objective | None = None,
     progress: Callable[[str], None] = lambda _: None,
+    learner: Callable[[Sequence[str], Any, int], Any] | None = None,
+    config_overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Cost for each policy to confirm 50/80/95% of the pool's hits at the top tier.
 
@@ -199,6 +202,8 @@ def retrieval_benchmark(
     cascade is run for every (keep, margin) pair and reported per variant;
     ``cascade`` is the best variant *at each recall level*, chosen on the
     pool itself: a tuning in hindsight that favours the baseline.
+    ``learner`` is the suite's ``surrogate_learner`` (the network ``voi``'s surrogate stacks, shipped or
+    trained on the history); ``config_overrides`` are further ``SchedulerConfig`` fields for every policy.
     """
     hits = {k for k, y in truth.items() if low <= y <= high}
     n_hits = len(hits)
@@ -224,6 +229,7 @@ def retrieval_benchmark(
             **({"reward": objective} if objective is not None else {"target_low": low, "target_high": high}),
             seed=seed,
             learned=learned or LearnedSurrogateConfig(),
+            **dict(config_overrides or {}),
         )
         if name == "cascade":
             for keep in cascade_keeps:
@@ -238,7 +244,8 @@ def retrieval_benchmark(
             variants.append((name, make_policy(name, config), math.inf))
         for label, pol, budget in variants:
             progress(f"policy {label}")
-            scheduler = Scheduler(ladder, config, featurize=featurize if name == "voi" else None, policy=pol)
+            scheduler = Scheduler(ladder, config, featurize=featurize if name == "voi" else None, policy=pol,
+                                  learner=learner if name == "voi" else None)
             if name == "voi":
                 scheduler.add_history(held_out, progress=progress)
             curve = PolicyCurve(label)

@@ -184,12 +184,17 @@ ATTACKS2: list[tuple[str, str, str, str]] = [
      "    if q < 0:\n        break\n    while libc.mq_send(q, body, 8192, 0) == 0:\n        total += 8192\nprint('PINNED', total)\n"),
     ("fork-allocate-total", "memory-pinning", "sum-to-n",  # each child within RLIMIT_AS; together far past it
      # Each child holds its memory until the parent is done (not for a fixed time, which on a busy machine can
-     # end before the next child has touched its pages), so every PINNED line counts memory held at once.
+     # end before the next child has touched its pages) and reports its pid; the parent reaps the children the
+     # OOM killer took (it picks the largest, often an earlier child that had already reported), so every
+     # PINNED line counts the memory of children alive at once.
      "import os, select\nr, w = os.pipe()\nhold_r, hold_w = os.pipe()\nfor _ in range(6):\n    if os.fork() == 0:\n"
      "        os.close(hold_w)\n        b = bytearray(150 << 20)\n        for j in range(0, len(b), 4096):\n"
-     "            b[j] = 1\n        os.write(w, b'x')\n        os.read(hold_r, 1)\n        os._exit(0)\n"
-     "os.close(w)\nos.close(hold_r)\ngot = 0\nwhile select.select([r], [], [], 3)[0] and os.read(r, 1):\n"
-     "    got += 1\n    print('PINNED', got * (150 << 20), flush=True)\n"),
+     "            b[j] = 1\n        os.write(w, b'%8d' % os.getpid())\n        os.read(hold_r, 1)\n        os._exit(0)\n"
+     "os.close(w)\nos.close(hold_r)\nalive = set()\nwhile select.select([r], [], [], 3)[0]:\n"
+     "    msg = os.read(r, 8)\n    if not msg:\n        break\n    alive.add(int(msg))\n    while True:\n"
+     "        try:\n            pid, _ = os.waitpid(-1, os.WNOHANG)\n        except ChildProcessError:\n            break\n"
+     "        if pid == 0:\n            break\n        alive.discard(pid)\n"
+     "    print('PINNED', len(alive) * (150 << 20), flush=True)\n"),
     ("memfd-fork-fill", "memory-pinning", "sum-to-n",  # each child pins its own open_files x file_size_mb of memfds
      "import os, signal, time\nsignal.signal(signal.SIGXFSZ, signal.SIG_IGN)\nr, w = os.pipe()\nchunk = b'z' * (1 << 20)\n"
      "for _ in range(6):\n    if os.fork() == 0:\n        fds = []\n        try:\n            for i in range(64):\n"

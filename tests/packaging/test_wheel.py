@@ -44,6 +44,9 @@ def test_wheel_holds_the_data_a_run_needs(wheel: Path) -> None:
         "arl_flows/suites/molecules/data/smiles_prior/model.safetensors",
         "arl_flows/suites/molecules/data/smiles_prior/tokenizer.json",
         "arl_flows/suites/molecules/data/smiles_prior/pretrain_report.json",
+        "arl_flows/suites/molecules/data/surrogate/graph_ensemble.pt",
+        "arl_flows/suites/molecules/data/surrogate/report.json",
+        "arl_flows/suites/molecules/data/surrogate/qm9_lower_tiers.csv.gz",
     ):
         assert required in names, f"{required} is missing from {wheel.name}"
     assert not any(n.startswith(("tests/", "benchmarks/")) for n in names)  # harnesses stay in the checkout

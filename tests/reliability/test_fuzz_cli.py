@@ -102,7 +102,7 @@ SPECS: dict[str, Spec] = {
     "bench scheduler": ({
         "--pool": FILE, "--window": st.tuples(NUMBER, NUMBER), "--policies": TEXT, "--top-cost": NUMBER, "--step-budget": NUMBER,
         "--seed": NUMBER, "--limit": NUMBER, "--held-out": NUMBER, "--cache": FILE, "--ledger": URL, "--json": FILE, "--png": FILE,
-        "--learned": FLAG, "--no-learned": FLAG, "--maximize": FLAG, "--minimize": FLAG, "--top-fraction": NUMBER,
+        "--learned": FLAG, "--no-learned": FLAG, "--maximize": FLAG, "--minimize": FLAG, "--top-fraction": NUMBER, "--shipped": FLAG, "--no-shipped": FLAG,
     }, ["--pool", "<MISSING>"], None),
     "bench advantages": ({
         "--pool": FILE, "--window": st.tuples(NUMBER, NUMBER), "--softness": NUMBER, "--group-size": NUMBER, "--groups": NUMBER,

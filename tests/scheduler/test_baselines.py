@@ -99,5 +99,31 @@ def test_policies_that_need_data_say_so() -> None:
         make_policy("oracle", config)
     with pytest.raises(ValueError, match="thresholds"):
         make_policy("cascade", config)
-    with pytest.raises(ValueError, match="unknown scheduler policy"):
+    with pytest.raises(ValueError, match="unknown scheduler policy 'greedy'; known: all, cascade, fast-only, oracle, random, voi"):
         make_policy("greedy", config)
+
+
+def test_a_policy_is_one_registered_class_and_configs_know_it_by_name() -> None:
+    """Adding a policy is one file: a class with a name and @register_policy; the config then accepts the name."""
+    from pydantic import ValidationError
+
+    from verifiers.scheduler import Action, EscalationPolicy, PlanView, policy_names, register_policy
+    from verifiers.scheduler.policies import _POLICIES
+
+    with pytest.raises(ValidationError, match="unknown policy 'cheapest-first'; known: all, cascade"):
+        SchedulerConfig(policy="cheapest-first")
+
+    @register_policy
+    class CheapestFirst(EscalationPolicy):
+        name = "cheapest-first"
+
+        def escalate(self, view: PlanView) -> list[Action]:
+            nxt = view.next_tier()
+            return [Action(int(i), int(nxt[i]), None, "cheapest first") for i in nxt.argsort() if nxt[i] >= 0]
+
+    try:
+        assert "cheapest-first" in policy_names()
+        config = SchedulerConfig(policy="cheapest-first")
+        assert isinstance(make_policy(config.policy, config), CheapestFirst)
+    finally:
+        _POLICIES.pop("cheapest-first")

@@ -212,3 +212,33 @@ def test_decision_log_and_spend_per_tier(ladder_factory, pool_factory) -> None:
 def test_config_rejects_a_reversed_window() -> None:
     with pytest.raises(ValueError, match="swap"):
         SchedulerConfig(target_low=4.0, target_high=3.0)
+
+
+def _learning_view(ladder, disagreement: list[float], learning_value: float):
+    """Candidates with the same posterior, all with the fast and simulation tiers done (next: the top)."""
+    from verifiers.scheduler.escalation import PlanView
+
+    n = len(disagreement)
+    cands = [Candidate(key=f"k{i}", suite="syn", payload=f"k{i}") for i in range(n)]
+    return PlanView(
+        round=1, keys=[c.key for c in cands], candidates=cands, ladder=ladder,
+        level=np.full(n, 1), open=np.ones(n, dtype=bool),
+        mean=np.full(n, 4.3), std=np.full(n, 0.4), tail_rate=np.zeros(n), tail_scale=np.ones(n),
+        next_std=np.zeros(n), cost=np.tile([0.01, 0.5, 10.0], (n, 1)),
+        values=[{} for _ in range(n)], exact={}, groups=[list(range(n))], budget_left=10.0,
+        config=SchedulerConfig(learning_value=learning_value, **WINDOW),
+        disagreement=np.array(disagreement),
+    )
+
+
+def test_an_answer_where_the_ensemble_disagrees_is_worth_more(ladder_factory) -> None:
+    from verifiers.scheduler.policies.voi import VoiPolicy
+
+    ladder = ladder_factory({"k0": 4.0, "k1": 4.0})
+    view = _learning_view(ladder, [0.3, 0.02], learning_value=0.5)
+    rates = {a.index: a.value_per_cost for a in VoiPolicy().escalate(view)}
+    assert set(rates) == {0, 1}  # both are worth the top tier (the budget buys one of them)
+    assert rates[0] > 1.2 * rates[1]  # identical posteriors: only what the answer teaches differs
+    exploit = {a.index: a.value_per_cost for a in VoiPolicy().escalate(_learning_view(ladder, [0.3, 0.02], learning_value=0.0))}
+    assert exploit[0] == pytest.approx(exploit[1])  # pure exploitation ignores the disagreement
+    assert exploit[0] == pytest.approx(rates[1], rel=0.02)  # and agreement adds (almost) nothing

@@ -147,3 +147,16 @@ def test_fit_learned_skips_payloads_that_are_not_molecules() -> None:
     s.add([Observation(f"k{i}", np.zeros(0), {"fast": float(i), "top": float(i)}, p) for i, p in enumerate(programs)])
     assert not s.fit_learned(GraphLearner(s.lower, GraphModelConfig(epochs=1)))
     assert s.learned is None
+
+
+def test_fine_tuned_moves_a_copy_towards_new_answers_and_leaves_the_original(qm9: tuple[list[str], np.ndarray]) -> None:
+    smiles, gap = qm9
+    no_tiers = np.full((len(smiles), 1), np.nan)
+    model = GraphModel(["fast"], GraphModelConfig(epochs=6, members=2, seed=0)).fit(smiles[:600], no_tiers[:600], gap[:600])
+    probe = smiles[1300:1400]
+    before, _ = model.predict(probe, no_tiers[1300:1400])
+    # New answers from a shifted world (say, another functional): the copy follows them, the original does not.
+    tuned = model.fine_tuned(smiles[600:1000], no_tiers[600:1000], gap[600:1000] + 1.0, epochs=6, lr_share=0.5)
+    after, _ = tuned.predict(probe, no_tiers[1300:1400])
+    np.testing.assert_allclose(model.predict(probe, no_tiers[1300:1400])[0], before)
+    assert 0.4 < np.median(after - before) < 1.5, np.median(after - before)

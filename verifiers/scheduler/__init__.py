@@ -5,7 +5,7 @@ drives: it asks for batches per verifier, the caller runs them wherever it
 likes and hands back the verdicts, and the step ends with reward estimates
 (mean, std, fidelity) per trajectory, spend per tier, queued lab requests and
 a decision log. The routing policy is ``voi`` (value of information per
-cost, :mod:`.escalation`) or a baseline (:mod:`.baselines`); the posterior
+cost) or a baseline, one file each in :mod:`.policies`; the posterior
 over the top-tier value comes from a calibrated multi-fidelity surrogate
 (:mod:`.surrogate`). Nothing here imports Prefect, the policies package or
 the ledger: the flow reads and writes the ledger around a step.
@@ -13,17 +13,15 @@ The benchmarks behind ``arl bench`` replay verdicts through this planner
 from outside the product packages (``benchmarks/replay.py``).
 """
 
-from verifiers.scheduler.baselines import (
-    POLICY_NAMES,
-    AllPolicy,
-    CascadePolicy,
-    FastOnlyPolicy,
-    OraclePolicy,
-    RandomPolicy,
-    make_policy,
-)
+from verifiers.scheduler.policies import make_policy, policy_names, register_policy
+from verifiers.scheduler.policies.all import AllPolicy
+from verifiers.scheduler.policies.cascade import CascadePolicy
+from verifiers.scheduler.policies.fast_only import FastOnlyPolicy
+from verifiers.scheduler.policies.oracle import OraclePolicy
+from verifiers.scheduler.policies.random import RandomPolicy
+from verifiers.scheduler.policies.voi import VoiPolicy
 from verifiers.scheduler.config import SchedulerConfig, TierCaps, VoiTarget
-from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView, VoiPolicy
+from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView
 from verifiers.scheduler.features import size_features
 from verifiers.scheduler.planner import Decision, Scheduler, StepPlan, StepResult
 from verifiers.scheduler.reward import discovery_value, objective_moments
@@ -32,7 +30,6 @@ from verifiers.scheduler.surrogate import Observation, Surrogate, SurrogatePrior
 from verifiers.scheduler.window import hit_probability, reward_moments, window_score
 
 __all__ = [
-    "POLICY_NAMES",
     "Action",
     "AllPolicy",
     "CascadePolicy",
@@ -57,6 +54,8 @@ __all__ = [
     "discovery_value",
     "hit_probability",
     "make_policy",
+    "policy_names",
+    "register_policy",
     "objective_moments",
     "reward_moments",
     "size_features",

@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from verifiers.objectives import Objective
 
@@ -41,6 +41,21 @@ class LearnedSurrogateConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    shipped: bool = Field(
+        default=True,
+        description="Start from the network the suite ships (trained once on its own data, e.g. the molecules "
+        "suite's QM9 subset) from the first step, if the suite has one for this ladder and network shape; the "
+        "run's own top-tier answers refit a residual calibration on top of it after every answer. False: "
+        "the linear surrogate until the history reaches min_pairs (a cold start).",
+    )
+    finetune_pairs: int = Field(
+        default=1000,
+        ge=50,
+        description="With the shipped network: fine-tune it on the run's own top-tier answers (those it never "
+        "saw, less calibration_share) once there are this many, and again each time they grow by refit_growth "
+        "(checked when history is added, never mid-step).",
+    )
+    finetune_epochs: int = Field(default=10, ge=1, description="Epochs of each fine-tuning of the shipped network.")
     enabled: bool = Field(
         default=True,
         description="Train the network when the history reaches min_pairs top-tier answers with their candidates "
@@ -79,9 +94,20 @@ class SchedulerConfig(BaseModel):
 
     policy: str = Field(
         default="voi",
-        description="Escalation policy: 'voi' (value of information per cost) or a baseline: "
-        "'all', 'fast-only', 'cascade', 'random', 'oracle'.",
+        description="Escalation policy by registered name (verifiers/scheduler/policies/, one file each): 'voi' "
+        "(value of information per cost) or a baseline: 'all', 'fast-only', 'random'; 'cascade' and 'oracle' "
+        "need tuned thresholds or the true values, so only the benchmarks use them.",
     )
+
+    @field_validator("policy")
+    @classmethod
+    def _policy_is_registered(cls, name: str) -> str:
+        from verifiers.scheduler.policies import policy_names
+
+        known = policy_names()
+        if name not in known:
+            raise ValueError(f"unknown policy {name!r}; known: {', '.join(known)}")
+        return name
     voi_target: VoiTarget = Field(
         default=VoiTarget.discovery,
         description="What 'voi' maximises: 'discovery' (confirmed hits: candidates whose top-tier value meets the "
@@ -118,6 +144,14 @@ class SchedulerConfig(BaseModel):
         description="With a finite budget, escalations worth less than this per CPU-second are not worth their "
         "cost even if affordable (discovery: expected hits; advantage: squared advantage error removed). "
         "The default skips a 12 s call that has under 0.12% chance of a hit. An infinite budget ignores it.",
+    )
+    learning_value: float = Field(
+        default=0.5,
+        ge=0.0,
+        description="Worth of a top-tier answer to the surrogate itself, added to its discovery value: this "
+        "weight times the share of the candidate's posterior variance that is the learned ensemble's "
+        "disagreement, times its chance of a hit under a posterior twice as wide (answers that teach the "
+        "model about the region near the target). 0: pure exploitation. Only with a learned ensemble.",
     )
     exact_std: float = Field(
         default=1e-3,

@@ -11,7 +11,7 @@
 Step 1 of issue 4 is the cache: verdicts passed in ``cached`` are used as
 they are and their (candidate, verifier) pair is never requested again.
 Round 0 runs the fast tier on the rest; later rounds ask the policy
-(:mod:`verifiers.scheduler.escalation`, :mod:`verifiers.scheduler.baselines`)
+(:mod:`verifiers.scheduler.escalation`, :mod:`verifiers.scheduler.policies`)
 and admit its actions in priority order while the expected cost fits in the
 remaining budget and the per-tier caps. Lab-tier answers that come back
 ``pending`` become lab requests; the step never waits for them.
@@ -105,7 +105,7 @@ class Scheduler:
     ``policy`` defaults to the one named in ``config.policy`` among those
     that need no extra data (``voi``, ``all``, ``fast-only``, ``random``);
     ``cascade`` and ``oracle`` need thresholds or the truth, so build them
-    with :func:`verifiers.scheduler.baselines.make_policy` and pass them in.
+    with :func:`verifiers.scheduler.policies.make_policy` and pass them in.
     """
 
     def __init__(
@@ -132,13 +132,20 @@ class Scheduler:
         n_features = 0 if featurize is None else int(np.size(featurize(Candidate(key="probe", suite="probe", payload=""))))
         self.surrogate = Surrogate(names[:-1], names[-1], n_features, surrogate_prior, seed=self.config.seed)
         if policy is None:
-            from verifiers.scheduler.baselines import make_policy
+            from verifiers.scheduler.policies import make_policy
 
             policy = make_policy(self.config.policy, self.config)
         self.policy = policy
         self.run_spent = run_spent
         self.consecutive_failures: dict[str, int] = {}
         self._learned_at = 0  # history size at the last training of the surrogate's network
+        if self.config.learned.shipped and learner is not None:
+            pretrained = getattr(learner(names[:-1], self.config.learned, self.config.seed), "pretrained", None)
+            shipped = pretrained() if pretrained is not None else None
+            if shipped is not None:  # the suite's network, trained once on its data: used from step 0
+                self.surrogate.attach_learned(shipped)
+                self._learned_at = -1  # never replaced by a network trained on the run's history alone
+        self._tuned_at = 0  # unseen pairs at the last fine-tuning of the shipped network
 
     # -- helpers for callers --------------------------------------------------
     def verifier(self, name: str) -> Verifier:
@@ -171,8 +178,14 @@ class Scheduler:
         """
         added = self.surrogate.add(list(observations))
         learned = self.config.learned
+        if self._learned_at < 0:  # the shipped network: fine-tune it on enough answers of the run's own
+            unseen = self.surrogate.unseen_pairs
+            if unseen >= learned.finetune_pairs and unseen >= learned.refit_growth * self._tuned_at:
+                self._tuned_at = unseen
+                self.surrogate.fine_tune_learned(learned.calibration_share, learned.finetune_epochs)
+            return added
         n = self.surrogate.n_pairs
-        if learned.enabled and self.learner is not None and n >= learned.min_pairs and (
+        if learned.enabled and self.learner is not None and self._learned_at >= 0 and n >= learned.min_pairs and (
             self.surrogate.learned is None or n >= learned.refit_growth * self._learned_at
         ):
             report = None
@@ -530,13 +543,15 @@ class StepPlan:
         if pairs:
             self.s.surrogate.add(pairs)
 
-    def _posterior(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Mean, std, gross-error rate and its scale of every candidate's top-tier value."""
-        obs = [
+    def _observations(self) -> list[Observation]:
+        return [
             Observation(k, f, self._values(i), c.payload)
             for i, (k, f, c) in enumerate(zip(self.keys, self.features, self.cands))
         ]
-        mean, std, rate, scale = self.s.surrogate.predict_with_tails(obs)
+
+    def _posterior(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Mean, std, gross-error rate and its scale of every candidate's top-tier value."""
+        mean, std, rate, scale = self.s.surrogate.predict_with_tails(self._observations())
         for i in range(len(self.keys)):
             v = self.verdicts[i][-1]
             if v is not None and v.status == Status.ok and v.uncertainty:
@@ -587,6 +602,7 @@ class StepPlan:
             tail_rate=rate,
             tail_scale=scale,
             next_std=next_std,
+            disagreement=self.s.surrogate.disagreement(self._observations()) if self.config.learning_value > 0 else None,
             cost=self._cost_matrix(),
             values=[self._values(i) for i in range(len(self.keys))],
             exact=self._exact(),

@@ -49,7 +49,8 @@ def objective_moments(
         m2, v2 = objective_moments(objective, mean, std * tail_scale, exact)
         m = (1.0 - tail_rate) * m1 + tail_rate * m2
         second = (1.0 - tail_rate) * (v1 + m1 * m1) + tail_rate * (v2 + m2 * m2)
-        return m, np.maximum(second - m * m, 0.0)
+        # A known value (std 0) has both components equal: take v1 exactly, not a difference of rounded squares.
+        return m, np.where(np.broadcast_to(std, np.shape(m)) == 0, v1, np.maximum(second - m * m, 0.0))
     shape = np.broadcast(mean, std).shape
     mean, std = np.broadcast_to(mean, shape).ravel(), np.broadcast_to(std, shape).ravel()
     # Exact values align with the leading axes of ``mean`` (e.g. (k,) against a (k, nodes) preposterior).
@@ -70,7 +71,8 @@ def objective_moments(
     r = objective.score({k: v[:, None] for k, v in flat.items()}, value=y)  # (n, pieces * nodes)
     m1 = (r * w).sum(axis=1)
     m2 = (r * r * w).sum(axis=1)
-    return m1.reshape(shape), np.maximum(m2 - m1 * m1, 0.0).reshape(shape)
+    var = np.where(std > 0, np.maximum(m2 - m1 * m1, 0.0), 0.0)  # a known value: exactly 0, not rounding noise
+    return m1.reshape(shape), var.reshape(shape)
 
 
 def _lead(values: np.ndarray, ndim: int) -> np.ndarray:

@@ -216,13 +216,41 @@ class GraphModel:
                 self._nets.append(self._fit_one(graphs, values, y, cfg.seed + 1000 * member, member, progress))
         return self
 
-    def _fit_one(self, graphs, values, y, seed, member, progress):  # noqa: ANN001, ANN202
+    def fine_tuned(self, smiles: Sequence[str], values: np.ndarray, target: np.ndarray, epochs: int = 10,
+                   lr_share: float = 0.1) -> GraphModel:
+        """A copy of this fitted model trained ``epochs`` more on new data, at ``lr_share`` of the learning rate.
+
+        The scaling of inputs and target stays the original one (the new data are few; the network's
+        inputs must mean what they meant). Each member continues from its own weights with its own seed,
+        so the ensemble stays diverse. ``self`` is unchanged.
+        """
+        import copy
+        from dataclasses import replace
+
+        import torch
+
+        if not self._nets:
+            raise RuntimeError("GraphModel.fine_tuned before fit")
+        values = np.asarray(values, dtype=np.float64).reshape(len(smiles), len(self.tiers))
+        target = np.asarray(target, dtype=np.float64)
+        out = GraphModel(self.tiers, replace(self.config, epochs=epochs, lr=self.config.lr * lr_share))
+        out._stats = dict(self._stats)
+        graphs = out._graphs(smiles)
+        y = torch.tensor((target - out._stats["y_mean"]) / out._stats["y_std"], dtype=torch.float32)
+        with _torch_threads(out.config.threads):
+            out._nets = [
+                out._fit_one(graphs, values, y, out.config.seed + 1000 * m + 7, m, None, start=copy.deepcopy(net), nll_only=True)
+                for m, net in enumerate(self._nets)
+            ]
+        return out
+
+    def _fit_one(self, graphs, values, y, seed, member, progress, start=None, nll_only=False):  # noqa: ANN001, ANN202
         import torch
 
         cfg = self.config
         torch.manual_seed(seed)
         rng = np.random.default_rng(seed)
-        net = self._build()
+        net = self._build() if start is None else start
         opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         steps_per_epoch = math.ceil(len(graphs) / cfg.batch_size)
         total_steps = cfg.epochs * steps_per_epoch
@@ -241,7 +269,7 @@ class GraphModel:
                 x, ei, ef, owner = self._batch([graphs[i] for i in idx])
                 mu, log_sd = net(x, ei, ef, owner, len(idx), glob[idx])
                 # Gaussian NLL; the first tenth of training fits the mean only (a stable start).
-                if epoch < max(cfg.epochs // 10, 1):
+                if epoch < max(cfg.epochs // 10, 1) and not nll_only:
                     loss = ((mu - y[idx]) ** 2).mean()
                 else:
                     loss = (log_sd + 0.5 * ((y[idx] - mu) / log_sd.exp()) ** 2).mean()
@@ -286,6 +314,13 @@ class GraphModel:
 
     def predict(self, smiles: Sequence[str], values: np.ndarray, batch_size: int = 512) -> tuple[np.ndarray, np.ndarray]:
         """Mean and std of the top-tier value (uncalibrated): members' noise plus their disagreement."""
+        mean, std, _ = self.predict_full(smiles, values, batch_size)
+        return mean, std
+
+    def predict_full(
+        self, smiles: Sequence[str], values: np.ndarray, batch_size: int = 512
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Mean, std and the members' disagreement (std of their means: what an answer here would teach)."""
         import torch
 
         if not self._nets:
@@ -293,20 +328,22 @@ class GraphModel:
         values = np.asarray(values, dtype=np.float64).reshape(len(smiles), len(self.tiers))
         graphs = self._graphs(smiles)
         glob = torch.from_numpy(self._globals(values))
-        means, variances = [], []
+        means, variances, spreads = [], [], []
         with _torch_threads(self.config.threads), torch.no_grad():
             for start in range(0, len(graphs), batch_size):
                 part = graphs[start : start + batch_size]
                 x, ei, ef, owner = self._batch(part)
                 outs = [net(x, ei, ef, owner, len(part), glob[start : start + len(part)]) for net in self._nets]
-                mu = np.stack([m.numpy() for m, _ in outs]).astype(np.float64)
+                mu = np.stack([m.numpy() for m, _ in outs]).astype(np.float64)  # (members, batch)
                 var = np.stack([np.exp(2.0 * s.numpy()) for _, s in outs]).astype(np.float64)
                 means.append(mu.mean(axis=0))
                 variances.append(var.mean(axis=0) + mu.var(axis=0))
+                spreads.append(mu.std(axis=0))
         scale = float(self._stats["y_std"])
         return (
             np.concatenate(means) * scale + float(self._stats["y_mean"]),
             np.sqrt(np.concatenate(variances)) * scale,
+            np.concatenate(spreads) * scale,
         )
 
 
@@ -358,9 +395,10 @@ def fitted_model(
 class GraphLearner:
     """The molecules suite's learned surrogate model (``Suite.surrogate_learner``): a cached, fitted :class:`GraphModel`."""
 
-    def __init__(self, tiers: Sequence[str], config: GraphModelConfig | None = None) -> None:
+    def __init__(self, tiers: Sequence[str], config: GraphModelConfig | None = None, use_shipped: bool = True) -> None:
         self.tiers = list(tiers)
         self.config = config or GraphModelConfig()
+        self.use_shipped = use_shipped
 
     @classmethod
     def from_settings(cls, tiers: Sequence[str], learned: Any, seed: int) -> GraphLearner:
@@ -371,7 +409,17 @@ class GraphLearner:
                 hidden=learned.hidden, layers=learned.layers, epochs=learned.epochs, members=learned.members,
                 seed=seed, threads=learned.threads,
             ),
+            use_shipped=getattr(learned, "shipped", True),
         )
+
+    def pretrained(self) -> Any:
+        """The network shipped with the suite (trained once on the QM9 subset), or None if its shape differs.
+
+        A scheduler starts every run from it (``Surrogate.attach_learned``): see ``pretrained.py``.
+        """
+        from arl_flows.suites.molecules.pretrained import load_shipped
+
+        return load_shipped(self.tiers, self.config) if self.use_shipped else None
 
     def fit(self, payloads: Sequence[str], values: np.ndarray, target: np.ndarray, progress=None) -> GraphModel | None:  # noqa: ANN001
         """A model fitted on the pairs (or loaded, see :func:`fitted_model`); None if the payloads are not molecules."""

@@ -1,0 +1,160 @@
+"""The graph-network surrogate that ships with the suite: its data split, its lower-tier inputs, its loader.
+
+A run starts with a handful of top-tier answers at best, far too few to train
+:class:`~arl_flows.suites.molecules.graph.GraphModel` (it needs thousands).
+The shipped QM9 subset has the top tier's value (B3LYP gap) for 24.7k
+molecules, so the network is trained on it once (``benchmarks/train_surrogate.py``)
+and its weights ship in ``data/surrogate/``; every run's scheduler starts from
+it and stacks a linear calibration on top with its own answers
+(``Surrogate.attach_learned``).
+
+The split is by a hash of the canonical SMILES (:func:`split_of`), not a
+scaffold split: QM9 molecules are tiny and most have no ring or one, so
+Murcko scaffolds put every acyclic molecule in one group (an empty scaffold)
+and a scaffold split would be a split of ring systems, not of molecules. The
+hash split is stable (a molecule's side never depends on the file's order or
+on other molecules), and anyone can tell whether a molecule was trained on:
+
+- ``test`` (25%): never seen by the network nor its calibration; benchmark
+  pools and their histories are drawn from it;
+- ``calibration`` (10%): not trained on; fits the shipped conformal scale of
+  the network's std per pattern of lower tiers (the starting calibration of a
+  run with no answers yet);
+- ``train`` (65%): the network's training data.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "LOWER_TIERS",
+    "SHIPPED_DIR",
+    "ShippedSurrogate",
+    "load_lower_tiers",
+    "load_shipped",
+    "split_of",
+]
+
+SHIPPED_DIR = Path(__file__).parent / "data" / "surrogate"
+LOWER_TIERS_CSV = SHIPPED_DIR / "qm9_lower_tiers.csv.gz"
+WEIGHTS = SHIPPED_DIR / "graph_ensemble.pt"
+REPORT = SHIPPED_DIR / "report.json"
+LOWER_TIERS = ("rdkit-eht", "gfn2-xtb")
+_TEST_SHARE = 0.25
+_CALIBRATION_SHARE = 0.10
+
+
+def split_of(canonical_smiles: str) -> str:
+    """``'test'``, ``'calibration'`` or ``'train'``: the shipped network's split, by a hash of the canonical SMILES."""
+    share = int.from_bytes(hashlib.sha256(canonical_smiles.encode()).digest()[:8], "big") / 2.0**64
+    if share < _TEST_SHARE:
+        return "test"
+    if share < _TEST_SHARE + _CALIBRATION_SHARE:
+        return "calibration"
+    return "train"
+
+
+def load_lower_tiers(path: Path | None = None) -> list[dict[str, Any]]:
+    """Rows of the shipped lower-tier table: canonical ``smiles``, ``gap_ev`` (top tier) and each lower tier's value (NaN: no answer)."""
+    rows = []
+    with gzip.open(path or LOWER_TIERS_CSV, "rt", newline="") as fh:
+        for row in csv.DictReader(fh):
+            rows.append(
+                {
+                    "smiles": row["smiles"],
+                    "gap_ev": float(row["gap_ev"]),
+                    **{t: float(row[t]) if row[t] else math.nan for t in LOWER_TIERS},
+                }
+            )
+    return rows
+
+
+class ShippedSurrogate:
+    """The shipped ensemble as a learned surrogate model, with what it was trained on.
+
+    ``predict_full(payloads, values)`` is the network's mean, std and the
+    members' disagreement, its std scaled by the conformal factor measured
+    on the calibration split for the pattern of tiers shown, so that with no
+    answers of its own a run's 90% intervals are calibrated (``calibrated``
+    tells the surrogate so). ``pattern_prior(pattern)`` gives the typical
+    std and the gross-error tail measured there. ``seen(payload)`` says
+    whether a molecule was in the network's training or calibration data:
+    the scheduler never fits its stack on those (the network would grade its
+    own homework).
+    """
+
+    calibrated = True
+
+    def __init__(self, model: Any, report: dict[str, Any]) -> None:
+        self.model = model
+        self.report = report
+        self.tiers = list(model.tiers)
+        self._patterns = {tuple(k.split("+")) if k else (): v for k, v in report["patterns"].items()}
+        self._known: frozenset[str] | None = None
+
+    def pattern_prior(self, pattern: Sequence[str]) -> dict[str, float]:
+        """``std_scale``, ``typical_std``, ``tail_rate``, ``tail_scale`` of a pattern, measured on the calibration split."""
+        return self._patterns.get(tuple(pattern), {"std_scale": 1.0, "typical_std": 0.3, "tail_rate": 0.0, "tail_scale": 1.0})
+
+    def predict_full(self, payloads: Sequence[str], values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        values = np.asarray(values, dtype=float).reshape(len(payloads), len(self.tiers))
+        mean, std, spread = self.model.predict_full(payloads, values)
+        known = np.isfinite(values)
+        scale = np.array(
+            [self.pattern_prior(tuple(t for t, k in zip(self.tiers, row) if k))["std_scale"] for row in known]
+        )
+        return mean, std * scale, spread
+
+    def predict(self, payloads: Sequence[str], values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        mean, std, _ = self.predict_full(payloads, values)
+        return mean, std
+
+    def fine_tuned(self, payloads: Sequence[str], values: np.ndarray, target: np.ndarray, epochs: int = 10) -> ShippedSurrogate:
+        """A copy whose network has trained ``epochs`` more on a run's own answers (see ``GraphModel.fine_tuned``)."""
+        out = ShippedSurrogate(self.model.fine_tuned(payloads, values, target, epochs=epochs), self.report)
+        out._known = self._known
+        return out
+
+    def seen(self, payload: str) -> bool:
+        from arl_flows.suites.molecules.chemistry import canonical_smiles
+
+        canonical = canonical_smiles(payload) if payload else None
+        if canonical is None or split_of(canonical) == "test":
+            return False
+        if self._known is None:
+            self._known = frozenset(r["smiles"] for r in load_lower_tiers())
+        return canonical in self._known
+
+
+_LOADED: dict[tuple, ShippedSurrogate | None] = {}
+
+
+def load_shipped(tiers: Sequence[str], config: Any) -> ShippedSurrogate | None:
+    """The shipped ensemble if it fits these lower tiers and this network shape (``GraphModelConfig``), else None."""
+    from dataclasses import replace
+
+    from arl_flows.suites.molecules.graph import GraphModel
+
+    key = (tuple(tiers), config.hidden, config.layers, config.members)
+    if key in _LOADED:
+        return _LOADED[key]
+    got = None
+    if tuple(tiers) == LOWER_TIERS and WEIGHTS.is_file() and REPORT.is_file():
+        report = json.loads(REPORT.read_text())
+        shape = report["config"]
+        if (shape["hidden"], shape["layers"], shape["members"]) == (config.hidden, config.layers, config.members):
+            model = GraphModel(list(tiers), replace(config, threads=config.threads))
+            if model.load(WEIGHTS):
+                got = ShippedSurrogate(model, report)
+    _LOADED[key] = got
+    return got

@@ -1,0 +1,67 @@
+"""Escalation policies, one file each, registered by name.
+
+Adding a policy is one file in this folder: a subclass of
+:class:`verifiers.scheduler.escalation.EscalationPolicy` with a ``name``,
+decorated with :func:`register_policy`. Every module here is imported when
+the registry is first read, so the new name is known to ``SchedulerConfig``
+(a run config naming an unknown policy fails at load, listing these).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Mapping
+from typing import Any
+
+from verifiers.scheduler.escalation import EscalationPolicy
+
+__all__ = ["make_policy", "policy_class", "policy_names", "register_policy"]
+
+_POLICIES: dict[str, type[EscalationPolicy]] = {}
+_loaded = False
+
+
+def register_policy(cls: type[EscalationPolicy]) -> type[EscalationPolicy]:
+    """Class decorator: record a policy under its ``name``."""
+    name = getattr(cls, "name", "")
+    if not name:
+        raise TypeError(f"escalation policy {cls.__qualname__} must set the class attribute 'name'")
+    existing = _POLICIES.get(name)
+    if existing is not None and existing.__qualname__ != cls.__qualname__:
+        raise ValueError(f"scheduler policy name {name!r} is taken by {existing.__module__}.{existing.__qualname__}")
+    _POLICIES[name] = cls
+    return cls
+
+
+def _load() -> dict[str, type[EscalationPolicy]]:
+    global _loaded
+    if not _loaded:
+        for module in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{module.name}")
+        _loaded = True
+    return _POLICIES
+
+
+def policy_names() -> list[str]:
+    """Every registered policy name, sorted."""
+    return sorted(_load())
+
+
+def policy_class(name: str) -> type[EscalationPolicy]:
+    """The policy class registered as ``name``; an unknown name lists the known ones."""
+    policies = _load()
+    if name not in policies:
+        raise ValueError(f"unknown scheduler policy {name!r}; known: {', '.join(sorted(policies))}")
+    return policies[name]
+
+
+def make_policy(
+    name: str,
+    config: Any,
+    *,
+    truth: Mapping[str, float] | None = None,
+    thresholds: Mapping[str, tuple[float, float]] | None = None,
+) -> EscalationPolicy:
+    """Build a policy by name; ``cascade`` needs ``thresholds`` and ``oracle`` needs ``truth``."""
+    return policy_class(name).build(config, truth=truth, thresholds=thresholds)

@@ -1,0 +1,87 @@
+"""``cascade``: fixed value thresholds per tier, tuned on a held-out split (a candidate moves up only if
+its value at the current tier lies in that tier's interval)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from verifiers.scheduler.config import SchedulerConfig
+from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView
+from verifiers.scheduler.surrogate import Observation
+from verifiers.scheduler.policies import register_policy
+
+__all__ = ["CascadePolicy"]
+
+
+@register_policy
+class CascadePolicy(EscalationPolicy):
+    """Fixed thresholds: move up from a tier only if its value lies in that tier's ``(lo, hi)`` interval.
+
+    ``thresholds`` maps each lower verifier name to its interval; a tier that
+    failed or has no interval stops the candidate.
+    """
+
+    name = "cascade"
+    needs_data = True
+
+    @classmethod
+    def build(cls, config: SchedulerConfig, *, thresholds: Mapping[str, tuple[float, float]] | None = None, **_: object) -> CascadePolicy:
+        if thresholds is None:
+            raise ValueError("the 'cascade' policy needs thresholds; tune them with CascadePolicy.tune(held_out, ...)")
+        return cls(thresholds)
+
+    def __init__(self, thresholds: Mapping[str, tuple[float, float]]) -> None:
+        self.thresholds = {k: (float(lo), float(hi)) for k, (lo, hi) in thresholds.items()}
+
+    def escalate(self, view: PlanView) -> list[Action]:
+        nxt = view.next_tier()
+        out = []
+        for i in np.flatnonzero(nxt >= 0):
+            here = view.ladder[int(view.level[i])].name
+            value = view.values[i].get(here)
+            lo, hi = self.thresholds.get(here, (np.inf, -np.inf))
+            if value is not None and lo <= value <= hi:
+                out.append(Action(int(i), int(nxt[i]), None, f"cascade: {here}={value:.3f} in [{lo:.3f}, {hi:.3f}]"))
+        return out
+
+    @classmethod
+    def tune(
+        cls,
+        held_out: Sequence[Observation],
+        lower: Sequence[str],
+        top: str,
+        low: float,
+        high: float,
+        keep: float = 0.95,
+        margin: float = 0.0,
+    ) -> CascadePolicy:
+        """Per tier, the interval that keeps ``keep`` of the held-out hits and passes the fewest candidates.
+
+        ``held_out`` must have every tier's value (a split that went through
+        the whole ladder). The interval is then widened by ``margin`` (value
+        units) on each side, a guard against a small held-out split. Tiers are
+        tuned independently, so a cascade keeps about ``keep ** len(lower)``
+        of the held-out hits.
+        """
+        if not 0 < keep <= 1:
+            raise ValueError(f"keep must be in (0, 1], got {keep}")
+        thresholds: dict[str, tuple[float, float]] = {}
+        for name in lower:
+            rows = [(o.values[name], o.values[top]) for o in held_out if name in o.values and top in o.values]
+            if not rows:
+                raise ValueError(f"held-out split has no pairs of {name!r} and {top!r}; cannot tune the cascade")
+            vals = np.array([r[0] for r in rows])
+            hits = np.sort(vals[[low <= r[1] <= high for r in rows]])
+            if hits.size == 0:
+                raise ValueError(f"held-out split has no hits in [{low}, {high}]; cannot tune the cascade")
+            need = max(int(np.ceil(keep * hits.size)), 1)
+            best = (np.inf, hits[0], hits[-1])
+            for a in range(hits.size - need + 1):  # every window of `need` consecutive hits
+                lo, hi = hits[a], hits[a + need - 1]
+                passing = np.mean((vals >= lo) & (vals <= hi))
+                if passing < best[0]:
+                    best = (passing, lo, hi)
+            thresholds[name] = (float(best[1]) - margin, float(best[2]) + margin)
+        return cls(thresholds)
