@@ -50,7 +50,7 @@ def _drain(service, *, limit=2000):
 
 
 def test_every_verdict_lands_once_within_budget_and_slots(ledger) -> None:
-    suite, run, trajs, cands, cluster, sched = _setup(ledger, budget=61.0)  # 4 top calls of 15 s fit (and the fast tier), not 7
+    suite, run, trajs, cands, cluster, sched = _setup(ledger, budget=70.0)  # 4 top calls of 15 s fit beside the fast tier (< 10 CPU-s), not 7
     service = VerificationService(ledger, sched, suite, run.id, slots={"rdkit-eht": 4, "simulated-cluster": 2})
     service.open_batch(0, trajs, cands)
     taken = _drain(service)
@@ -65,7 +65,7 @@ def test_every_verdict_lands_once_within_budget_and_slots(ledger) -> None:
     assert cluster.calls == 4 and cluster.peak_in_flight <= 2
     spend = ledger.spend_by_tier(run.id)
     assert spend["high_fidelity"] == pytest.approx(60.0)
-    assert sum(spend.values()) <= 61.0
+    assert sum(spend.values()) <= 70.0
     assert sched.run_spent == pytest.approx(sum(spend.values()))
     assert all(r.status != Status.pending for r in ledger.lab_requests(run_id=run.id))  # each in-flight row closed
 
