@@ -192,12 +192,13 @@ class RunConfig(_Section):
         for old, option in suite.legacy_fields.items():
             head, _, tail = old.partition(".")
             if tail and isinstance(data.get(head), dict) and tail in data[head]:
-                section = dict(data[head])
-                data.setdefault("options", {})
-                data["options"] = {option: section.pop(tail)} | dict(data["options"])
-                data[head] = section
+                data[head] = section = dict(data[head])
+                value = section.pop(tail)
             elif not tail and head in data:
-                data["options"] = {option: data.pop(head)} | dict(data.get("options") or {})
+                value = data.pop(head)
+            else:
+                continue
+            data["options"] = {option: value} | dict(data.get("options") or {})
         for key, value in suite.defaults.items():
             data.setdefault(key, value)
         return data

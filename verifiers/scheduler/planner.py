@@ -307,12 +307,8 @@ class StepPlan:
         """Requests for this round (verifier name -> candidates); empty when the step is done."""
         if self.finished:
             return {}
-        for (i, j), _ in list(self.outstanding.items()):  # asked but never answered: do not ask again
-            self.decisions.append(
-                Decision(self.round, self.keys[i], self.ladder[j].name, self.ladder[j].tier.value, 0.0, None, "no verdict came back")
-            )
-            self.level[i] = max(self.level[i], j)
-        self.outstanding.clear()
+        for i, j in list(self.outstanding):  # asked but never answered: do not ask again
+            self._give_up(i, j, "no verdict came back")
         view = self._view()
         actions = self.s.policy.choose(view)
         requests = self._admit(actions)
@@ -388,10 +384,15 @@ class StepPlan:
         """A call in flight will not answer (its worker died): free its budget and do not ask it again."""
         j = next(k for k, v in enumerate(self.ladder) if v.name == verifier)
         i = self.index[candidate_key]
-        if self.outstanding.pop((i, j), None) is not None:
-            self.decisions.append(Decision(self.round, candidate_key, verifier, self.ladder[j].tier.value, 0.0, None, reason))
-            self.level[i] = max(self.level[i], j)
+        if (i, j) in self.outstanding:
+            self._give_up(i, j, reason)
             self._unplanned.add(i)
+
+    def _give_up(self, i: int, j: int, reason: str) -> None:
+        """A call in flight that will not answer: log it, free its budget, and never ask that tier again."""
+        del self.outstanding[(i, j)]
+        self.decisions.append(Decision(self.round, self.keys[i], self.ladder[j].name, self.ladder[j].tier.value, 0.0, None, reason))
+        self.level[i] = max(self.level[i], j)
 
     def settled(self, settle_std: float | None = None) -> np.ndarray:
         """(n,) bool per candidate: its reward will not move unless something new is asked.
