@@ -271,6 +271,9 @@ def _trajectory_row(t: Trajectory) -> dict[str, Any]:
         "prompt_tokens": t.prompt_tokens,
         "completion_tokens": t.completion_tokens,
         "truncated": t.truncated,
+        "policy_version": t.policy_version,
+        "completion_ids": t.completion_ids,
+        "behaviour_logprobs": t.behaviour_logprobs,
         "created_at": t.created_at,
     }
 
@@ -280,6 +283,7 @@ def _trajectory(row: TrajectoryRow) -> Trajectory:
         id=row.id, run_id=row.run_id, prompt_id=row.prompt_id, step=row.step, group_id=row.group_id,
         turns=[Turn(**t) for t in row.turns], final_answer=row.final_answer, candidate_key=row.candidate_key,
         prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens, truncated=row.truncated,
+        policy_version=row.policy_version, completion_ids=row.completion_ids, behaviour_logprobs=row.behaviour_logprobs,
         created_at=_utc(row.created_at),
     )
 
