@@ -113,6 +113,10 @@ class StepState:
     estimates: list[RewardEstimate] = field(default_factory=list)
     prompts: list[Prompt] = field(default_factory=list)
     result: StepResult | None = None
+    # The asynchronous pipeline's: per trajectory, policy versions between its sampler and the learner (None: on-policy).
+    staleness: list[int] | None = None
+    # Trajectories of groups learned earlier whose verdict came in late, with their prompt and new estimate: hindsight data.
+    late: list[tuple[Trajectory, Prompt, RewardEstimate]] = field(default_factory=list)
 
 
 class RunSession:
@@ -189,8 +193,13 @@ class RunSession:
         self.steps.pop(step, None)
 
     # ------------------------------------------------------------------ rollout
-    def rollout(self, step: int) -> list[str]:
-        """Sample G completions for each prompt; write prompts and trajectories; return trajectory ids."""
+    def rollout(self, step: int, policy_version: int | None = None) -> list[str]:
+        """Sample G completions for each prompt; write prompts and trajectories; return trajectory ids.
+
+        Each trajectory records the policy that sampled it: ``policy_version``
+        (default ``step``: the updates a synchronous run has made before it),
+        its completion tokens and their behaviour log-probs.
+        """
         cfg = self.config
         prompts = self.suite.prompts(step)
         prompt_ids = [self.suite.prompt_ids(self.policy, p) for p in prompts]
@@ -203,13 +212,15 @@ class RunSession:
             max_new_tokens=cfg.trainer.max_new_tokens,
             seed=cfg.seed * 1_000_003 + step,
         )
-        lengths = rollout.completion_mask.sum(1).tolist()
+        lengths = [int(n) for n in rollout.completion_mask.sum(1).tolist()]
+        version = step if policy_version is None else policy_version
         trajectories, candidates = [], []
         for row, text in enumerate(rollout.texts):
             p_index = int(rollout.prompt_index[row])
             prompt = prompts[p_index]
             cand, answer, turns = self.suite.completion(prompt, text)
             candidates.append(cand)
+            n = lengths[row]
             trajectories.append(
                 Trajectory(
                     run_id=self.run.id,
@@ -220,8 +231,11 @@ class RunSession:
                     final_answer=answer,
                     candidate_key=cand.key,
                     prompt_tokens=len(prompt_ids[p_index]),
-                    completion_tokens=int(lengths[row]),
+                    completion_tokens=n,
                     truncated=bool(rollout.truncated[row]),
+                    policy_version=version,
+                    completion_ids=rollout.completion_ids[row, :n].tolist(),
+                    behaviour_logprobs=rollout.logps[row, :n].tolist(),
                 )
             )
         self.ledger.add_trajectories(trajectories)
@@ -249,7 +263,7 @@ class RunSession:
             completions.append(ids if traj.truncated else ids + [tok.eos_token_id])
         rollout = _rollout_from_tokens(self.policy, prompt_lists, [order.index(t.prompt_id) for t, _ in rows], completions,
                                        [t.truncated for t, _ in rows], [t.final_answer for t, _ in rows],
-                                       self.config.trainer.temperature)
+                                       self.config.trainer.temperature, group_size=self.config.trainer.group_size)
         self.steps[step] = StepState(
             rollout=rollout,
             trajectories=[t for t, _ in rows],
@@ -281,7 +295,7 @@ class RunSession:
         by_traj = {e.trajectory_id: e for e in state.estimates}
         rewards = [by_traj[t.id].mean for t in state.trajectories]
         stds = [by_traj[t.id].std for t in state.trajectories]
-        metrics = self.trainer.step(state.rollout, rewards, stds)
+        metrics = self.trainer.step(state.rollout, rewards, stds, staleness=state.staleness)
         metrics["reward/validity"] = sum(1 for c in state.candidates if c.meta.get("valid")) / max(len(state.candidates), 1)
         if state.result is not None and state.result.unavailable:
             metrics["tiers/unavailable"] = list(state.result.unavailable)  # reported in the run's artifacts
@@ -297,22 +311,26 @@ class RunSession:
         state = self.steps[step]
         if state.rollout is None or not state.estimates:
             raise RuntimeError(f"step {step} has no verified rollout yet: run rollout and verify first")
-        verdicts = self.ledger.verdicts_for([c.key for c in state.candidates], verifiers=[v.name for v in self.ladder])
+        keys = [c.key for c in state.candidates] + [t.candidate_key for t, _, _ in state.late]
+        verdicts = self.ledger.verdicts_for(keys, verifiers=[v.name for v in self.ladder])
         verdicts += self._new_lab_verdicts()
         by_key: dict[str, list[Verdict]] = {}
         for v in verdicts:
             by_key.setdefault(v.candidate_key, []).append(v)
         by_traj = {e.trajectory_id: e for e in state.estimates}
         prompts = {p.id: p for p in state.prompts}
-        failures, seen = [], set()
         mask = state.rollout.completion_mask
-        for row, traj in enumerate(state.trajectories):
-            if by_traj[traj.id].mean >= hcfg.threshold or traj.candidate_key in seen:
+        rows = [(t, prompts[t.prompt_id], by_traj[t.id], state.rollout.completion_ids[r, : int(mask[r].sum())].tolist())
+                for r, t in enumerate(state.trajectories)]
+        # Late verdicts first: a top-tier answer that came after its group was learned makes its relabel exact.
+        rows = [(t, p, e, list(t.completion_ids or [])) for t, p, e in state.late] + rows
+        failures, seen = [], set()
+        for traj, prompt, estimate, ids in rows:
+            if estimate.mean >= hcfg.threshold or traj.candidate_key in seen:
                 continue
             seen.add(traj.candidate_key)
-            ids = state.rollout.completion_ids[row, : int(mask[row].sum())].tolist()
             if ids:
-                failures.append((traj, prompts[traj.prompt_id], ids, by_key.get(traj.candidate_key, []), by_traj[traj.id]))
+                failures.append((traj, prompt, ids, by_key.get(traj.candidate_key, []), estimate))
         relabeled, hinted = self.suite.hindsight(self.policy, failures)
         relabeled, hinted = relabeled[: hcfg.max_examples], hinted[: hcfg.max_examples]
         if not relabeled and not hinted:
@@ -472,8 +490,14 @@ def _rollout_from_tokens(
     truncated: list[bool],
     texts: list[str],
     temperature: float,
+    *,
+    group_size: int,
+    logps: list[list[float]] | None = None,
 ) -> Rollout:
-    """A Rollout of given completions, with old log-probs computed under ``policy`` (no sampling)."""
+    """A Rollout of given completions (groups of ``group_size`` consecutive rows), no sampling.
+
+    Its old log-probs are ``logps`` (the behaviour policy's, recorded at sampling), else computed under ``policy``.
+    """
     from policies import collate
 
     pad = policy.tokenizer.pad_token_id
@@ -489,7 +513,12 @@ def _rollout_from_tokens(
         prompt_index=torch.tensor(prompt_index, dtype=torch.long),
         texts=texts,
         temperature=temperature,
+        group_size=group_size,
     )
+    if logps is not None:
+        for row, values in enumerate(logps):  # right-padded like the completions, 0 on padding
+            rollout.logps[row, : len(values)] = torch.tensor(values, dtype=rollout.logps.dtype)
+        return rollout
     with torch.no_grad():
         rollout.logps = policy.completion_logprobs(rollout).detach().cpu() * rollout.completion_mask
     return rollout
