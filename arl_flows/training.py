@@ -193,12 +193,18 @@ class RunSession:
         self.steps.pop(step, None)
 
     # ------------------------------------------------------------------ rollout
-    def rollout(self, step: int, policy_version: int | None = None) -> list[str]:
-        """Sample G completions for each prompt; write prompts and trajectories; return trajectory ids.
+    def rollout(self, step: int) -> list[str]:
+        """Sample G completions for each prompt; write prompts and trajectories; return trajectory ids."""
+        self.steps[step] = state = self.sample_batch(step, policy_version=step)
+        return [t.id for t in state.trajectories]
+
+    def sample_batch(self, step: int, policy_version: int) -> StepState:
+        """Sample batch ``step`` (its prompts and seed) and write its prompts and trajectories to the ledger.
 
         Each trajectory records the policy that sampled it: ``policy_version``
-        (default ``step``: the updates a synchronous run has made before it),
-        its completion tokens and their behaviour log-probs.
+        (the learner updates behind these weights), its completion tokens and
+        their behaviour log-probs. The state is returned, not kept: the
+        asynchronous pipeline samples on its own thread.
         """
         cfg = self.config
         prompts = self.suite.prompts(step)
@@ -213,7 +219,6 @@ class RunSession:
             seed=cfg.seed * 1_000_003 + step,
         )
         lengths = [int(n) for n in rollout.completion_mask.sum(1).tolist()]
-        version = step if policy_version is None else policy_version
         trajectories, candidates = [], []
         for row, text in enumerate(rollout.texts):
             p_index = int(rollout.prompt_index[row])
@@ -233,14 +238,13 @@ class RunSession:
                     prompt_tokens=len(prompt_ids[p_index]),
                     completion_tokens=n,
                     truncated=bool(rollout.truncated[row]),
-                    policy_version=version,
+                    policy_version=policy_version,
                     completion_ids=rollout.completion_ids[row, :n].tolist(),
                     behaviour_logprobs=rollout.logps[row, :n].tolist(),
                 )
             )
         self.ledger.add_trajectories(trajectories)
-        self.steps[step] = StepState(rollout=rollout, trajectories=trajectories, candidates=candidates, prompts=prompts)
-        return [t.id for t in trajectories]
+        return StepState(rollout=rollout, trajectories=trajectories, candidates=candidates, prompts=prompts)
 
     def restore_step(self, step: int) -> None:
         """Rebuild a step's in-memory state from the ledger (for the single-stage flows run on their own).
@@ -305,25 +309,37 @@ class RunSession:
     # ------------------------------------------------------------------ hindsight
     def hindsight(self, step: int) -> dict[str, float]:
         """Distill the step's failed trajectories (relabeling or a hinted teacher, by suite)."""
-        hcfg = self.config.hindsight
-        if not hcfg.enabled:
+        if not self.config.hindsight.enabled:
             return {}
         state = self.steps[step]
         if state.rollout is None or not state.estimates:
             raise RuntimeError(f"step {step} has no verified rollout yet: run rollout and verify first")
-        keys = [c.key for c in state.candidates] + [t.candidate_key for t, _, _ in state.late]
-        verdicts = self.ledger.verdicts_for(keys, verifiers=[v.name for v in self.ladder])
-        verdicts += self._new_lab_verdicts()
-        by_key: dict[str, list[Verdict]] = {}
-        for v in verdicts:
-            by_key.setdefault(v.candidate_key, []).append(v)
         by_traj = {e.trajectory_id: e for e in state.estimates}
         prompts = {p.id: p for p in state.prompts}
         mask = state.rollout.completion_mask
         rows = [(t, prompts[t.prompt_id], by_traj[t.id], state.rollout.completion_ids[r, : int(mask[r].sum())].tolist())
                 for r, t in enumerate(state.trajectories)]
         # Late verdicts first: a top-tier answer that came after its group was learned makes its relabel exact.
-        rows = [(t, p, e, list(t.completion_ids or [])) for t, p, e in state.late] + rows
+        return self._distill(self._recorded(state.late) + rows)
+
+    def distill_late(self, late: list[tuple[Trajectory, Prompt, RewardEstimate]]) -> dict[str, float]:
+        """Hindsight on late-verdict trajectories alone (the asynchronous learner's use of idle time)."""
+        if not self.config.hindsight.enabled or not late:
+            return {}
+        return self._distill(self._recorded(late))
+
+    @staticmethod
+    def _recorded(late: list[tuple[Trajectory, Prompt, RewardEstimate]]) -> list[tuple[Trajectory, Prompt, RewardEstimate, list[int]]]:
+        return [(t, p, e, list(t.completion_ids or [])) for t, p, e in late]
+
+    def _distill(self, rows: list[tuple[Trajectory, Prompt, RewardEstimate, list[int]]]) -> dict[str, float]:
+        """One distillation step on the failures among ``rows`` (trajectory, prompt, estimate, completion tokens)."""
+        hcfg = self.config.hindsight
+        verdicts = self.ledger.verdicts_for([t.candidate_key for t, _, _, _ in rows], verifiers=[v.name for v in self.ladder])
+        verdicts += self._new_lab_verdicts()
+        by_key: dict[str, list[Verdict]] = {}
+        for v in verdicts:
+            by_key.setdefault(v.candidate_key, []).append(v)
         failures, seen = [], set()
         for traj, prompt, estimate, ids in rows:
             if estimate.mean >= hcfg.threshold or traj.candidate_key in seen:

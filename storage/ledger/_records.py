@@ -135,6 +135,17 @@ class _Records(_Database):
             )
             return [(_trajectory(t), _reward(r) if r else None) for t, r in s.execute(q)]
 
+    def run_trajectories(self, run_id: str, from_step: int = 0) -> list[tuple[Trajectory, RewardEstimate | None]]:
+        """A run's trajectories from step ``from_step`` on, by step then insertion order, with their reward estimates."""
+        with self._read() as s:
+            q = (
+                select(TrajectoryRow, RewardEstimateRow)
+                .outerjoin(RewardEstimateRow, RewardEstimateRow.trajectory_id == TrajectoryRow.id)
+                .where(TrajectoryRow.run_id == run_id, TrajectoryRow.step >= from_step)
+                .order_by(TrajectoryRow.step, TrajectoryRow.created_at, TrajectoryRow.id)
+            )
+            return [(_trajectory(t), _reward(r) if r else None) for t, r in s.execute(q)]
+
     def delete_step_trajectories(self, run_id: str, step: int) -> int:
         """Drop the trajectories (and their reward estimates) of an unfinished step, before redoing it.
 
