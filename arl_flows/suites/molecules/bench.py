@@ -464,3 +464,8 @@ def _print_learning(report: dict[str, Any], json_out: Path | None, png_out: Path
         harness.write_json(report, json_out)
     if png_out:
         harness.plot_curves(report, png_out)
+
+
+from arl_flows.suites.molecules.bench_pipeline import bench_pipeline  # noqa: E402 - its own module; registered here
+
+bench_app.command("pipeline")(bench_pipeline)
