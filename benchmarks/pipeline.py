@@ -256,6 +256,7 @@ class _SyncDriver(StepHooks):
         self.verify_s = 0.0
         self.tier_s: Counter[str] = Counter()
         self.steps = 0
+        self.learned = 0  # trajectories GRPO took (all on-policy: staleness 0)
 
     def run_tier(self, session: RunSession, name: str, batch: list[Candidate]) -> list[Verdict]:
         t0 = time.monotonic()
@@ -283,6 +284,7 @@ class _SyncDriver(StepHooks):
     def finished(self, session: RunSession, summary: StepSummary) -> None:
         _prune_checkpoints(session, summary.step)
         self.steps = summary.step + 1
+        self.learned += len(session.steps[summary.step].trajectories)
         if summary.step == 0:
             self.rec.snapshot(force=True)
 
@@ -372,8 +374,7 @@ def _run_mode(
             wall = time.monotonic() - t0
             steps = sync.steps
             idle = sync.verify_s
-            learned = sum(len(session.steps[s].trajectories) for s in session.steps)
-            staleness = {"0": learned}
+            staleness = {"0": sync.learned}
             utilisation = {v.name: sync.tier_s[v.name] / wall for v in session.ladder[:-1]}
             pipeline_report: dict[str, Any] | None = None
         else:
