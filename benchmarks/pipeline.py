@@ -181,7 +181,8 @@ class _Recorder:
         cfg = session.config.scheduler
         self.low, self.high, self.softness = cfg.target_low, cfg.target_high, cfg.window_softness
         self.marks = [bench.budget * (i + 1) / bench.audit_points for i in range(bench.audit_points)]
-        self.snapshots: list[tuple[float, list[str]]] = []
+        self.snapshots: list[tuple[float, float, list[str]]] = []  # (spend, wall seconds since start, own top-k)
+        self.t0 = time.monotonic()
         self.candidates: dict[str, Candidate] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -218,7 +219,7 @@ class _Recorder:
             if not due:
                 return
             self._learn_truth()
-            self.snapshots.append((spent, self.out.ranked(self.bench.top_k)))
+            self.snapshots.append((spent, time.monotonic() - self.t0, self.out.ranked(self.bench.top_k)))
 
     def _learn_truth(self) -> None:
         """A top-tier answer is exact knowledge of the mode: its reward is known at once (as in ``arl bench learning``)."""
@@ -232,6 +233,7 @@ class _Recorder:
             self.out.estimates[v.candidate_key] = (score, 0.0)
 
     def start(self) -> None:
+        self.t0 = time.monotonic()
         self._watch.start()
 
     def stop(self) -> None:
@@ -464,18 +466,22 @@ def pipeline_benchmark(
     learning = LearningBenchConfig(budget=bench.budget, top_k=bench.top_k, audit_points=bench.audit_points)
     report: dict[str, Any] = {}
     for mode, rec in recorders.items():
-        keys = sorted({k for _, ks in rec.snapshots for k in ks})
+        keys = sorted({k for _, _, ks in rec.snapshots for k in ks})
         progress(f"{mode}: auditing {len(keys)} molecules with {audit_top.name}")
         values = {v.candidate_key: _top_value(v) for v in memo.get(audit_top, [rec.candidates[k] for k in keys])}
         for k in keys:
             rec.out.truth.setdefault(k, values.get(k))
-        rec.out.curve = [(0.0, 0.0)] + [(s, _score(ks, values, bench.top_k, low, high, softness)) for s, ks in rec.snapshots]
+        scores = [_score(ks, values, bench.top_k, low, high, softness) for _, _, ks in rec.snapshots]
+        rec.out.curve = [(0.0, 0.0)] + [(s, y) for (s, _, _), y in zip(rec.snapshots, scores, strict=True)]
         rec.out.steps = rows[mode]["steps"]
         rec.out.spend = rows[mode]["spend_by_tier"]
         rec.out.seconds = rows[mode]["wall_s"]
         metrics = _regime_metrics(rec.out, learning, low, high, softness)
         metrics.pop("hit_keys")
-        report[mode] = rows[mode] | metrics | {"top10_auc": top_k_auc(rec.out.curve, bench.budget)}
+        report[mode] = rows[mode] | metrics | {
+            "top10_auc": top_k_auc(rec.out.curve, bench.budget),
+            "curve_wall": [[round(t, 1), round(y, 4)] for (_, t, _), y in zip(rec.snapshots, scores, strict=True)],
+        }
     memo.close()
     report["settings"] = bench.model_dump(mode="json") | {"run_overrides": overrides}
     report["top_tier"] = base.tiers[-1].model_dump(mode="json")
@@ -490,7 +496,13 @@ def _ratios(report: dict[str, Any]) -> dict[str, float | None]:
     if "sync" not in report or "async" not in report:
         return {"async/sync wall": None, "async/sync top10_auc": None}
     s, a = report["sync"], report["async"]
+    # Time to quality: wall seconds until the audited top-10 first reaches 90% of sync's final one.
+    target = 0.9 * s["final_top10"]
+    reach = {m: next((t for t, y in report[m]["curve_wall"] if y >= target - 1e-9), None) for m in ("sync", "async")}
     return {
+        "async/sync time to 90% of sync's final top10": reach["async"] / reach["sync"] if reach["sync"] and reach["async"] is not None else None,
+        "sync time to 90% of its final top10 (s)": reach["sync"],
+        "async time to 90% of sync's final top10 (s)": reach["async"],
         "async/sync wall": a["wall_s"] / s["wall_s"] if s["wall_s"] else None,
         "async/sync top10_auc": a["top10_auc"] / s["top10_auc"] if s["top10_auc"] else None,
         "async/sync steps": a["steps"] / s["steps"] if s["steps"] else None,
