@@ -134,3 +134,36 @@ def test_sampler_waits_for_the_learner_when_max_ahead_batches_are_out(flow_home,
     assert report.steps == 3 and report.batches_sampled == 3
     assert seen == [0, 1, 2]  # with one batch out at most, batch k is sampled only after step k-1 is learned
     assert set(report.staleness) == {0}
+
+
+@pytest.mark.slow
+def test_async_run_on_a_dask_cluster_sends_top_tier_calls_to_its_workers(
+    prefect_harness, flow_home, overrides, sqlite_url, tmp_path, monkeypatch
+) -> None:
+    pytest.importorskip("prefect_dask")
+    import os
+
+    from benchmarks.counting_tier import COUNT_LOG_ENV, read_count_log
+
+    from arl_flows.flows import run_training
+
+    log = tmp_path / "top_calls.log"
+    monkeypatch.setenv(COUNT_LOG_ENV, str(log))  # the LocalCluster's worker processes inherit it
+    top = "benchmarks.counting_tier:CountingReferenceTable"
+    config = _async(overrides, latency=0.0, steps=1, slots={"rdkit-eht": 4, "counting-reference-table": 2})
+    config |= {"task_runner": "dask", "tiers": [{"verifier": "rdkit-eht"}, {"verifier": top, "params": {"cost_per_call": 5.0}}]}
+    summary = run_training(config, database_url=sqlite_url)
+    assert summary["status"] == "completed" and summary["steps_done"] == 1
+    ledger = Ledger(sqlite_url)
+    run_id = summary["id"]
+    calls = read_count_log(log)
+    assert calls, "the run needs top-tier calls"
+    assert {pid for _, pid, _, _ in calls}.isdisjoint({os.getpid()})  # computed on the Dask workers, not here
+    keys = {t.candidate_key for t, _ in ledger.run_trajectories(run_id)}
+    landed = [v for v in ledger.verdicts_for(keys) if v.verifier == "counting-reference-table"]
+    assert sorted(v.candidate_key for v in landed) == sorted(k for e, _, _, k in calls if e == "start")
+    assert all(v.status != Status.pending for v in landed)
+    assert ledger.lab_requests(Status.pending, run_id=run_id) == []
+    assert ledger.spend_by_tier(run_id)["lab"] == pytest.approx(5.0 * len(landed))
+    assert len(_learned(ledger, run_id)) == 2
+    assert ledger.integrity_problems() == []
