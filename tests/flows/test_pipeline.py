@@ -147,6 +147,17 @@ def test_async_run_on_a_dask_cluster_sends_top_tier_calls_to_its_workers(
 
     from arl_flows.flows import run_training
 
+    import distributed
+
+    clusters: list[object] = []
+
+    class Counted(distributed.LocalCluster):
+        def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+            clusters.append(self)
+            super().__init__(*args, **kwargs)
+
+    # The service's slot threads submit at once: one cluster must be started, not one per racing thread.
+    monkeypatch.setattr(distributed, "LocalCluster", Counted)
     log = tmp_path / "top_calls.log"
     monkeypatch.setenv(COUNT_LOG_ENV, str(log))  # the LocalCluster's worker processes inherit it
     top = "benchmarks.counting_tier:CountingReferenceTable"
@@ -154,6 +165,7 @@ def test_async_run_on_a_dask_cluster_sends_top_tier_calls_to_its_workers(
     config |= {"task_runner": "dask", "tiers": [{"verifier": "rdkit-eht"}, {"verifier": top, "params": {"cost_per_call": 5.0}}]}
     summary = run_training(config, database_url=sqlite_url)
     assert summary["status"] == "completed" and summary["steps_done"] == 1
+    assert len(clusters) == 1
     ledger = Ledger(sqlite_url)
     run_id = summary["id"]
     calls = read_count_log(log)
