@@ -179,3 +179,61 @@ def test_async_run_on_a_dask_cluster_sends_top_tier_calls_to_its_workers(
     assert ledger.spend_by_tier(run_id)["lab"] == pytest.approx(5.0 * len(landed))
     assert len(_learned(ledger, run_id)) == 2
     assert ledger.integrity_problems() == []
+
+
+def test_streaming_slots_set_each_tiers_calls_in_flight(flow_home, overrides, sqlite_url) -> None:
+    """[streaming] slots wins over the verifier's own `slots` (the cluster's 4) and over tier_concurrency."""
+    config = _async(overrides, latency=0.05, steps=1, slots={"simulated-cluster": 3})
+    config["tier_concurrency"] = {"simulated-cluster": 2, "rdkit-eht": 5}
+    session = RunSession.open(load_config(overrides=config), Ledger(sqlite_url))
+    try:
+        for streaming_slots, expected in [({"simulated-cluster": 3}, 3), ({}, 4)]:  # 4: the cluster's own
+            session.config.streaming.slots = streaming_slots
+            service = Pipeline(session).service
+            assert service.slots == {"rdkit-eht": 5, "simulated-cluster": expected}
+            service.close()
+    finally:
+        session.finish()
+
+
+class _PartDies(PipelineHooks):
+    """A part of the pipeline raises: the sampler in its second batch's rollout, or the service in its loop."""
+
+    def __init__(self, part: str) -> None:
+        self.part_name = part
+
+    def stage(self, step, name, work):  # noqa: ANN001, ANN201
+        if self.part_name == "sampler" and name == "rollout" and step == 1:
+            raise RuntimeError("sampler died")
+        return work()
+
+    def progress(self, session, stats) -> None:  # noqa: ANN001
+        if self.part_name == "verification-service" and any(stats["calls"].values()):
+            raise SystemExit("service died")  # not an Exception: progress' own guard does not swallow it
+
+
+@pytest.mark.parametrize("part", ["sampler", "verification-service"])
+def test_a_part_that_dies_stops_the_run_and_resume_continues(part, flow_home, overrides, sqlite_url) -> None:
+    ledger = Ledger(sqlite_url)
+    config = load_config(overrides=_async(overrides, latency=0.2, steps=2, progress_every_s=0.01))
+    first = RunSession.open(config, ledger)
+    run_id = first.run.id
+    with pytest.raises((RuntimeError, SystemExit), match=f"{part.split('-')[-1]} died"):
+        Pipeline(first, _PartDies(part)).run()
+    first.finish(RunStatus.failed)
+    assert ledger.integrity_problems() == []
+    before = {v.cache_key: v for v in ledger.verdicts_for({t.candidate_key for t, _ in ledger.run_trajectories(run_id)})}
+
+    second = RunSession.open(load_config(overrides=_async(overrides, latency=0.05, steps=2)), ledger, resume=run_id)
+    start = second.start_step
+    report = Pipeline(second).run()
+    second.finish()
+    assert ledger.get_run(run_id).status == RunStatus.completed
+    assert [r.step for r in ledger.training_steps(run_id)] == [0, 1] and report.steps == 2 - start
+    learned = _learned(ledger, run_id)
+    assert len(learned) == len(set(learned)) == 4
+    after = {v.cache_key: v for v in ledger.verdicts_for({v.candidate_key for v in before.values()})}
+    for key, v in before.items():  # no verdict lost or changed; one in flight may only have become final
+        assert key in after and (v.status == Status.pending or (after[key].status, after[key].value) == (v.status, v.value))
+    assert all(r.status != Status.pending for r in ledger.lab_requests(run_id=run_id))
+    assert ledger.integrity_problems() == []

@@ -183,3 +183,34 @@ def test_a_computed_lab_tier_call_in_flight_at_a_crash_is_run_again_and_billed_o
     assert final.status == Status.ok and final.request_id == req.id
     assert ledger.lab_requests(Status.pending, run_id=run.id) == []  # nobody is asked to measure it by hand
     assert ledger.spend_by_tier(run.id)["lab"] == pytest.approx(5.0)
+
+
+def test_a_tier_keeps_its_slots_full_and_never_more(ledger) -> None:
+    """Counted, not timed: each call is held until the test lets it go; after each answer the slot is refilled."""
+    import queue
+    import threading
+
+    suite, run, trajs, cands, _, sched = _setup(ledger)
+    ledger.put_verdicts(EHTGapVerifier().verify_batch(cands))  # fast tier cached: every valid candidate wants the top now
+    gates: queue.Queue[threading.Event] = queue.Queue()  # one per call in flight
+    cluster = sched.ladder[-1]
+    answer = cluster.answer
+
+    def held(candidate, submitted_at=None):  # noqa: ANN001, ANN202
+        gate = threading.Event()
+        gates.put(gate)
+        gate.wait(60)
+        return answer(candidate, submitted_at=submitted_at)
+
+    cluster.answer = held
+    service = VerificationService(ledger, sched, suite, run.id, slots={"rdkit-eht": 4, "simulated-cluster": 3})
+    service.open_batch(0, trajs, cands)
+    work = len({c.key for c in cands})  # 7 distinct molecules, all in QM9: more work than slots
+    in_flight = [service.in_flight["simulated-cluster"]]
+    for done in range(1, work + 1):
+        gates.get(timeout=30).set()  # one call answers
+        assert service.pump(30) == 1
+        in_flight.append(service.in_flight["simulated-cluster"])
+    service.close()
+    assert in_flight == [min(3, work - done) for done in range(work + 1)]  # full while work waits, never over
+    assert cluster.calls == work and cluster.peak_in_flight <= 3
