@@ -28,7 +28,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,6 +105,7 @@ class VerificationService:
         settle_std: float | None = None,
         max_group_wait_s: float | None = None,
         record_from: Tier = Tier.high_fidelity,
+        execute: Callable[[Verifier, Candidate], Verdict] | None = None,
     ) -> None:
         self.ledger = ledger
         self.scheduler = scheduler
@@ -118,6 +119,8 @@ class VerificationService:
         self.settle_std = settle_std
         self.max_group_wait_s = max_group_wait_s
         self.record_from = tier_rank(record_from)
+        self.execute = execute or _verify_one
+        self.draining = False  # set: no new calls are sent, the ones out finish
         self._pools = {n: ThreadPoolExecutor(self.slots[n], thread_name_prefix=f"arl-{n}") for n in names}
         self._done: queue.Queue[_Call] = queue.Queue()
         self.in_flight = {n: 0 for n in names}
@@ -126,6 +129,7 @@ class VerificationService:
         self.batches: list[_Batch] = []
         self.late: queue.Queue[LateVerdict] = queue.Queue()
         self.started = time.monotonic()
+        self._sent: set[str] = set()  # request ids of the calls this service sent or resumed
         self._lock = threading.Lock()  # guards in_flight / busy_s for readers on other threads
 
     # ------------------------------------------------------------------ batches in
@@ -155,6 +159,8 @@ class VerificationService:
         ladder = {v.name: v for v in self.scheduler.ladder}
         resumed = 0
         for req in self.ledger.lab_requests(Status.pending, run_id=self.run_id):
+            if req.id in self._sent:
+                continue  # sent by this service: in flight here, not left over from a previous process
             verifier = ladder.get(req.verifier)
             if verifier is None or verifier.tier == Tier.lab or (req.version, req.params_hash) != (verifier.version, verifier.params_hash):
                 continue  # a real lab request: answered by `arl lab submit`
@@ -233,6 +239,8 @@ class VerificationService:
 
     # ------------------------------------------------------------------ internals
     def _fill(self) -> None:
+        if self.draining:
+            return
         for b in self.batches:
             if b.closed:
                 continue
@@ -259,6 +267,8 @@ class VerificationService:
 
     def _submit(self, call: _Call) -> None:
         name = call.verifier.name
+        if call.request_id is not None:
+            self._sent.add(call.request_id)
         with self._lock:
             self.in_flight[name] += 1
         self._pools[name].submit(self._run, call)
@@ -270,7 +280,7 @@ class VerificationService:
             if answer is not None:
                 call.verdict = answer(call.candidate, submitted_at=call.submitted_at)
             else:
-                (call.verdict,) = call.verifier.verify_batch([call.candidate])
+                call.verdict = self.execute(call.verifier, call.candidate)
         except BaseException as exc:  # noqa: BLE001 - handed to the service thread, which abandons the call
             call.error = exc
         call.ended = time.monotonic()
@@ -341,3 +351,7 @@ class VerificationService:
             self.ledger.create_lab_requests(result.lab_requests)
         b.closed = True
 
+
+def _verify_one(verifier: Verifier, candidate: Candidate) -> Verdict:
+    (verdict,) = verifier.verify_batch([candidate])
+    return verdict

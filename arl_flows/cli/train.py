@@ -91,6 +91,13 @@ class _ProgressView:
             self.progress.update(self.task, description=f"run {payload['run_id'][:12]}", total=payload["steps"], completed=payload["start"], info="")
         elif event == "stage":
             self.progress.update(self.task, info=f"step {payload['step']}: {payload['stage']}")
+        elif event == "pipeline":
+            flight = ", ".join(f"{name} {n}" for name, n in payload["in_flight"].items() if n)
+            self.progress.update(
+                self.task,
+                info=f"policy v{payload['policy_version']} | in flight: {flight or 'none'} | settled waiting "
+                f"{payload['settled_waiting']} | learner idle {payload['learner_idle_s']:.0f}s",
+            )
         elif event == "step":
             self.rows.append(payload)
             spend = ", ".join(f"{t} {c:.1f}s" for t, c in sorted(payload.spend.items()))
