@@ -145,6 +145,7 @@ class Pipeline:
         self._groups_delivered = 0  # settled and handed to the learner, in all
         self._next_batch = 0
         self._last_progress = 0.0
+        self._calls_seen: dict[str, int] = {}
         self.service = VerificationService(
             session.ledger, session.scheduler, session.suite, session.run.id,
             slots=self._slots(), settle_std=self.cfg.settle_std, max_group_wait_s=self.cfg.max_group_wait_s,
@@ -378,6 +379,8 @@ class Pipeline:
             self._groups_out -= len(groups)
             self._turn.notify_all()
         summary = session.summary(step, metrics, metrics["step/seconds"])
+        summary.calls = {n: c - self._calls_seen.get(n, 0) for n, c in stats["calls"].items()}  # since the last step
+        self._calls_seen = dict(stats["calls"])
         self.report.steps += 1
         hooks.finished(session, summary)
         return summary
