@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -237,3 +238,35 @@ def test_a_part_that_dies_stops_the_run_and_resume_continues(part, flow_home, ov
         assert key in after and (v.status == Status.pending or (after[key].status, after[key].value) == (v.status, v.value))
     assert all(r.status != Status.pending for r in ledger.lab_requests(run_id=run_id))
     assert ledger.integrity_problems() == []
+
+
+def test_a_stop_lets_the_local_calls_out_land_before_the_run_ends(flow_home, overrides, sqlite_url, tmp_path, monkeypatch) -> None:
+    from benchmarks.counting_tier import COUNT_LOG_ENV, read_count_log
+
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv(COUNT_LOG_ENV, str(log))
+    config = _async(overrides, latency=0.0, steps=2, max_group_wait_s=0.2, slots={"counting-reference-table": 4})
+    config["tiers"] = [{"verifier": "rdkit-eht"},
+                       {"verifier": "benchmarks.counting_tier:CountingReferenceTable",
+                        "params": {"seconds_per_call": 1.0, "cost_per_call": CLUSTER_COST}}]
+    ledger = Ledger(sqlite_url)
+    session = RunSession.open(load_config(overrides=config), ledger)
+
+    class StopWhileTheTopTierComputes(PipelineHooks):
+        def finished(self, session, summary) -> None:  # noqa: ANN001
+            deadline = time.monotonic() + 60
+            while not pipeline.service.in_flight["counting-reference-table"] and time.monotonic() < deadline:
+                time.sleep(0.02)
+            raise KeyboardInterrupt("stop with top-tier calls computing")
+
+    pipeline = Pipeline(session, StopWhileTheTopTierComputes())
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.run()
+    session.finish(RunStatus.interrupted)
+    calls = read_count_log(log)
+    started = {key for event, _, _, key in calls if event == "start"}
+    assert started, "the test needs top-tier calls computing at the stop"
+    assert started == {key for event, _, _, key in calls if event == "done"}  # each ran to its end ...
+    stored = {v.candidate_key: v for v in ledger.verdicts_for(started) if v.verifier == "counting-reference-table"}
+    assert set(stored) == started and all(v.status != Status.pending for v in stored.values())  # ... and landed
+    assert ledger.lab_requests(Status.pending, run_id=session.run.id) == []
