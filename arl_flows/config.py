@@ -92,6 +92,45 @@ class HindsightConfig(_Section):
     )
 
 
+class StreamingConfig(_Section):
+    """The asynchronous pipeline (``pipeline = "async"``): sampler, verification service and learner, decoupled."""
+
+    max_ahead: int = Field(
+        default=2, ge=1, le=64,
+        description="Batches the sampler may have out (sampled, not yet learned) before it waits for the learner; "
+        "bounds staleness and the budget held in reserve.",
+    )
+    settle_std: float | None = Field(
+        default=None, gt=0,
+        description="A group is settled, and the learner may take it, once every member's posterior std of the "
+        "top-tier value is at most this (or it reached the top tier, or escalating it is not worth its cost). "
+        "None: only the last two.",
+    )
+    max_group_wait_s: float | None = Field(
+        default=None, gt=0,
+        description="Seconds after which the learner takes a group as it stands; what arrives later is a late verdict.",
+    )
+    slots: dict[str, int] = Field(
+        default_factory=dict,
+        description=f"Calls in flight per verifier (1 to {MAX_TIER_CONCURRENCY}); default: the verifier's own "
+        "`slots` (a remote queue's), else tier_concurrency, else 1.",
+    )
+    learner_idle: Literal["wait", "hindsight"] = Field(
+        default="hindsight",
+        description="What the learner does while no group is settled: wait, or a hindsight distillation step on "
+        "late verdicts and failures it has not distilled yet (never more than one per learned step).",
+    )
+    progress_every_s: float = Field(default=2.0, gt=0, description="Seconds between updates of the live progress report.")
+
+    @field_validator("slots")
+    @classmethod
+    def _slots_are_positive(cls, slots: dict[str, int]) -> dict[str, int]:
+        for verifier, n in slots.items():
+            if not 1 <= n <= MAX_TIER_CONCURRENCY:
+                raise ValueError(f"{verifier!r}: {n} calls in flight is not usable; give 1 to {MAX_TIER_CONCURRENCY}")
+        return slots
+
+
 class RunConfig(_Section):
     """Everything a training run needs; `arl run --config FILE.toml` reads it."""
 
@@ -136,6 +175,12 @@ class RunConfig(_Section):
         "tier's value (the suite's default objective, if it declares one).",
     )
     hindsight: HindsightConfig = Field(default_factory=HindsightConfig)
+    pipeline: Literal["sync", "async"] = Field(
+        default="sync",
+        description="'sync': each step samples, verifies, learns in turn. 'async': a sampler, the verification "
+        "service and the learner run at once, so expensive verification never blocks learning ([streaming]).",
+    )
+    streaming: StreamingConfig = Field(default_factory=StreamingConfig)
     device: str = Field(default="cpu", description="Torch device of the policy ('cpu', 'cuda:0').")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(default="float32", description="Policy weight dtype.")
     task_runner: Literal["threads", "dask", "ray"] = Field(default="threads", description="Where verifier tier tasks run.")

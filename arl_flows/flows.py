@@ -20,8 +20,10 @@ which writes them to the ledger.
 
 from __future__ import annotations
 
+import contextvars
 import math
 import threading
+import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
@@ -34,11 +36,12 @@ from prefect.exceptions import TerminationSignal
 from pydantic import BaseModel, Field
 
 from arl_flows.config import RunConfig, load_config, stored_fields
-from arl_flows.step import StepHooks, run_step, sample
+from arl_flows.pipeline import PipelineHooks, run_pipeline
+from arl_flows.step import run_step, sample
 from arl_flows.step import verify as verify_stage
 from arl_flows.training import RunSession, StepSummary, TierInterrupted
 from storage.ledger import Ledger
-from storage.records import RunStatus, Verdict
+from storage.records import RunStatus, Tier, Verdict, tier_rank
 from verifiers import Candidate, Verifier, registry
 
 __all__ = [
@@ -121,20 +124,67 @@ def checkpoint_task(work: Callable[[], Any], step: int) -> Any:
     return work()
 
 
+@task(name="pipeline-part", cache_policy=NO_CACHE, task_run_name="{name}")
+def pipeline_part(work: Callable[[], None], name: str) -> None:
+    """A long-lived part of the asynchronous pipeline (sampler, verification service), running as long as the run."""
+    work()
+
+
 _STAGE_TASKS = {"rollout": rollout_task, "grpo": grpo_task, "hindsight": hindsight_task, "checkpoint": checkpoint_task}
+_PIPELINE_ARTIFACT_EVERY_S = 10.0  # the live table is a new artifact version each time: not more often
 
 
-class FlowHooks(StepHooks):
+class FlowHooks(PipelineHooks):
     """A step inside a flow: stages and tier batches as Prefect tasks, progress to artifacts, logs and listeners.
 
     The verify stage itself stays in the flow: its tier batches are the tasks
     (one per verifier and batch, under each tier's global concurrency limit).
+    In the asynchronous pipeline the sampler and the verification service are
+    task runs of their own (``pipeline-part``, named for the part) that last
+    as long as the run; expensive calls, and every call when tasks run on a
+    Dask or Ray cluster, are ``run-tier`` tasks; a table artifact shows queue
+    depths, calls in flight per tier and the policy version as they change.
     """
 
     def __init__(self, session: RunSession, limits: set[str], progress: Any = None) -> None:
         self._run_tier = _tier_runner(session, limits)
         self.max_batch = _max_batch(session.config)
-        self.progress = progress
+        self.progress_artifact = progress
+        self._remote = session.config.task_runner != "threads"
+        self._context = contextvars.copy_context()  # the flow's: a slot thread submits its task under a copy
+        self._last_table = 0.0
+
+    def part(self, name: str, work: Callable[[], None]) -> None:
+        pipeline_part(work, name)
+
+    def call_tier(self, session: RunSession, verifier: Verifier, candidate: Candidate) -> Verdict:
+        if not self._remote and tier_rank(verifier.tier) < tier_rank(Tier.high_fidelity):
+            return super().call_tier(session, verifier, candidate)  # milliseconds: a task run would cost more than the call
+        (verdict,) = self._context.copy().run(self._run_tier, verifier.name, [candidate])
+        return verdict
+
+    def progress(self, session: RunSession, stats: dict[str, Any]) -> None:
+        _emit("pipeline", stats)
+        now = time.monotonic()
+        if now - self._last_table < _PIPELINE_ARTIFACT_EVERY_S:
+            return
+        self._last_table = now
+        rows = [
+            {"verifier": name, "in flight": stats["in_flight"][name], "calls": stats["calls"][name],
+             "utilisation": round(stats["utilisation"][name], 3)}
+            for name in stats["in_flight"]
+        ]
+        rows.append({"verifier": "(pipeline)", "in flight": stats["groups_out"], "calls": stats["steps_done"],
+                     "utilisation": None})
+        create_table_artifact(
+            rows, key=f"pipeline-{session.run.id[:12]}",
+            description=(
+                f"Pipeline of run {session.run.id}: policy version {stats['policy_version']}, "
+                f"{stats['steps_done']} steps learned, {stats['sampled_waiting']} batches waiting for the service, "
+                f"{stats['settled_waiting']} settled groups waiting for the learner, {stats['open_batches']} batches "
+                f"in verification, {stats['late_queue']} late verdicts queued, learner idle {stats['learner_idle_s']} s"
+            ),
+        )
 
     def run_tier(self, session: RunSession, name: str, batch: list[Candidate]) -> list[Verdict]:
         return self._run_tier(name, batch)
@@ -155,8 +205,8 @@ class FlowHooks(StepHooks):
                 "estimated rewards from the tiers that work. See the verdicts' feedback for the reason.",
                 key=f"tier-health-{run.id[:12]}", description="Verifier tiers that were down",
             )
-        if self.progress is not None:
-            update_progress_artifact(self.progress, 100.0 * (step + 1) / session.config.steps)
+        if self.progress_artifact is not None:
+            update_progress_artifact(self.progress_artifact, 100.0 * (step + 1) / session.config.steps)
         logger.info(
             "step %d: reward %.3f (max %.3f), validity %.2f, spend %s",
             step, summary.reward_mean, summary.reward_max, summary.validity,
@@ -168,11 +218,15 @@ class FlowHooks(StepHooks):
 def _tier_runner(session: RunSession, limits: set[str]) -> Callable[[str, list[Candidate]], list[Verdict]]:
     params = {t.verifier: t.params for t in session.config.tiers}
     names = {v.name: t.verifier for v, t in zip(session.ladder, session.config.tiers)}
+    # One submission at a time: the pipeline's slot threads submit at once, and a Dask task runner starts its
+    # cluster on the first submission without a lock (each racing thread would start a LocalCluster of its own).
+    submitting = threading.Lock()
 
     def run(name: str, batch: list[Candidate]) -> list[Verdict]:
-        future = run_tier.submit(
-            names[name], params[names[name]], [c.model_dump(mode="json") for c in batch], len(batch), name in limits
-        )
+        with submitting:
+            future = run_tier.submit(
+                names[name], params[names[name]], [c.model_dump(mode="json") for c in batch], len(batch), name in limits
+            )
         try:
             return [Verdict.model_validate(v) for v in future.result()]
         except (KeyboardInterrupt, TerminationSignal) as stop:
@@ -239,8 +293,12 @@ def _training_loop(
             100.0 * session.start_step / config.steps, key=f"progress-{run.id[:12]}", description=f"ARL run {run.name} ({run.id})"
         )
         hooks = FlowHooks(session, _setup_limits(config), progress)
-        for step in range(session.start_step, config.steps):
-            run_step(session, step, hooks)
+        if config.pipeline == "async":
+            report = run_pipeline(session, hooks)
+            logger.info("pipeline: %s", report.as_dict())
+        else:
+            for step in range(session.start_step, config.steps):
+                run_step(session, step, hooks)
         status = RunStatus.completed
     except (KeyboardInterrupt, TerminationSignal):
         # Inside a flow Prefect turns SIGTERM into TerminationSignal (and re-sends the signal

@@ -113,6 +113,10 @@ class StepState:
     estimates: list[RewardEstimate] = field(default_factory=list)
     prompts: list[Prompt] = field(default_factory=list)
     result: StepResult | None = None
+    # The asynchronous pipeline's: per trajectory, policy versions between its sampler and the learner (None: on-policy).
+    staleness: list[int] | None = None
+    # Trajectories of groups learned earlier whose verdict came in late, with their prompt and new estimate: hindsight data.
+    late: list[tuple[Trajectory, Prompt, RewardEstimate]] = field(default_factory=list)
 
 
 class RunSession:
@@ -191,6 +195,17 @@ class RunSession:
     # ------------------------------------------------------------------ rollout
     def rollout(self, step: int) -> list[str]:
         """Sample G completions for each prompt; write prompts and trajectories; return trajectory ids."""
+        self.steps[step] = state = self.sample_batch(step, policy_version=step)
+        return [t.id for t in state.trajectories]
+
+    def sample_batch(self, step: int, policy_version: int) -> StepState:
+        """Sample batch ``step`` (its prompts and seed) and write its prompts and trajectories to the ledger.
+
+        Each trajectory records the policy that sampled it: ``policy_version``
+        (the learner updates behind these weights), its completion tokens and
+        their behaviour log-probs. The state is returned, not kept: the
+        asynchronous pipeline samples on its own thread.
+        """
         cfg = self.config
         prompts = self.suite.prompts(step)
         prompt_ids = [self.suite.prompt_ids(self.policy, p) for p in prompts]
@@ -203,13 +218,14 @@ class RunSession:
             max_new_tokens=cfg.trainer.max_new_tokens,
             seed=cfg.seed * 1_000_003 + step,
         )
-        lengths = rollout.completion_mask.sum(1).tolist()
+        lengths = [int(n) for n in rollout.completion_mask.sum(1).tolist()]
         trajectories, candidates = [], []
         for row, text in enumerate(rollout.texts):
             p_index = int(rollout.prompt_index[row])
             prompt = prompts[p_index]
             cand, answer, turns = self.suite.completion(prompt, text)
             candidates.append(cand)
+            n = lengths[row]
             trajectories.append(
                 Trajectory(
                     run_id=self.run.id,
@@ -220,13 +236,15 @@ class RunSession:
                     final_answer=answer,
                     candidate_key=cand.key,
                     prompt_tokens=len(prompt_ids[p_index]),
-                    completion_tokens=int(lengths[row]),
+                    completion_tokens=n,
                     truncated=bool(rollout.truncated[row]),
+                    policy_version=policy_version,
+                    completion_ids=rollout.completion_ids[row, :n].tolist(),
+                    behaviour_logprobs=rollout.logps[row, :n].tolist(),
                 )
             )
         self.ledger.add_trajectories(trajectories)
-        self.steps[step] = StepState(rollout=rollout, trajectories=trajectories, candidates=candidates, prompts=prompts)
-        return [t.id for t in trajectories]
+        return StepState(rollout=rollout, trajectories=trajectories, candidates=candidates, prompts=prompts)
 
     def restore_step(self, step: int) -> None:
         """Rebuild a step's in-memory state from the ledger (for the single-stage flows run on their own).
@@ -249,7 +267,7 @@ class RunSession:
             completions.append(ids if traj.truncated else ids + [tok.eos_token_id])
         rollout = _rollout_from_tokens(self.policy, prompt_lists, [order.index(t.prompt_id) for t, _ in rows], completions,
                                        [t.truncated for t, _ in rows], [t.final_answer for t, _ in rows],
-                                       self.config.trainer.temperature)
+                                       self.config.trainer.temperature, group_size=self.config.trainer.group_size)
         self.steps[step] = StepState(
             rollout=rollout,
             trajectories=[t for t, _ in rows],
@@ -281,7 +299,7 @@ class RunSession:
         by_traj = {e.trajectory_id: e for e in state.estimates}
         rewards = [by_traj[t.id].mean for t in state.trajectories]
         stds = [by_traj[t.id].std for t in state.trajectories]
-        metrics = self.trainer.step(state.rollout, rewards, stds)
+        metrics = self.trainer.step(state.rollout, rewards, stds, staleness=state.staleness)
         metrics["reward/validity"] = sum(1 for c in state.candidates if c.meta.get("valid")) / max(len(state.candidates), 1)
         if state.result is not None and state.result.unavailable:
             metrics["tiers/unavailable"] = list(state.result.unavailable)  # reported in the run's artifacts
@@ -291,28 +309,44 @@ class RunSession:
     # ------------------------------------------------------------------ hindsight
     def hindsight(self, step: int) -> dict[str, float]:
         """Distill the step's failed trajectories (relabeling or a hinted teacher, by suite)."""
-        hcfg = self.config.hindsight
-        if not hcfg.enabled:
+        if not self.config.hindsight.enabled:
             return {}
         state = self.steps[step]
         if state.rollout is None or not state.estimates:
             raise RuntimeError(f"step {step} has no verified rollout yet: run rollout and verify first")
-        verdicts = self.ledger.verdicts_for([c.key for c in state.candidates], verifiers=[v.name for v in self.ladder])
+        by_traj = {e.trajectory_id: e for e in state.estimates}
+        prompts = {p.id: p for p in state.prompts}
+        mask = state.rollout.completion_mask
+        rows = [(t, prompts[t.prompt_id], by_traj[t.id], state.rollout.completion_ids[r, : int(mask[r].sum())].tolist())
+                for r, t in enumerate(state.trajectories)]
+        # Late verdicts first: a top-tier answer that came after its group was learned makes its relabel exact.
+        return self._distill(self._recorded(state.late) + rows)
+
+    def distill_late(self, late: list[tuple[Trajectory, Prompt, RewardEstimate]]) -> dict[str, float]:
+        """Hindsight on late-verdict trajectories alone (the asynchronous learner's use of idle time)."""
+        if not self.config.hindsight.enabled or not late:
+            return {}
+        return self._distill(self._recorded(late))
+
+    @staticmethod
+    def _recorded(late: list[tuple[Trajectory, Prompt, RewardEstimate]]) -> list[tuple[Trajectory, Prompt, RewardEstimate, list[int]]]:
+        return [(t, p, e, list(t.completion_ids or [])) for t, p, e in late]
+
+    def _distill(self, rows: list[tuple[Trajectory, Prompt, RewardEstimate, list[int]]]) -> dict[str, float]:
+        """One distillation step on the failures among ``rows`` (trajectory, prompt, estimate, completion tokens)."""
+        hcfg = self.config.hindsight
+        verdicts = self.ledger.verdicts_for([t.candidate_key for t, _, _, _ in rows], verifiers=[v.name for v in self.ladder])
         verdicts += self._new_lab_verdicts()
         by_key: dict[str, list[Verdict]] = {}
         for v in verdicts:
             by_key.setdefault(v.candidate_key, []).append(v)
-        by_traj = {e.trajectory_id: e for e in state.estimates}
-        prompts = {p.id: p for p in state.prompts}
         failures, seen = [], set()
-        mask = state.rollout.completion_mask
-        for row, traj in enumerate(state.trajectories):
-            if by_traj[traj.id].mean >= hcfg.threshold or traj.candidate_key in seen:
+        for traj, prompt, estimate, ids in rows:
+            if estimate.mean >= hcfg.threshold or traj.candidate_key in seen:
                 continue
             seen.add(traj.candidate_key)
-            ids = state.rollout.completion_ids[row, : int(mask[row].sum())].tolist()
             if ids:
-                failures.append((traj, prompts[traj.prompt_id], ids, by_key.get(traj.candidate_key, []), by_traj[traj.id]))
+                failures.append((traj, prompt, ids, by_key.get(traj.candidate_key, []), estimate))
         relabeled, hinted = self.suite.hindsight(self.policy, failures)
         relabeled, hinted = relabeled[: hcfg.max_examples], hinted[: hcfg.max_examples]
         if not relabeled and not hinted:
@@ -472,8 +506,14 @@ def _rollout_from_tokens(
     truncated: list[bool],
     texts: list[str],
     temperature: float,
+    *,
+    group_size: int,
+    logps: list[list[float]] | None = None,
 ) -> Rollout:
-    """A Rollout of given completions, with old log-probs computed under ``policy`` (no sampling)."""
+    """A Rollout of given completions (groups of ``group_size`` consecutive rows), no sampling.
+
+    Its old log-probs are ``logps`` (the behaviour policy's, recorded at sampling), else computed under ``policy``.
+    """
     from policies import collate
 
     pad = policy.tokenizer.pad_token_id
@@ -489,7 +529,12 @@ def _rollout_from_tokens(
         prompt_index=torch.tensor(prompt_index, dtype=torch.long),
         texts=texts,
         temperature=temperature,
+        group_size=group_size,
     )
+    if logps is not None:
+        for row, values in enumerate(logps):  # right-padded like the completions, 0 on padding
+            rollout.logps[row, : len(values)] = torch.tensor(values, dtype=rollout.logps.dtype)
+        return rollout
     with torch.no_grad():
         rollout.logps = policy.completion_logprobs(rollout).detach().cpu() * rollout.completion_mask
     return rollout

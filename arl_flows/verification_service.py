@@ -14,7 +14,8 @@ A call on a tier at or above ``record_from`` (the expensive ones) is recorded
 before it is sent: a lab request row (its id, its submission time) and a
 ``pending`` verdict. The final verdict replaces the pending one and closes
 the request. After a crash, :meth:`VerificationService.resume_in_flight`
-finds the requests still pending and continues them: a remote tier (one with
+finds the requests still pending and continues them (a real lab's, which
+``arl lab submit`` answers, stay as they are): a remote tier (one with
 an ``answer(candidate, submitted_at)`` method, such as the simulated cluster)
 waits only for the rest of its latency; a local computation, whose work died
 with the process, is run again, and billed once, when it answers.
@@ -28,7 +29,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,6 +106,7 @@ class VerificationService:
         settle_std: float | None = None,
         max_group_wait_s: float | None = None,
         record_from: Tier = Tier.high_fidelity,
+        execute: Callable[[Verifier, Candidate], Verdict] | None = None,
     ) -> None:
         self.ledger = ledger
         self.scheduler = scheduler
@@ -118,6 +120,8 @@ class VerificationService:
         self.settle_std = settle_std
         self.max_group_wait_s = max_group_wait_s
         self.record_from = tier_rank(record_from)
+        self.execute = execute or _verify_one
+        self.draining = False  # set: no new calls are sent, the ones out finish
         self._pools = {n: ThreadPoolExecutor(self.slots[n], thread_name_prefix=f"arl-{n}") for n in names}
         self._done: queue.Queue[_Call] = queue.Queue()
         self.in_flight = {n: 0 for n in names}
@@ -126,6 +130,7 @@ class VerificationService:
         self.batches: list[_Batch] = []
         self.late: queue.Queue[LateVerdict] = queue.Queue()
         self.started = time.monotonic()
+        self._sent: set[str] = set()  # request ids of the calls this service sent or resumed
         self._lock = threading.Lock()  # guards in_flight / busy_s for readers on other threads
 
     # ------------------------------------------------------------------ batches in
@@ -155,9 +160,11 @@ class VerificationService:
         ladder = {v.name: v for v in self.scheduler.ladder}
         resumed = 0
         for req in self.ledger.lab_requests(Status.pending, run_id=self.run_id):
+            if req.id in self._sent:
+                continue  # sent by this service: in flight here, not left over from a previous process
             verifier = ladder.get(req.verifier)
-            if verifier is None or verifier.tier == Tier.lab or (req.version, req.params_hash) != (verifier.version, verifier.params_hash):
-                continue  # a real lab request: answered by `arl lab submit`
+            if verifier is None or _external(verifier) or (req.version, req.params_hash) != (verifier.version, verifier.params_hash):
+                continue  # a real lab request (answered by `arl lab submit`), or another verifier's
             stored = self.ledger.lookup_verdicts([req.candidate_key], req.verifier, req.version, req.params_hash)
             final = stored.get(req.candidate_key)
             if final is not None and final.status != Status.pending:
@@ -233,6 +240,8 @@ class VerificationService:
 
     # ------------------------------------------------------------------ internals
     def _fill(self) -> None:
+        if self.draining:
+            return
         for b in self.batches:
             if b.closed:
                 continue
@@ -259,6 +268,8 @@ class VerificationService:
 
     def _submit(self, call: _Call) -> None:
         name = call.verifier.name
+        if call.request_id is not None:
+            self._sent.add(call.request_id)
         with self._lock:
             self.in_flight[name] += 1
         self._pools[name].submit(self._run, call)
@@ -270,7 +281,7 @@ class VerificationService:
             if answer is not None:
                 call.verdict = answer(call.candidate, submitted_at=call.submitted_at)
             else:
-                (call.verdict,) = call.verifier.verify_batch([call.candidate])
+                call.verdict = self.execute(call.verifier, call.candidate)
         except BaseException as exc:  # noqa: BLE001 - handed to the service thread, which abandons the call
             call.error = exc
         call.ended = time.monotonic()
@@ -341,3 +352,15 @@ class VerificationService:
             self.ledger.create_lab_requests(result.lab_requests)
         b.closed = True
 
+
+def _external(verifier: Verifier) -> bool:
+    """Whether the verifier's answers come from outside (a lab writing its own requests), not from a computation.
+
+    The tier does not say it: a reference table sits on the lab tier but answers when called.
+    """
+    return hasattr(verifier, "lab_requests")
+
+
+def _verify_one(verifier: Verifier, candidate: Candidate) -> Verdict:
+    (verdict,) = verifier.verify_batch([candidate])
+    return verdict

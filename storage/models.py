@@ -55,6 +55,9 @@ class TrajectoryRow(Base):
     prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
     completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
     truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    policy_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    completion_ids: Mapped[list[Any] | None] = mapped_column(nullable=True)
+    behaviour_logprobs: Mapped[list[Any] | None] = mapped_column(nullable=True)
     created_at: Mapped[datetime]
 
 

@@ -171,7 +171,22 @@ class Trajectory(_Record):
     prompt_tokens: int = Field(default=0, ge=0)
     completion_tokens: int = Field(default=0, ge=0)
     truncated: bool = False
+    policy_version: int | None = Field(
+        default=None, ge=0, description="Policy version (learner updates so far) whose weights sampled it; None: not recorded."
+    )
+    completion_ids: list[int] | None = Field(
+        default=None, description="The sampled completion's token ids (through eos); None: not recorded."
+    )
+    behaviour_logprobs: list[float] | None = Field(
+        default=None, description="Per-token log-probs of completion_ids under the sampling policy and temperature."
+    )
     created_at: datetime = Field(default_factory=utcnow)
+
+    @model_validator(mode="after")
+    def _logprobs_match_tokens(self) -> Trajectory:
+        if self.behaviour_logprobs is not None and len(self.behaviour_logprobs) != len(self.completion_ids or []):
+            raise ValueError("behaviour_logprobs needs completion_ids of the same length")
+        return self
 
 
 class VerifierSpec(_Record):

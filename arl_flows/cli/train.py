@@ -91,6 +91,13 @@ class _ProgressView:
             self.progress.update(self.task, description=f"run {payload['run_id'][:12]}", total=payload["steps"], completed=payload["start"], info="")
         elif event == "stage":
             self.progress.update(self.task, info=f"step {payload['step']}: {payload['stage']}")
+        elif event == "pipeline":
+            flight = ", ".join(f"{name} {n}" for name, n in payload["in_flight"].items() if n)
+            self.progress.update(
+                self.task,
+                info=f"policy v{payload['policy_version']} | in flight: {flight or 'none'} | settled waiting "
+                f"{payload['settled_waiting']} | learner idle {payload['learner_idle_s']:.0f}s",
+            )
         elif event == "step":
             self.rows.append(payload)
             spend = ", ".join(f"{t} {c:.1f}s" for t, c in sorted(payload.spend.items()))
@@ -149,6 +156,9 @@ def run(
     steps: int | None = typer.Option(None, "--steps", min=1, help="Number of training steps (overrides the config)."),
     task_runner: str | None = typer.Option(None, "--task-runner", help="'threads' (default), 'dask' or 'ray'."),
     dask_address: str | None = typer.Option(None, "--dask-address", help="tcp://HOST:PORT of a Dask scheduler."),
+    pipeline: str | None = typer.Option(
+        None, "--pipeline", help="'sync' (each step in turn) or 'async' (sampler, verification and learner at once)."
+    ),
     url: str | None = URL_OPTION,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's logs in the terminal."),
 ) -> None:
@@ -177,6 +187,8 @@ def run(
         overrides["steps"] = steps
     if task_runner:
         overrides["task_runner"] = task_runner
+    if pipeline:
+        overrides["pipeline"] = pipeline
     if dask_address:
         overrides["dask_address"] = dask_address
         overrides.setdefault("task_runner", "dask")

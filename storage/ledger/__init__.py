@@ -46,7 +46,7 @@ class Ledger(_Reports, _Integrity, _Migrations):
     Records
         ``create_run()``, ``get_run()`` (a unique id prefix is enough),
         ``list_runs()``, ``set_run_status()``; ``add_prompts()``,
-        ``get_prompts()``; ``add_trajectories()``, ``step_trajectories()``,
+        ``get_prompts()``; ``add_trajectories()``, ``step_trajectories()``, ``run_trajectories()``,
         ``delete_step_trajectories()``; ``add_reward_estimates()``;
         ``record_step()`` (with its checkpoint, in one transaction),
         ``training_steps()``, ``checkpoints()``; ``record_tiers()``.

@@ -135,6 +135,17 @@ class _Records(_Database):
             )
             return [(_trajectory(t), _reward(r) if r else None) for t, r in s.execute(q)]
 
+    def run_trajectories(self, run_id: str, from_step: int = 0) -> list[tuple[Trajectory, RewardEstimate | None]]:
+        """A run's trajectories from step ``from_step`` on, by step then insertion order, with their reward estimates."""
+        with self._read() as s:
+            q = (
+                select(TrajectoryRow, RewardEstimateRow)
+                .outerjoin(RewardEstimateRow, RewardEstimateRow.trajectory_id == TrajectoryRow.id)
+                .where(TrajectoryRow.run_id == run_id, TrajectoryRow.step >= from_step)
+                .order_by(TrajectoryRow.step, TrajectoryRow.created_at, TrajectoryRow.id)
+            )
+            return [(_trajectory(t), _reward(r) if r else None) for t, r in s.execute(q)]
+
     def delete_step_trajectories(self, run_id: str, step: int) -> int:
         """Drop the trajectories (and their reward estimates) of an unfinished step, before redoing it.
 
@@ -271,6 +282,9 @@ def _trajectory_row(t: Trajectory) -> dict[str, Any]:
         "prompt_tokens": t.prompt_tokens,
         "completion_tokens": t.completion_tokens,
         "truncated": t.truncated,
+        "policy_version": t.policy_version,
+        "completion_ids": t.completion_ids,
+        "behaviour_logprobs": t.behaviour_logprobs,
         "created_at": t.created_at,
     }
 
@@ -280,6 +294,7 @@ def _trajectory(row: TrajectoryRow) -> Trajectory:
         id=row.id, run_id=row.run_id, prompt_id=row.prompt_id, step=row.step, group_id=row.group_id,
         turns=[Turn(**t) for t in row.turns], final_answer=row.final_answer, candidate_key=row.candidate_key,
         prompt_tokens=row.prompt_tokens, completion_tokens=row.completion_tokens, truncated=row.truncated,
+        policy_version=row.policy_version, completion_ids=row.completion_ids, behaviour_logprobs=row.behaviour_logprobs,
         created_at=_utc(row.created_at),
     )
 

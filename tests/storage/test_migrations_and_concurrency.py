@@ -20,12 +20,34 @@ def test_upgrade_from_empty_downgrade_one_step_upgrade_again(db_url: str) -> Non
     assert {"runs", "verdicts", "trajectories", "lab_requests", "spend", "checkpoints"} <= tables
     ledger.downgrade("-1")
     assert ledger.current_revision() != head
+    assert "policy_version" not in {c["name"] for c in inspect(create_engine(db_url)).get_columns("trajectories")}
+    ledger.downgrade("-1")
     assert "value_mean" not in {c["name"] for c in inspect(create_engine(db_url)).get_columns("reward_estimates")}
     ledger.downgrade("-1")
     assert "lab_requests" not in set(inspect(create_engine(db_url)).get_table_names())
     ledger.upgrade()
     assert ledger.current_revision() == head
     ledger.create_run("after-migrations")
+    ledger.close()
+
+
+def test_trajectories_keep_the_sampling_policy_version_tokens_and_logprobs(db_url: str) -> None:
+    from storage.records import Prompt, Trajectory
+
+    ledger = Ledger(db_url)
+    run = ledger.create_run("async")
+    ledger.add_prompts([Prompt(id="p", suite="molecules", text="gap")])
+    recorded = Trajectory(run_id=run.id, prompt_id="p", step=3, group_id="g", final_answer="CO", candidate_key="molecules:CO",
+                          policy_version=2, completion_ids=[7, 9, 2], behaviour_logprobs=[-0.25, -1.5, -0.125])
+    bare = Trajectory(run_id=run.id, prompt_id="p", step=3, group_id="g", final_answer="C", candidate_key="molecules:C")
+    ledger.add_trajectories([recorded, bare])
+    got = {t.id: t for t, _ in ledger.step_trajectories(run.id, 3)}
+    assert got[recorded.id].policy_version == 2
+    assert got[recorded.id].completion_ids == [7, 9, 2] and got[recorded.id].behaviour_logprobs == [-0.25, -1.5, -0.125]
+    assert (got[bare.id].policy_version, got[bare.id].completion_ids, got[bare.id].behaviour_logprobs) == (None, None, None)
+    with pytest.raises(ValueError, match="same length"):
+        Trajectory(prompt_id="p", step=0, group_id="g", final_answer="C", candidate_key="k", completion_ids=[1],
+                   behaviour_logprobs=[-1.0, -2.0])
     ledger.close()
 
 
