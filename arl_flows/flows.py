@@ -218,11 +218,15 @@ class FlowHooks(PipelineHooks):
 def _tier_runner(session: RunSession, limits: set[str]) -> Callable[[str, list[Candidate]], list[Verdict]]:
     params = {t.verifier: t.params for t in session.config.tiers}
     names = {v.name: t.verifier for v, t in zip(session.ladder, session.config.tiers)}
+    # One submission at a time: the pipeline's slot threads submit at once, and a Dask task runner starts its
+    # cluster on the first submission without a lock (each racing thread would start a LocalCluster of its own).
+    submitting = threading.Lock()
 
     def run(name: str, batch: list[Candidate]) -> list[Verdict]:
-        future = run_tier.submit(
-            names[name], params[names[name]], [c.model_dump(mode="json") for c in batch], len(batch), name in limits
-        )
+        with submitting:
+            future = run_tier.submit(
+                names[name], params[names[name]], [c.model_dump(mode="json") for c in batch], len(batch), name in limits
+            )
         try:
             return [Verdict.model_validate(v) for v in future.result()]
         except (KeyboardInterrupt, TerminationSignal) as stop:

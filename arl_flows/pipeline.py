@@ -63,6 +63,7 @@ from verifiers import Candidate, Verifier
 
 __all__ = ["GROUPS_KEY", "Pipeline", "PipelineHooks", "PipelineReport", "run_pipeline"]
 
+DRAIN_S = 60.0  # how long a stopped pipeline waits for the local calls it has out
 GROUPS_KEY = "pipeline/groups"  # the step's metrics: ids of the groups it learned from (what a resume skips)
 log = logging.getLogger("arl.pipeline")
 
@@ -145,6 +146,7 @@ class Pipeline:
         self._groups_delivered = 0  # settled and handed to the learner, in all
         self._next_batch = 0
         self._last_progress = 0.0
+        self._calls_seen: dict[str, int] = {}
         self.service = VerificationService(
             session.ledger, session.scheduler, session.suite, session.run.id,
             slots=self._slots(), settle_std=self.cfg.settle_std, max_group_wait_s=self.cfg.max_group_wait_s,
@@ -180,6 +182,9 @@ class Pipeline:
                     break
                 self._learn(step, groups)
             self._finish()
+        except BaseException:
+            self._land_local_calls()  # Ctrl-C, SIGTERM, an error: what is computing now is paid for, keep it
+            raise
         finally:
             self._stop.set()
             with self._turn:
@@ -378,6 +383,8 @@ class Pipeline:
             self._groups_out -= len(groups)
             self._turn.notify_all()
         summary = session.summary(step, metrics, metrics["step/seconds"])
+        summary.calls = {n: c - self._calls_seen.get(n, 0) for n, c in stats["calls"].items()}  # since the last step
+        self._calls_seen = dict(stats["calls"])
         self.report.steps += 1
         hooks.finished(session, summary)
         return summary
@@ -423,6 +430,23 @@ class Pipeline:
             self._service_done.wait(0.2)
         self._check()
         self._publish(force=True)
+
+    def _land_local_calls(self) -> None:
+        """On a stop, wait up to ``DRAIN_S`` for the local calls out to land, as a sync step waits for its batch.
+
+        Nothing new is sent meanwhile. A remote call (a tier with ``answer``) is
+        not waited for: it stays recorded in flight and a resume continues it.
+        """
+        if self._service_done.is_set():
+            return
+        self.service.draining = True
+        with self._turn:
+            self._groups_wanted = 0
+            self._turn.notify_all()
+        local = [v.name for v in self.session.ladder if getattr(v, "answer", None) is None]
+        deadline = time.monotonic() + DRAIN_S
+        while time.monotonic() < deadline and not self._service_done.is_set() and any(self.service.in_flight[n] for n in local):
+            time.sleep(0.05)
 
     def _stop_sampling(self) -> None:
         with self._turn:

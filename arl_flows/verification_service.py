@@ -14,7 +14,8 @@ A call on a tier at or above ``record_from`` (the expensive ones) is recorded
 before it is sent: a lab request row (its id, its submission time) and a
 ``pending`` verdict. The final verdict replaces the pending one and closes
 the request. After a crash, :meth:`VerificationService.resume_in_flight`
-finds the requests still pending and continues them: a remote tier (one with
+finds the requests still pending and continues them (a real lab's, which
+``arl lab submit`` answers, stay as they are): a remote tier (one with
 an ``answer(candidate, submitted_at)`` method, such as the simulated cluster)
 waits only for the rest of its latency; a local computation, whose work died
 with the process, is run again, and billed once, when it answers.
@@ -162,8 +163,8 @@ class VerificationService:
             if req.id in self._sent:
                 continue  # sent by this service: in flight here, not left over from a previous process
             verifier = ladder.get(req.verifier)
-            if verifier is None or verifier.tier == Tier.lab or (req.version, req.params_hash) != (verifier.version, verifier.params_hash):
-                continue  # a real lab request: answered by `arl lab submit`
+            if verifier is None or _external(verifier) or (req.version, req.params_hash) != (verifier.version, verifier.params_hash):
+                continue  # a real lab request (answered by `arl lab submit`), or another verifier's
             stored = self.ledger.lookup_verdicts([req.candidate_key], req.verifier, req.version, req.params_hash)
             final = stored.get(req.candidate_key)
             if final is not None and final.status != Status.pending:
@@ -350,6 +351,14 @@ class VerificationService:
         if result.lab_requests:
             self.ledger.create_lab_requests(result.lab_requests)
         b.closed = True
+
+
+def _external(verifier: Verifier) -> bool:
+    """Whether the verifier's answers come from outside (a lab writing its own requests), not from a computation.
+
+    The tier does not say it: a reference table sits on the lab tier but answers when called.
+    """
+    return hasattr(verifier, "lab_requests")
 
 
 def _verify_one(verifier: Verifier, candidate: Candidate) -> Verdict:

@@ -1,7 +1,7 @@
 """Crash-safety harness: kill `arl run` at a random moment, resume it, check the ledger.
 
     python -m benchmarks.crash [--trials 20] [--signals kill,term,int] [--steps 3] [--seed 0]
-                              [--workdir DIR] [--keep] [--json OUT.json]
+                              [--workdir DIR] [--keep] [--json OUT.json] [--pipeline async]
 
 Each trial starts a small ``arl run`` (a tiny pretrained prior, the RDKit EHT
 fast tier and a *counting* reference-table top tier, see
@@ -27,6 +27,18 @@ run to completion, and the trial checks:
 - the resumed run is ``completed`` with ``steps_done`` = steps, one training
   step row per step and exactly prompts x group trajectories per step, each
   with a reward estimate (the killed attempt left nothing behind).
+
+**Async mode** (``--pipeline async``, :func:`run_chain` with
+``pipeline="async"``): one ``pipeline = "async"`` run is signalled at each
+kill point inside the pipeline in turn (:data:`ASYNC_KILLS`: the sampler a
+batch ahead, top-tier calls in flight, between a step's GRPO update and its
+checkpoint, just before a checkpoint, the service draining at the end;
+SIGKILL, SIGTERM and Ctrl-C), resumed after each, and checked as above plus:
+each top-tier call was recorded before it was sent and once, a call computed
+again was one still recorded in flight (resumed, not sent again), the spend
+is within the budget and billed once, and each step learned distinct groups
+whose trajectories all have reward estimates (the async pipeline samples
+ahead, so trajectories per step differ from sync).
 
 One Prefect server is started for the whole harness (a temporary
 ``PREFECT_HOME``), so each ``arl run`` only pays for its imports. The tiny
@@ -68,6 +80,11 @@ TINY_PRIOR = {"n_layer": 2, "n_embd": 64, "n_head": 2, "max_steps": 400, "max_mi
 TINY_PRIOR_DIR = ROOT / "tests" / "data" / "tiny_prior"
 PROMPTS_PER_STEP = 3
 GROUP_SIZE = 4
+# The asynchronous pipeline's settings in async mode: two top-tier calls out at once, groups taken after
+# 1.5 s as they stand (so calls are still in flight when a step is learned, and late verdicts and the
+# final drain happen), two batches sampled ahead.
+ASYNC_STREAMING = {"max_ahead": 2, "max_group_wait_s": 1.5, "slots": {TOP_TIER: 2, "rdkit-eht": 2}, "progress_every_s": 0.5}
+ASYNC_SECONDS_PER_CALL = 0.4  # each top-tier call: long enough for kills to find calls in flight
 SIGNALS = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "int": signal.SIGINT}
 
 # Where to aim a kill: a marker line of the --verbose log and the stage that follows it.
@@ -81,6 +98,15 @@ MARKERS = {
     "between-steps": r"Task run 'checkpoint-\w+' - Finished",
 }
 
+# Kill points inside the asynchronous pipeline (``pipeline = "async"``). Its log has no per-step rollout: the
+# sampler's batches run ahead of the learner, so the step is counted by the learner's "step k: reward" lines.
+ASYNC_MARKERS = {
+    "sample-ahead": r"Task run 'rollout-\w+' - Finished",  # a second batch sampled before the first is learned
+    "top-in-flight": r"",  # the counting tier's log holds a call started and not done (read from the log file)
+    "grpo": r"Task run 'grpo-update-\w+' - Finished",  # between a step's GRPO update and its checkpoint
+    "checkpoint": r"Task run 'hindsight-distill-\w+' - Finished",  # the checkpoint is next
+    "drain": r"Flow run .* - step (\d+): reward",  # the last step is learned; the service lets the calls out land
+}
 
 # ---------------------------------------------------------------------- the environment of the harness
 def free_port() -> int:
@@ -149,12 +175,21 @@ def ensure_prior(arl_home: Path) -> None:
 
 
 def write_config(path: Path, *, name: str, steps: int, seed: int, seconds_per_call: float = 0.05,
-                 extra_tiers: str = "") -> Path:
-    """A run small enough for dozens of trials: 3 prompts x 4 samples per step, a fast tier and the counting top tier."""
+                 extra_tiers: str = "", pipeline: str = "sync", task_runner: str = "threads",
+                 budget_per_step: float = 1000.0, budget_per_run: float = 5000.0) -> Path:
+    """A run small enough for dozens of trials: 3 prompts x 4 samples per step, a fast tier and the counting top tier.
+
+    ``pipeline = "async"`` adds the [streaming] section of :data:`ASYNC_STREAMING`.
+    """
     prior = "\n".join(f"{k} = {json.dumps(v)}" for k, v in TINY_PRIOR.items())
+    streaming = ""
+    if pipeline == "async":
+        streaming = "\n[streaming]\n" + "\n".join(f"{k} = {_toml(v)}" for k, v in ASYNC_STREAMING.items()) + "\n"
     path.write_text(f"""name = "{name}"
 steps = {steps}
 seed = {seed}
+pipeline = "{pipeline}"
+task_runner = "{task_runner}"
 tiers = [
   {{ verifier = "rdkit-eht" }},{extra_tiers}
   {{ verifier = "benchmarks.counting_tier:CountingReferenceTable", params = {{ cost_per_call = 5.0, seconds_per_call = {seconds_per_call} }} }},
@@ -178,10 +213,16 @@ objective = "advantage"
 target_low = 3.0
 target_high = 8.0
 window_softness = 0.5
-budget_per_step = 1000.0
-budget_per_run = 5000.0
-""")
+budget_per_step = {budget_per_step}
+budget_per_run = {budget_per_run}
+{streaming}""")
     return path
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f'"{k}" = {_toml(v)}' for k, v in value.items()) + " }"
+    return json.dumps(value)
 
 
 def arl_env(arl_home: Path, api_url: str, count_log: Path) -> dict[str, str]:
@@ -227,15 +268,15 @@ class RunProcess:
         with self.cond:
             self.cond.notify_all()
 
-    def wait_for(self, predicate: Any, timeout: float) -> bool:
-        """Block until ``predicate(lines)`` is true (True) or the process ended / timed out (False)."""
+    def wait_for(self, predicate: Any, timeout: float, poll: float = 0.5) -> bool:
+        """Block until ``predicate(lines)`` is true (True) or the process ended / timed out (False); re-checked every ``poll`` s."""
         deadline = time.monotonic() + timeout
         with self.cond:
             while not predicate(self.lines):
                 left = deadline - time.monotonic()
                 if left <= 0 or (self.proc.poll() is not None and not self.reader.is_alive()):
                     return predicate(self.lines)
-                self.cond.wait(min(left, 0.5))
+                self.cond.wait(min(left, poll))
             return True
 
     def wait(self, timeout: float) -> int | None:
@@ -371,6 +412,38 @@ def _reached(target: str, target_step: int, start_step: int = 0) -> Any:
                     return True
             elif step == target_step:
                 return True
+        return False
+
+    return reached
+
+
+def _reached_async(target: str, target_step: int, start_step: int, steps: int, count_log: Path, calls_before: int) -> Any:
+    """Predicate over an async run's output lines: has it reached ``target`` (of :data:`ASYNC_MARKERS`) at ``target_step``?
+
+    The step is the one the learner is on: ``start_step`` plus the steps this process has learned.
+    ``top-in-flight`` reads the counting tier's log (calls of this process: after its first ``calls_before`` lines).
+    """
+    pattern = re.compile(ASYNC_MARKERS[target])
+
+    def reached(lines: list[tuple[float, str]]) -> bool:
+        step, rollouts = start_step, 0
+        for _, line in lines:
+            learned = re.search(ASYNC_MARKERS["drain"], line)
+            if target == "drain" and learned and int(learned.group(1)) == steps - 1:
+                return True
+            if learned:
+                step = int(learned.group(1)) + 1
+                continue
+            if step != target_step or target in ("drain", "top-in-flight") or not pattern.search(line):
+                continue
+            rollouts += target == "sample-ahead"
+            if target != "sample-ahead" or rollouts >= 2:
+                return True
+        if target == "top-in-flight" and step >= target_step:
+            calls = read_count_log(count_log)[calls_before:]
+            out = Counter(key for event, _, _, key in calls if event == "start")
+            out.subtract(key for event, _, _, key in calls if event == "done")
+            return any(n > 0 for n in out.values())
         return False
 
     return reached
@@ -532,6 +605,21 @@ STAGE_KILLS = [
 ]
 
 
+# Kill points inside the asynchronous pipeline, in the order a 2-step run reaches them: while the sampler is a
+# batch ahead, with top-tier calls in flight (SIGKILL, then Ctrl-C), between GRPO and the checkpoint (SIGTERM,
+# then SIGKILL), just before a checkpoint, and while the service drains the calls out at the end.
+ASYNC_KILLS = [
+    ("kill", "sample-ahead", 0), ("kill", "top-in-flight", 0), ("term", "grpo", 0), ("int", "top-in-flight", 0),
+    ("kill", "checkpoint", 0), ("kill", "grpo", 1), ("kill", "drain", 1),
+]
+ASYNC_BUDGET = {"budget_per_step": 20.0, "budget_per_run": 40.0}  # 5 CPU-s a top-tier call: the budget binds
+
+
+def async_kills(targets: list[tuple[str, str, int]] | None = None) -> list[Kill]:
+    """Kills of an async chain (default :data:`ASYNC_KILLS`)."""
+    return [Kill(sig, target, step) for sig, target, step in (targets or ASYNC_KILLS)]
+
+
 def stage_kills(random_kills: int = 2, steps: int = 2, seed: int = 0, max_delay: float = 0.25) -> list[Kill]:
     """The fixed stage-boundary kills in step 0, then ``random_kills`` at random stages and delays in later steps."""
     rng = random.Random(seed)
@@ -544,7 +632,7 @@ def stage_kills(random_kills: int = 2, steps: int = 2, seed: int = 0, max_delay:
 
 
 def run_chain(kills: list[Kill], *, workdir: Path | None = None, arl_home: Path | None = None, steps: int = 2,
-              seed: int = 0, log: Any = print) -> dict[str, Any]:
+              seed: int = 0, log: Any = print, pipeline: str = "sync") -> dict[str, Any]:
     """One run signalled at each of ``kills`` in turn (each resume is the next victim), then resumed to completion.
 
     The checks are a trial's, over the whole chain: no verdict written before
@@ -552,18 +640,34 @@ def run_chain(kills: list[Kill], *, workdir: Path | None = None, arl_home: Path 
     stored; integrity holds after every signal and at the end; the run ends
     completed with every step's trajectories rewarded. Kills must be in the
     order the run reaches them.
+
+    ``pipeline="async"`` runs the asynchronous pipeline (kill targets from
+    :data:`ASYNC_MARKERS`, the budget of :data:`ASYNC_BUDGET`) and checks
+    what it promises besides: every top-tier call was recorded (a lab
+    request) before it was sent, once; a call computed again was one left in
+    flight (its request still pending when the process started: resumed, not
+    sent again); nothing is left in flight at the end; the run's spend is
+    within its budget and no top-tier verdict is billed twice; each step
+    learned ``prompts_per_step`` groups, no group twice, every learned
+    trajectory with a reward estimate.
     """
+    asynchronous = pipeline == "async"
     workdir = Path(workdir or tempfile.mkdtemp(prefix="arl-crash-chain-"))
     arl_home = Path(arl_home or workdir / "arl_home")
     ensure_prior(arl_home)
     url = f"sqlite:///{workdir / 'ledger.db'}"
     db = sqlite_path(url)
     count_log = workdir / "top_tier_calls.log"
-    config = write_config(workdir / "run.toml", name="crash-chain", steps=steps, seed=seed)
+    if asynchronous:
+        config = write_config(workdir / "run.toml", name="crash-chain", steps=steps, seed=seed, pipeline="async",
+                              seconds_per_call=ASYNC_SECONDS_PER_CALL, **ASYNC_BUDGET)
+    else:
+        config = write_config(workdir / "run.toml", name="crash-chain", steps=steps, seed=seed)
     problems: list[str] = []
     snapshots: list[dict[tuple[str, str, str, str], tuple[str, float | None]]] = []
     segments: list[list[tuple[str, int, str, str]]] = []
     stored_before: list[set[str]] = []
+    pending_before: list[set[str]] = []
     run_id: str | None = None
     start_step = 0
     from storage.ledger import Ledger
@@ -581,7 +685,9 @@ def run_chain(kills: list[Kill], *, workdir: Path | None = None, arl_home: Path 
                     continue
                 kill.step = start_step
             args = ["run", "--config", str(config)] if run_id is None else ["run", "--resume", run_id]
-            stored_before.append({k[0] for k in verdict_rows(db) if k[1] == TOP_TIER})
+            rows = verdict_rows(db)
+            stored_before.append({k[0] for k, (status, _) in rows.items() if k[1] == TOP_TIER and status != "pending"})
+            pending_before.append({k[0] for k, (status, _) in rows.items() if k[1] == TOP_TIER and status == "pending"})
             calls_before = len(read_count_log(count_log))
             proc = RunProcess([*args, "--url", url, "--verbose"], env, workdir / f"process-{i}.log")
             if kill is None:
@@ -591,12 +697,18 @@ def run_chain(kills: list[Kill], *, workdir: Path | None = None, arl_home: Path 
                     problems.append(f"the final resume exited with {rc}; see {workdir / f'process-{i}.log'}")
                 segments.append(read_count_log(count_log)[calls_before:])
                 break
-            hit = proc.wait_for(_reached(kill.target, kill.step, start_step), timeout=300)
+            if asynchronous:
+                reached = _reached_async(kill.target, kill.step, start_step, steps, count_log, calls_before)
+                hit = proc.wait_for(reached, timeout=300, poll=0.05)
+            else:
+                hit = proc.wait_for(_reached(kill.target, kill.step, start_step), timeout=300)
             if hit and proc.proc.poll() is None:
                 time.sleep(kill.delay_s)
                 snapshots.append(verdict_rows(db))
                 with proc.cond:
                     kill.stage_at_kill = next((s for _, line in reversed(proc.lines) if (s := _stage_of(line))), "start")
+                if asynchronous:
+                    kill.stage_at_kill = kill.target
                 proc.proc.send_signal(SIGNALS[kill.sig])
                 kill.killed = True
             else:
@@ -631,9 +743,10 @@ def run_chain(kills: list[Kill], *, workdir: Path | None = None, arl_home: Path 
     lost = sorted({x for snap in snapshots for x in lost_verdicts(snap, final)})
     if lost:
         problems.append(f"verdicts lost: {lost[:5]}")
-    duplicates, redone = _chain_top_calls(segments, stored_before)
+    duplicates, redone = _chain_top_calls(segments, stored_before, pending_before if asynchronous else None)
     if duplicates:
         problems.append(f"{duplicates} top-tier verdicts computed twice")
+    budget_spent = 0.0
     if run_id is not None:
         with Ledger(url) as ledger:
             integrity = ledger.integrity_problems()
@@ -644,9 +757,14 @@ def run_chain(kills: list[Kill], *, workdir: Path | None = None, arl_home: Path 
             problems.append(f"integrity at the end: {integrity}")
         if run.status.value != "completed" or run.steps_done != steps or recorded != list(range(steps)):
             problems.append(f"final status {run.status.value} with {run.steps_done}/{steps} steps, recorded {recorded}")
-        for s, rows in per_step.items():
-            if len(rows) != PROMPTS_PER_STEP * GROUP_SIZE or any(est is None for _, est in rows):
-                problems.append(f"step {s} has {len(rows)} trajectories ({sum(e is None for _, e in rows)} without reward)")
+        if asynchronous:
+            problems += _async_problems(url, run_id, segments)
+            with Ledger(url) as ledger:
+                budget_spent = sum(ledger.spend_by_tier(run_id).values())
+        else:
+            for s, rows in per_step.items():
+                if len(rows) != PROMPTS_PER_STEP * GROUP_SIZE or any(est is None for _, est in rows):
+                    problems.append(f"step {s} has {len(rows)} trajectories ({sum(e is None for _, e in rows)} without reward)")
     return {
         "kills": [asdict(k) for k in kills],
         "stages_hit": dict(Counter(k.stage_at_kill for k in kills if k.killed)),
@@ -655,29 +773,84 @@ def run_chain(kills: list[Kill], *, workdir: Path | None = None, arl_home: Path 
         "inflight_redone": redone,
         "top_calls": sum(1 for seg in segments for e in seg if e[0] == "start"),
         "leftover_processes": sum(k.leftover_processes for k in kills),
+        "spent": budget_spent,
         "problems": problems + [f"{k.sig}@{k.target}/{k.step}: {p}" for k in kills for p in k.problems],
     }
 
 
-def _chain_top_calls(segments: list[list[tuple[str, int, str, str]]], stored_before: list[set[str]]) -> tuple[int, int]:
+def _chain_top_calls(segments: list[list[tuple[str, int, str, str]]], stored_before: list[set[str]],
+                     pending_before: list[set[str]] | None = None) -> tuple[int, int]:
     """(duplicates, in-flight redone) over the processes of a chain.
 
     A call is a duplicate when its candidate's top-tier verdict was already in
-    the ledger when its process started, or when one process starts it twice;
+    the ledger (final) when its process started, or when one process starts it twice;
     a call whose earlier computation died with its process is in-flight work redone.
+    With ``pending_before`` (the async pipeline records each call before it is
+    sent) work redone must be a call still recorded in flight when its process
+    started (resumed); any other is a duplicate.
     """
     duplicates = redone = 0
     started_earlier: set[str] = set()
-    for calls, stored in zip(segments, stored_before, strict=False):
+    for k, (calls, stored) in enumerate(zip(segments, stored_before, strict=False)):
         starts = Counter(key for event, _, _, key in calls if event == "start")
         duplicates += sum(n - 1 for n in starts.values() if n > 1)
         for key in starts:
             if key in stored:
                 duplicates += 1
             elif key in started_earlier:
-                redone += 1
+                if pending_before is not None and key not in pending_before[k]:
+                    duplicates += 1  # sent again as a new call, not resumed
+                else:
+                    redone += 1
         started_earlier |= set(starts)
     return duplicates, redone
+
+
+def _async_problems(url: str, run_id: str, segments: list[list[tuple[str, int, str, str]]]) -> list[str]:
+    """What an async chain must hold at the end besides a sync one's (see :func:`run_chain`)."""
+    from arl_flows.pipeline import GROUPS_KEY
+    from storage.ledger import Ledger
+    from storage.records import Status
+
+    problems = []
+    with Ledger(url) as ledger:
+        run = ledger.get_run(run_id)
+        budget = float(run.config.get("scheduler", {}).get("budget_per_run", ASYNC_BUDGET["budget_per_run"]))
+        spent = sum(ledger.spend_by_tier(run_id).values())
+        requests = [r for r in ledger.lab_requests(run_id=run_id) if r.verifier == TOP_TIER]
+        rows = ledger.run_trajectories(run_id)
+        learned = [(r.step, r.metrics.get(GROUPS_KEY) or []) for r in ledger.training_steps(run_id)]
+        keys = {t.candidate_key for t, _ in rows}
+        top = [v for v in ledger.verdicts_for(keys) if v.verifier == TOP_TIER]
+    billed = sum(n for n, _ in _spend_calls(sqlite_path(url), run_id, TOP_TIER))
+    if spent > budget + 1e-6:
+        problems.append(f"spent {spent:.2f} CPU-s of a {budget:.0f} budget")
+    final_top = [v for v in top if v.status != Status.pending]
+    if billed > len(final_top):
+        problems.append(f"{billed} top-tier calls billed for {len(final_top)} verdicts: some paid twice")
+    if len(final_top) != len(top):
+        problems.append(f"{len(top) - len(final_top)} top-tier verdicts still pending at the end")
+    per_key = Counter(r.candidate_key for r in requests)
+    started = {key for calls in segments for event, _, _, key in calls if event == "start"}
+    if unrecorded := started - set(per_key):
+        problems.append(f"{len(unrecorded)} top-tier calls were sent without an in-flight record")
+    if resent := [k for k, n in per_key.items() if n > 1]:
+        problems.append(f"{len(resent)} candidates sent to the top tier as new requests twice")
+    if left := [r.id for r in requests if r.status == Status.pending]:
+        problems.append(f"{len(left)} top-tier requests still in flight at the end")
+    by_group: dict[str, list[Any]] = {}
+    for traj, estimate in rows:
+        by_group.setdefault(traj.group_id, []).append(estimate)
+    groups = [g for _, gs in learned for g in gs]
+    if len(set(groups)) != len(groups):
+        problems.append(f"a group was learned twice: {[g for g, n in Counter(groups).items() if n > 1][:3]}")
+    for step, gs in learned:
+        if len(gs) != PROMPTS_PER_STEP:
+            problems.append(f"step {step} learned {len(gs)} groups, expected {PROMPTS_PER_STEP}")
+        for g in gs:
+            if len(by_group.get(g, [])) != GROUP_SIZE or any(e is None for e in by_group[g]):
+                problems.append(f"step {step}: group {g} has {len(by_group.get(g, []))} trajectories, not all rewarded")
+    return problems
 
 
 # ---------------------------------------------------------------------- many trials
@@ -742,7 +915,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=None, help="Where ledgers and logs go (default: a temp dir).")
     parser.add_argument("--arl-home", type=Path, default=None, help="ARL_HOME holding the cached tiny prior.")
     parser.add_argument("--json", type=Path, default=None, help="Write every trial and the totals as JSON.")
+    parser.add_argument("--pipeline", choices=["sync", "async"], default="sync",
+                        help="async: --trials chains of the kill points inside the asynchronous pipeline (ASYNC_KILLS).")
     args = parser.parse_args(argv)
+    if args.pipeline == "async":
+        workdir = Path(args.workdir or tempfile.mkdtemp(prefix="arl-crash-async-"))
+        reports = [run_chain(async_kills(), workdir=workdir / f"chain-{i:03d}", arl_home=args.arl_home or workdir / "arl_home",
+                             steps=max(args.steps, 2), seed=args.seed + i, pipeline="async") for i in range(args.trials)]
+        print(json.dumps([{k: v for k, v in r.items() if k != "kills"} for r in reports], indent=2))
+        if args.json:
+            args.json.write_text(json.dumps(reports, indent=2))
+        return 0 if not any(r["problems"] for r in reports) else 1
     signals = [s.strip() for s in args.signals.split(",") if s.strip()]
     unknown = set(signals) - set(SIGNALS)
     if unknown or not signals:

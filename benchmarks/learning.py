@@ -72,6 +72,7 @@ from arl_flows.training import RunSession, StepState, StepSummary
 from storage.records import RewardEstimate, Status, Verdict
 from storage.settings import settings
 from verifiers import Candidate, Verifier
+from benchmarks.replay import surrogate_kind
 from verifiers.scheduler import CascadePolicy, Observation, VoiTarget, charge, window_score
 
 __all__ = [
@@ -247,6 +248,7 @@ class RegimeRun:
     valid: int = 0
     valid_keys: set[str] = field(default_factory=set)
     seconds: float = 0.0
+    surrogate: str = "linear"  # what the scheduler's surrogate stacks at step 0 (see surrogate_kind)
 
     @property
     def total_spend(self) -> float:
@@ -316,7 +318,7 @@ class _RegimeDriver(StepHooks):
         self.top = session.ladder[-1]
         cfg = session.config.scheduler
         self.low, self.high, self.softness = cfg.target_low, cfg.target_high, cfg.window_softness
-        self.out = RegimeRun(regime, seed)
+        self.out = RegimeRun(regime, seed, surrogate=surrogate_kind(session.scheduler))
         self.marks = [bench.budget * (i + 1) / bench.audit_points for i in range(bench.audit_points)]
         self.step_spend = 0.0
         self.candidates: dict[str, Candidate] = {}
@@ -462,6 +464,7 @@ def _regime_metrics(run: RegimeRun, bench: LearningBenchConfig, low: float, high
         "confident_checked": len(confident),
         "curve": [[round(c, 3), round(s, 4)] for c, s in run.curve],
         "seconds": round(run.seconds, 1),
+        "surrogate": run.surrogate,
     }
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "advantage_benchmark",
     "replay_ladder",
     "retrieval_benchmark",
+    "surrogate_kind",
 ]
 
 RECALL_LEVELS = (0.5, 0.8, 0.95)
@@ -298,6 +299,16 @@ def retrieval_benchmark(
     return report
 
 
+def surrogate_kind(scheduler: Scheduler) -> str:
+    """What the scheduler's surrogate stacks: ``shipped`` (the suite's pretrained, calibrated network,
+    attached when the scheduler is built with the suite's learner, as every run's is), ``trained``
+    (a network fitted on the history) or ``linear`` (none)."""
+    model = scheduler.surrogate.learned
+    if model is None:
+        return "linear"
+    return "shipped" if getattr(model, "calibrated", False) else "trained"
+
+
 def _advantages(rewards: np.ndarray, floor: float) -> np.ndarray:
     """GRPO group advantages (r - mean) / max(std, floor) for a (groups, G) reward array."""
     centered = rewards - rewards.mean(axis=1, keepdims=True)
@@ -322,8 +333,15 @@ def advantage_benchmark(
     reward_resolution: float = 0.01,
     sign_threshold: float = 0.1,
     progress: Callable[[str], None] = lambda _: None,
+    learner: Callable[[Sequence[str], Any, int], Any] | None = None,
 ) -> dict[str, Any]:
     """Accuracy of group advantages per spend, for each policy at each budget.
+
+    Every policy's scheduler is built as a run builds its own: ``featurize``
+    and ``learner`` are the suite's (``Suite.featurize``,
+    ``Suite.surrogate_learner``), so with ``learned.shipped`` the suite's
+    network is stacked under the surrogate before the history is added, and
+    the policies differ only in which calls they buy.
 
     Advantages use the GRPO normalisation with the scheduler's scale floor.
     Metrics: ``rmse`` of advantages over all groups; mean within-group
@@ -366,6 +384,7 @@ def advantage_benchmark(
         }
 
     rows: dict[str, list[dict[str, float]]] = {}
+    surrogates: set[str] = set()
     for name in policies:
         target = VoiTarget.discovery if name == "voi-discovery" else VoiTarget.advantage
         policy_name = "voi" if name.startswith("voi") else name
@@ -381,8 +400,9 @@ def advantage_benchmark(
                 seed=seed,
                 learned=learned or LearnedSurrogateConfig(),
             )
-            scheduler = Scheduler(ladder, config, featurize=featurize)
+            scheduler = Scheduler(ladder, config, featurize=featurize, learner=learner)
             scheduler.add_history(held_out, progress=progress)
+            surrogates.add(surrogate_kind(scheduler))
             result = scheduler.run_step(flat, group_ids=group_ids, budget=frac * full_cost if name != "all" else math.inf)
             est = np.array([e.mean for e in result.estimates])
             row = {"budget_fraction": frac, "spend": result.total_spend, "spend_fraction": result.total_spend / full_cost}
@@ -409,4 +429,5 @@ def advantage_benchmark(
         "cost_of_all": full_cost,
         "policies": rows,
         "spend_fraction_to_match_all": reached,
+        "surrogate": sorted(surrogates),
     }

@@ -18,6 +18,8 @@ scheduler`` does (:func:`benchmarks.molecule_pool.molecule_pool`). Side by side,
 - ``cold h=N``: without the shipped network (``learned.shipped = false``):
   the linear surrogate, the network only once the history reaches
   ``min_pairs``;
+- ``cold-net500 h=N``: a cold start that trains the network on the history
+  from 500 answers on instead of ``min_pairs``' default;
 - ``oracle``: the top tier on the true hits only.
 
 For each: CPU-seconds to 50/80/95% recall of the window's hits, the ratio to
@@ -54,6 +56,7 @@ SETTINGS = {
     "shipped-exploit": ({"shipped": True}, {"learning_value": 0.0}),
     "shipped-frozen": ({"shipped": True, "finetune_pairs": 10**9}, {}),
     "cold": ({"shipped": False}, {}),
+    "cold-net500": ({"shipped": False, "min_pairs": 500}, {}),
 }
 
 

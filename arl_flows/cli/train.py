@@ -156,6 +156,9 @@ def run(
     steps: int | None = typer.Option(None, "--steps", min=1, help="Number of training steps (overrides the config)."),
     task_runner: str | None = typer.Option(None, "--task-runner", help="'threads' (default), 'dask' or 'ray'."),
     dask_address: str | None = typer.Option(None, "--dask-address", help="tcp://HOST:PORT of a Dask scheduler."),
+    pipeline: str | None = typer.Option(
+        None, "--pipeline", help="'sync' (each step in turn) or 'async' (sampler, verification and learner at once)."
+    ),
     url: str | None = URL_OPTION,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's logs in the terminal."),
 ) -> None:
@@ -184,6 +187,8 @@ def run(
         overrides["steps"] = steps
     if task_runner:
         overrides["task_runner"] = task_runner
+    if pipeline:
+        overrides["pipeline"] = pipeline
     if dask_address:
         overrides["dask_address"] = dask_address
         overrides.setdefault("task_runner", "dask")

@@ -84,6 +84,8 @@ def test_benchmark_report_budget_and_uncharged_audits(flow_home, overrides, tmp_
     # The scheduled regime paid for top-tier verdicts under the same budget.
     sched = report["regimes"]["scheduled"]["per_seed"][0]
     assert sched["spend"].get("lab", 0.0) > 0.0
+    # Every regime's scheduler is built as a run's is: the suite's shipped network under the surrogate from step 0.
+    assert {row["surrogate"] for r in report["regimes"].values() for row in r["per_seed"]} == {"shipped"}
 
     out = tmp_path / "report.json"
     write_json(report, out)

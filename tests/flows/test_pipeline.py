@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -134,3 +135,138 @@ def test_sampler_waits_for_the_learner_when_max_ahead_batches_are_out(flow_home,
     assert report.steps == 3 and report.batches_sampled == 3
     assert seen == [0, 1, 2]  # with one batch out at most, batch k is sampled only after step k-1 is learned
     assert set(report.staleness) == {0}
+
+
+@pytest.mark.slow
+def test_async_run_on_a_dask_cluster_sends_top_tier_calls_to_its_workers(
+    prefect_harness, flow_home, overrides, sqlite_url, tmp_path, monkeypatch
+) -> None:
+    pytest.importorskip("prefect_dask")
+    import os
+
+    from benchmarks.counting_tier import COUNT_LOG_ENV, read_count_log
+
+    from arl_flows.flows import run_training
+
+    import distributed
+
+    clusters: list[object] = []
+
+    class Counted(distributed.LocalCluster):
+        def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+            clusters.append(self)
+            super().__init__(*args, **kwargs)
+
+    # The service's slot threads submit at once: one cluster must be started, not one per racing thread.
+    monkeypatch.setattr(distributed, "LocalCluster", Counted)
+    log = tmp_path / "top_calls.log"
+    monkeypatch.setenv(COUNT_LOG_ENV, str(log))  # the LocalCluster's worker processes inherit it
+    top = "benchmarks.counting_tier:CountingReferenceTable"
+    config = _async(overrides, latency=0.0, steps=1, slots={"rdkit-eht": 4, "counting-reference-table": 2})
+    config |= {"task_runner": "dask", "tiers": [{"verifier": "rdkit-eht"}, {"verifier": top, "params": {"cost_per_call": 5.0}}]}
+    summary = run_training(config, database_url=sqlite_url)
+    assert summary["status"] == "completed" and summary["steps_done"] == 1
+    assert len(clusters) == 1
+    ledger = Ledger(sqlite_url)
+    run_id = summary["id"]
+    calls = read_count_log(log)
+    assert calls, "the run needs top-tier calls"
+    assert {pid for _, pid, _, _ in calls}.isdisjoint({os.getpid()})  # computed on the Dask workers, not here
+    keys = {t.candidate_key for t, _ in ledger.run_trajectories(run_id)}
+    landed = [v for v in ledger.verdicts_for(keys) if v.verifier == "counting-reference-table"]
+    assert sorted(v.candidate_key for v in landed) == sorted(k for e, _, _, k in calls if e == "start")
+    assert all(v.status != Status.pending for v in landed)
+    assert ledger.lab_requests(Status.pending, run_id=run_id) == []
+    assert ledger.spend_by_tier(run_id)["lab"] == pytest.approx(5.0 * len(landed))
+    assert len(_learned(ledger, run_id)) == 2
+    assert ledger.integrity_problems() == []
+
+
+def test_streaming_slots_set_each_tiers_calls_in_flight(flow_home, overrides, sqlite_url) -> None:
+    """[streaming] slots wins over the verifier's own `slots` (the cluster's 4) and over tier_concurrency."""
+    config = _async(overrides, latency=0.05, steps=1, slots={"simulated-cluster": 3})
+    config["tier_concurrency"] = {"simulated-cluster": 2, "rdkit-eht": 5}
+    session = RunSession.open(load_config(overrides=config), Ledger(sqlite_url))
+    try:
+        for streaming_slots, expected in [({"simulated-cluster": 3}, 3), ({}, 4)]:  # 4: the cluster's own
+            session.config.streaming.slots = streaming_slots
+            service = Pipeline(session).service
+            assert service.slots == {"rdkit-eht": 5, "simulated-cluster": expected}
+            service.close()
+    finally:
+        session.finish()
+
+
+class _PartDies(PipelineHooks):
+    """A part of the pipeline raises: the sampler in its second batch's rollout, or the service in its loop."""
+
+    def __init__(self, part: str) -> None:
+        self.part_name = part
+
+    def stage(self, step, name, work):  # noqa: ANN001, ANN201
+        if self.part_name == "sampler" and name == "rollout" and step == 1:
+            raise RuntimeError("sampler died")
+        return work()
+
+    def progress(self, session, stats) -> None:  # noqa: ANN001
+        if self.part_name == "verification-service" and any(stats["calls"].values()):
+            raise SystemExit("service died")  # not an Exception: progress' own guard does not swallow it
+
+
+@pytest.mark.parametrize("part", ["sampler", "verification-service"])
+def test_a_part_that_dies_stops_the_run_and_resume_continues(part, flow_home, overrides, sqlite_url) -> None:
+    ledger = Ledger(sqlite_url)
+    config = load_config(overrides=_async(overrides, latency=0.2, steps=2, progress_every_s=0.01))
+    first = RunSession.open(config, ledger)
+    run_id = first.run.id
+    with pytest.raises((RuntimeError, SystemExit), match=f"{part.split('-')[-1]} died"):
+        Pipeline(first, _PartDies(part)).run()
+    first.finish(RunStatus.failed)
+    assert ledger.integrity_problems() == []
+    before = {v.cache_key: v for v in ledger.verdicts_for({t.candidate_key for t, _ in ledger.run_trajectories(run_id)})}
+
+    second = RunSession.open(load_config(overrides=_async(overrides, latency=0.05, steps=2)), ledger, resume=run_id)
+    start = second.start_step
+    report = Pipeline(second).run()
+    second.finish()
+    assert ledger.get_run(run_id).status == RunStatus.completed
+    assert [r.step for r in ledger.training_steps(run_id)] == [0, 1] and report.steps == 2 - start
+    learned = _learned(ledger, run_id)
+    assert len(learned) == len(set(learned)) == 4
+    after = {v.cache_key: v for v in ledger.verdicts_for({v.candidate_key for v in before.values()})}
+    for key, v in before.items():  # no verdict lost or changed; one in flight may only have become final
+        assert key in after and (v.status == Status.pending or (after[key].status, after[key].value) == (v.status, v.value))
+    assert all(r.status != Status.pending for r in ledger.lab_requests(run_id=run_id))
+    assert ledger.integrity_problems() == []
+
+
+def test_a_stop_lets_the_local_calls_out_land_before_the_run_ends(flow_home, overrides, sqlite_url, tmp_path, monkeypatch) -> None:
+    from benchmarks.counting_tier import COUNT_LOG_ENV, read_count_log
+
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv(COUNT_LOG_ENV, str(log))
+    config = _async(overrides, latency=0.0, steps=2, max_group_wait_s=0.2, slots={"counting-reference-table": 4})
+    config["tiers"] = [{"verifier": "rdkit-eht"},
+                       {"verifier": "benchmarks.counting_tier:CountingReferenceTable",
+                        "params": {"seconds_per_call": 1.0, "cost_per_call": CLUSTER_COST}}]
+    ledger = Ledger(sqlite_url)
+    session = RunSession.open(load_config(overrides=config), ledger)
+
+    class StopWhileTheTopTierComputes(PipelineHooks):
+        def finished(self, session, summary) -> None:  # noqa: ANN001
+            deadline = time.monotonic() + 60
+            while not pipeline.service.in_flight["counting-reference-table"] and time.monotonic() < deadline:
+                time.sleep(0.02)
+            raise KeyboardInterrupt("stop with top-tier calls computing")
+
+    pipeline = Pipeline(session, StopWhileTheTopTierComputes())
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.run()
+    session.finish(RunStatus.interrupted)
+    calls = read_count_log(log)
+    started = {key for event, _, _, key in calls if event == "start"}
+    assert started, "the test needs top-tier calls computing at the stop"
+    assert started == {key for event, _, _, key in calls if event == "done"}  # each ran to its end ...
+    stored = {v.candidate_key: v for v in ledger.verdicts_for(started) if v.verifier == "counting-reference-table"}
+    assert set(stored) == started and all(v.status != Status.pending for v in stored.values())  # ... and landed
+    assert ledger.lab_requests(Status.pending, run_id=session.run.id) == []

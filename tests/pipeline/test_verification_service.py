@@ -142,3 +142,75 @@ def test_groups_taken_before_their_verdicts_get_them_late(ledger) -> None:
         newest |= {e.trajectory_id: e for e in item.estimates}
     stored = {t.id: e for t, e in ledger.step_trajectories(run.id, 0)}
     assert all(stored[k].mean == pytest.approx(e.mean) for k, e in newest.items())  # the ledger holds the latest
+
+
+def test_a_computed_lab_tier_call_in_flight_at_a_crash_is_run_again_and_billed_once(ledger) -> None:
+    """The reference table is on the lab tier but computes its answer: resume runs it, it does not wait for `arl lab submit`."""
+    import threading
+
+    from arl_flows.suites.molecules import ReferenceTableVerifier
+
+    suite, run, trajs, cands, _, _ = _setup(ledger)
+    release = threading.Event()
+
+    def hangs(verifier, candidate):  # noqa: ANN001, ANN202 - the process dies while this call is out
+        release.wait(60)
+        raise RuntimeError("the process died")
+
+    def scheduler():  # noqa: ANN202
+        ladder = [EHTGapVerifier(), ReferenceTableVerifier({"cost_per_call": 5.0})]
+        return Scheduler(ladder, SchedulerConfig(policy="all"), featurize=suite.featurize)
+
+    first = VerificationService(ledger, scheduler(), suite, run.id, slots={"rdkit-eht": 4, "reference-table": 1},
+                                execute=lambda v, c: hangs(v, c) if v.name == "reference-table" else v.verify_batch([c])[0])
+    first.open_batch(0, trajs, cands)
+    for _ in range(200):
+        first.pump(0.02)
+        if first.in_flight["reference-table"] == 1 and first.in_flight["rdkit-eht"] == 0:
+            break
+    (req,) = ledger.lab_requests(Status.pending, run_id=run.id)
+    first.close()
+    release.set()
+
+    second = VerificationService(ledger, scheduler(), suite, run.id, slots={"rdkit-eht": 4, "reference-table": 1})
+    assert second.resume_in_flight() == 1
+    for _ in range(200):
+        second.pump(0.05)
+        if not second.busy:
+            break
+    second.close()
+    (final,) = [v for v in ledger.verdicts_for([req.candidate_key]) if v.verifier == "reference-table"]
+    assert final.status == Status.ok and final.request_id == req.id
+    assert ledger.lab_requests(Status.pending, run_id=run.id) == []  # nobody is asked to measure it by hand
+    assert ledger.spend_by_tier(run.id)["lab"] == pytest.approx(5.0)
+
+
+def test_a_tier_keeps_its_slots_full_and_never_more(ledger) -> None:
+    """Counted, not timed: each call is held until the test lets it go; after each answer the slot is refilled."""
+    import queue
+    import threading
+
+    suite, run, trajs, cands, _, sched = _setup(ledger)
+    ledger.put_verdicts(EHTGapVerifier().verify_batch(cands))  # fast tier cached: every valid candidate wants the top now
+    gates: queue.Queue[threading.Event] = queue.Queue()  # one per call in flight
+    cluster = sched.ladder[-1]
+    answer = cluster.answer
+
+    def held(candidate, submitted_at=None):  # noqa: ANN001, ANN202
+        gate = threading.Event()
+        gates.put(gate)
+        gate.wait(60)
+        return answer(candidate, submitted_at=submitted_at)
+
+    cluster.answer = held
+    service = VerificationService(ledger, sched, suite, run.id, slots={"rdkit-eht": 4, "simulated-cluster": 3})
+    service.open_batch(0, trajs, cands)
+    work = len({c.key for c in cands})  # 7 distinct molecules, all in QM9: more work than slots
+    in_flight = [service.in_flight["simulated-cluster"]]
+    for done in range(1, work + 1):
+        gates.get(timeout=30).set()  # one call answers
+        assert service.pump(30) == 1
+        in_flight.append(service.in_flight["simulated-cluster"])
+    service.close()
+    assert in_flight == [min(3, work - done) for done in range(work + 1)]  # full while work waits, never over
+    assert cluster.calls == work and cluster.peak_in_flight <= 3

@@ -1,8 +1,10 @@
 """Crash safety: a run killed at any moment resumes without losing or re-buying a verdict.
 
-The slow test drives ``benchmarks.crash`` (real ``arl run`` subprocesses):
+The slow tests drive ``benchmarks.crash`` (real ``arl run`` subprocesses):
 one run is signalled at every stage boundary of a step (SIGKILL, SIGTERM,
-SIGINT) and at random moments, and resumed after each. The soak tests run
+SIGINT) and at random moments, and resumed after each; an asynchronous run
+is killed with top-tier calls in flight (its soak variant at every kill point
+inside the pipeline). The soak tests run
 20 independent random SIGKILL trials and 6 SIGTERM/SIGINT ones. The
 default-suite tests check the harness's own bookkeeping on hand-made inputs
 and, in process, the narrowest window of a step: a crash after the
@@ -150,6 +152,31 @@ def test_chain_counts_a_stored_verdict_computed_again_as_a_duplicate() -> None:
     stored_before = [set(), {"molecules:A"}, {"molecules:A", "molecules:B"}]
     assert crash._chain_top_calls(segments, stored_before) == (2, 1)
     assert crash._chain_top_calls(segments[:2], [set(), set()]) == (0, 2)
+    # The async pipeline records each call before sending it: work redone must be a call recorded in flight.
+    assert crash._chain_top_calls(segments[:2], [set(), set()], [set(), {"molecules:B"}]) == (1, 1)
+
+
+@pytest.mark.slow
+def test_async_sigkill_with_top_tier_calls_in_flight_then_resume(tmp_path: Path) -> None:
+    """The asynchronous pipeline killed while top-tier calls are out: resume continues them, loses and re-buys nothing."""
+    report = crash.run_chain(crash.async_kills([("kill", "top-in-flight", 0)]), workdir=tmp_path, steps=2, seed=0,
+                             pipeline="async")
+    assert report["problems"] == []
+    assert [k["killed"] for k in report["kills"]] == [True]
+    assert report["verdicts_lost"] == 0 and report["duplicate_top_calls"] == 0
+    assert report["inflight_redone"] >= 1  # the call out at the kill was resumed (its request still pending), once
+
+
+@pytest.mark.soak
+def test_async_signals_at_every_kill_point_inside_the_pipeline_then_resume(tmp_path: Path) -> None:
+    """Sampler ahead, calls in flight, between GRPO and checkpoint, before a checkpoint, the final drain; SIGTERM and Ctrl-C too."""
+    report = crash.run_chain(crash.async_kills(), workdir=tmp_path, steps=2, seed=0, pipeline="async")
+    assert report["problems"] == []
+    assert report["verdicts_lost"] == 0 and report["duplicate_top_calls"] == 0
+    assert sum(k["killed"] for k in report["kills"]) >= len(crash.ASYNC_KILLS) - 2, report["kills"]
+    for k in report["kills"]:
+        if k["killed"] and k["sig"] != "kill" and k["status_after_kill"] != "completed":
+            assert (k["exit_code"], k["status_after_kill"]) == (130, "interrupted")
 
 
 @pytest.mark.soak

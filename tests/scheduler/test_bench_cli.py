@@ -36,6 +36,14 @@ def test_bench_scheduler_and_advantages_on_a_tiny_pool(tmp_path) -> None:
     assert _verdict_rows(cache) == rows  # ... and read back from it the second time
     report = json.loads(out.read_text())
     assert report["groups"] == 5 and [r["budget_fraction"] for r in report["policies"]["voi"]] == [0.2]
+    # Every policy's scheduler is built as a run's is: the suite's shipped network under the surrogate ...
+    assert report["surrogate"] == ["shipped"]
+    result = runner.invoke(
+        app, ["bench", "advantages", *common, "--groups", "5", "--policies", "voi", "--fractions", "0.2", "--no-shipped",
+              "--json", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["surrogate"] == ["linear"]  # ... unless asked for a cold start
 
 
 def _verdict_rows(path) -> int:
