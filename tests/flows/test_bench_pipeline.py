@@ -12,7 +12,6 @@ BUDGET = 60.0
 COST = 15.0
 
 
-@pytest.mark.slow
 def test_sync_and_async_spend_the_same_budget_and_both_learn(flow_home, overrides, tmp_path) -> None:
     run = overrides()
     run.pop("prior")  # the suite's shipped prior: most of its molecules are valid, so the cluster gets calls
