@@ -110,6 +110,12 @@ class StreamingConfig(_Section):
         default=None, gt=0,
         description="Seconds after which the learner takes a group as it stands; what arrives later is a late verdict.",
     )
+    max_group_lag: int | None = Field(
+        default=2, ge=0,
+        description="Policy versions a group may wait to settle: once the learner is this many updates past the "
+        "weights that sampled it, it is learned as it stands (what arrives later is a late verdict, for hindsight). "
+        "Keeps groups within trainer.max_staleness instead of waiting for them and then dropping them. None: no limit.",
+    )
     slots: dict[str, int] = Field(
         default_factory=dict,
         description=f"Calls in flight per verifier (1 to {MAX_TIER_CONCURRENCY}); default: the verifier's own "

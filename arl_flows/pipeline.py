@@ -271,7 +271,8 @@ class Pipeline:
             while not self._stop.is_set():
                 self._open_waiting()
                 service.pump(0.05)
-                for group in service.take_settled():
+                lag = self.cfg.max_group_lag
+                for group in service.take_settled(sampled_before=None if lag is None else self.version - lag):
                     self._settled.put(group)
                     with self._turn:
                         self._groups_delivered += 1

@@ -201,15 +201,21 @@ class VerificationService:
         """Calls in flight, or open batches whose plans still want work."""
         return any(self.in_flight.values()) or any(not b.plan.done for b in self.batches if not b.closed)
 
-    def take_settled(self) -> list[SettledGroup]:
-        """Groups whose rewards are settled (or that waited ``max_group_wait_s``), each handed out once."""
+    def take_settled(self, sampled_before: int | None = None) -> list[SettledGroup]:
+        """Groups whose rewards are settled, each handed out once.
+
+        Also handed out as they stand (what arrives later arrives late): groups
+        that waited ``max_group_wait_s``, and groups sampled by a policy version
+        below ``sampled_before`` (the learner's deadline on staleness).
+        """
         out: list[SettledGroup] = []
         now = time.monotonic()
         for b in self.batches:
             if b.closed:
                 continue
             ready = set(b.plan.settled_groups(self.settle_std))
-            if self.max_group_wait_s is not None and now - b.opened >= self.max_group_wait_s:
+            waited = self.max_group_wait_s is not None and now - b.opened >= self.max_group_wait_s
+            if waited or (sampled_before is not None and b.policy_version < sampled_before):
                 ready = set(b.plan.group_ids)  # waited long enough: what arrives now arrives late
             ready -= set(b.taken)
             for g in [g for g in b.plan.group_ids if g in ready]:

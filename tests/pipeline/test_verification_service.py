@@ -214,3 +214,19 @@ def test_a_tier_keeps_its_slots_full_and_never_more(ledger) -> None:
     service.close()
     assert in_flight == [min(3, work - done) for done in range(work + 1)]  # full while work waits, never over
     assert cluster.calls == work and cluster.peak_in_flight <= 3
+
+
+def test_groups_sampled_too_many_versions_ago_are_taken_as_they_stand(ledger) -> None:
+    suite, run, trajs, cands, cluster, sched = _setup(ledger, latency=3600.0, slots=8)
+    service = VerificationService(ledger, sched, suite, run.id, slots={"rdkit-eht": 4, "simulated-cluster": 8})
+    service.open_batch(0, trajs, cands, policy_version=3)
+    for _ in range(200):  # the fast tier answers; the hour-long cluster calls stay out
+        service.pump(0.02)
+        if service.in_flight["simulated-cluster"] and not service.in_flight["rdkit-eht"]:
+            break
+    assert service.take_settled(sampled_before=3) == []  # sampled by version 3: not behind yet, still waiting
+    taken = service.take_settled(sampled_before=4)
+    assert sorted(g.group_id for g in taken) == ["g0", "g1"] and all(g.policy_version == 3 for g in taken)
+    assert service.take_settled(sampled_before=10) == []  # each group handed out once
+    cluster.close()
+    service.close()
