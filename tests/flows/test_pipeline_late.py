@@ -38,16 +38,25 @@ def test_a_verdict_after_its_group_was_learned_updates_the_ledger_and_feeds_hind
     config.pop("prior")  # the suite's shipped prior: most molecules valid, so the cluster gets calls
     ledger = Ledger(sqlite_url)
     session = RunSession.open(load_config(overrides=config), ledger)
-    seen: list[str] = []
+    given: set[str] = set()  # candidate keys of the failures hindsight was given (it keeps one trajectory per key)
     suite_hindsight = session.suite.hindsight
 
-    def spy(policy, failures):  # noqa: ANN001, ANN202 - records which trajectories hindsight was given
-        seen.extend(traj.id for traj, *_ in failures)
+    def spy(policy, failures):  # noqa: ANN001, ANN202
+        given.update(traj.candidate_key for traj, *_ in failures)
         return suite_hindsight(policy, failures)
 
     session.suite.hindsight = spy  # type: ignore[method-assign]
     hooks = _WaitForALateVerdict()
     pipeline = hooks.pipeline = Pipeline(session, hooks)
+    drained: list = []  # late-verdict trajectories the learner picked up (before a step, or while idle)
+    drain = pipeline._drain_late
+
+    def record() -> None:
+        before = len(pipeline._late)
+        drain()
+        drained.extend(pipeline._late[before:])
+
+    pipeline._drain_late = record  # type: ignore[method-assign]
     report = pipeline.run()
     session.finish()
     assert report.late_verdicts > 0 and report.late_distilled > 0
@@ -61,8 +70,8 @@ def test_a_verdict_after_its_group_was_learned_updates_the_ledger_and_feeds_hind
     late_trajs = [(t, e) for t, e in rows if t.group_id in learned and t.candidate_key in top and top[t.candidate_key].status == Status.ok]
     assert late_trajs
     assert all(e is not None and e.value_std is not None and e.value_std <= 0.5 for _, e in late_trajs)
-    # Hindsight was handed late trajectories: some trajectory reached it a second time, after its own step.
-    repeats = {tid for tid in seen if seen.count(tid) > 1}
-    assert repeats & {t.id for t, _ in late_trajs}
+    # Every late-verdict trajectory the learner picked up that still counts as failed went to hindsight.
+    failed = {t.candidate_key for t, _, e in drained if e.mean < 1.0 and t.completion_ids}
+    assert failed and failed <= given
     used = sum(r.metrics.get("pipeline/late_used", 0.0) for r in ledger.training_steps(run_id))
     assert used + report.idle_distill_steps > 0

@@ -79,6 +79,7 @@ SPECS: dict[str, Spec] = {
     "run": ({
         "--config": FILE, "--name": TEXT, "--profile": st.one_of(st.sampled_from(["default", "quick"]), TEXT), "--resume": _RUN_ID,
         "--steps": NUMBER, "--task-runner": st.one_of(st.sampled_from(["threads", "dask", "ray"]), TEXT), "--dask-address": TEXT,
+        "--pipeline": st.one_of(st.sampled_from(["sync", "async"]), TEXT),
         "--url": URL, "--verbose": FLAG,
     }, ["--config", "<NO_POLICY_TOML>"], None),
     "report": ({"--out": FILE, "--url": URL}, None, _RUN_ID),
@@ -108,12 +109,19 @@ SPECS: dict[str, Spec] = {
         "--pool": FILE, "--window": st.tuples(NUMBER, NUMBER), "--softness": NUMBER, "--group-size": NUMBER, "--groups": NUMBER,
         "--policies": TEXT, "--fractions": st.one_of(st.sampled_from(["0.1,0.2", "nan", "-1", "2", ",", "0"]), TEXT),
         "--top-cost": NUMBER, "--seed": NUMBER, "--limit": NUMBER, "--held-out": NUMBER, "--cache": FILE, "--ledger": URL,
-        "--json": FILE, "--learned": FLAG, "--no-learned": FLAG,
+        "--json": FILE, "--learned": FLAG, "--no-learned": FLAG, "--shipped": FLAG, "--no-shipped": FLAG,
     }, ["--pool", "<MISSING>"], None),
     "bench learning": ({
         "--budget": NUMBER, "--seeds": NUMBER, "--first-seed": NUMBER, "--merge": FILE, "--regimes": TEXT, "--step-budget": NUMBER,
         "--max-steps": NUMBER, "--proxy-max-steps": NUMBER, "--audit-points": NUMBER, "--history": NUMBER, "--config": FILE,
         "--cache": FILE, "--json": FILE, "--png": FILE,
+    }, ["--workdir", "<EMPTY>"], None),
+    "bench pipeline": ({
+        "--budget": NUMBER, "--step-budget": NUMBER, "--seed": NUMBER, "--max-steps": NUMBER,
+        "--modes": st.one_of(st.sampled_from(["sync,async", "async", "x", ","]), TEXT), "--real": FLAG, "--latency": NUMBER,
+        "--slots": NUMBER, "--cost-per-call": NUMBER, "--dask-workers": NUMBER, "--max-ahead": NUMBER, "--settle-std": NUMBER,
+        "--max-group-wait": NUMBER, "--audit-points": NUMBER, "--history": NUMBER, "--config": FILE, "--cache": FILE,
+        "--json": FILE,
     }, ["--workdir", "<EMPTY>"], None),
     "prior show": ({"--config": FILE, "--profile": TEXT, "--json": FLAG}, None, None),
     "rerank": ({
@@ -128,7 +136,7 @@ SPECS: dict[str, Spec] = {
     }, ["--config", "<DEEP_TOML>"], None),
 }
 # Options that are the poison itself (never fuzzed) or pure output switches checked elsewhere.
-NOT_FUZZED = {"bench learning": {"--workdir"}, "ui": {"--stop"}, "prior pretrain": {"--config"}, "deploy": {"--url"},
+NOT_FUZZED = {"bench learning": {"--workdir"}, "bench pipeline": {"--workdir"}, "ui": {"--stop"}, "prior pretrain": {"--config"}, "deploy": {"--url"},
               "rerank": {"--ledger"}}
 
 
@@ -252,7 +260,7 @@ def fixture(tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.
 
 
 # Commands that must never succeed in this test: valid input would start real work, and the poison stops it.
-_NEVER_SUCCEED = {"run", "ui", "deploy", "bench scheduler", "bench advantages", "bench learning", "prior pretrain", "rerank"}
+_NEVER_SUCCEED = {"run", "ui", "deploy", "bench scheduler", "bench advantages", "bench learning", "bench pipeline", "prior pretrain", "rerank"}
 
 
 def _check(invocation: tuple[str, list[str]]) -> None:
