@@ -111,10 +111,12 @@ class StreamingConfig(_Section):
         description="Seconds after which the learner takes a group as it stands; what arrives later is a late verdict.",
     )
     max_group_lag: int | None = Field(
-        default=2, ge=0,
+        default=None, ge=0,
         description="Policy versions a group may wait to settle: once the learner is this many updates past the "
         "weights that sampled it, it is learned as it stands (what arrives later is a late verdict, for hindsight). "
-        "Keeps groups within trainer.max_staleness instead of waiting for them and then dropping them. None: no limit.",
+        "Keeps groups within trainer.max_staleness instead of waiting for them and then dropping them; but the "
+        "learner then never waits for verification (each step frees the next), so it learns mostly from estimates. "
+        "None (default): no limit; prefer max_group_wait_s of a few top-tier latencies.",
     )
     slots: dict[str, int] = Field(
         default_factory=dict,
