@@ -135,7 +135,7 @@ class Pipeline:
         self._turn = threading.Condition()  # the sampler waits here for the learner to free a batch slot
         self._stop = threading.Event()
         self._errors: list[BaseException] = []
-        self._inbox: queue.Queue[StepState | tuple[int, list[Trajectory], list[Candidate], int]] = queue.Queue()
+        self._inbox: queue.Queue[tuple[int, list[Trajectory], list[Candidate], int]] = queue.Queue()  # batches to open
         self._settled: queue.Queue[SettledGroup] = queue.Queue()
         self._late: list[tuple[Trajectory, Prompt, RewardEstimate]] = []
         self._sampling_done = threading.Event()
@@ -426,7 +426,8 @@ class Pipeline:
     def _finish(self) -> None:
         """Send no new calls; let the ones out land (they are paid for), then stop the parts."""
         self.service.draining = True
-        self._stop_sampling()
+        self.stop_sampling()
+        self._sampling_done.wait(timeout=60)
         while not self._service_done.is_set() and not self._errors:
             self._service_done.wait(0.2)
         self._check()
@@ -441,19 +442,17 @@ class Pipeline:
         if self._service_done.is_set():
             return
         self.service.draining = True
-        with self._turn:
-            self._groups_wanted = 0
-            self._turn.notify_all()
+        self.stop_sampling()
         local = [v.name for v in self.session.ladder if getattr(v, "answer", None) is None]
         deadline = time.monotonic() + DRAIN_S
         while time.monotonic() < deadline and not self._service_done.is_set() and any(self.service.in_flight[n] for n in local):
             time.sleep(0.05)
 
-    def _stop_sampling(self) -> None:
+    def stop_sampling(self) -> None:
+        """Sample no more batches (safe from any thread); the learner still learns every group already sampled."""
         with self._turn:
             self._groups_wanted = 0
             self._turn.notify_all()
-        self._sampling_done.wait(timeout=60)
 
 
 def run_pipeline(session: RunSession, hooks: PipelineHooks | None = None) -> PipelineReport:

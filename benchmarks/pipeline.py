@@ -331,7 +331,7 @@ class _AsyncDriver(PipelineHooks):
         cheapest = self.rec.cheapest_top(self.last_candidates) or self.rec.cheapest_top(state.candidates)
         in_flight = self.pipeline.service.stats()["in_flight"].get(self.rec.top.name, 0)
         if self.rec.bench.budget - self.rec.spent() - in_flight * cheapest < max(cheapest, 1e-9):
-            self.pipeline._stop_sampling()  # no public stop: the pipeline otherwise samples to its step cap
+            self.pipeline.stop_sampling()  # the budget is committed: the pipeline would otherwise sample to its step cap
 
     def run(self) -> Any:
         return self.pipeline.run()

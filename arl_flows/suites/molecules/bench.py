@@ -126,6 +126,20 @@ def _count(option: str, value: int, low: int, high: int) -> None:
         raise UserError(f"{option} must be from {low:,} to {high:,}, got {value}")
 
 
+def _workdir_and_overrides(workdir: Path, config: Path | None) -> dict[str, Any]:
+    """Check ``--workdir`` is (or can be) a folder; return the TOML overrides of ``--config`` (empty without one)."""
+    if workdir.exists() and not workdir.is_dir():
+        raise UserError(f"--workdir {str(workdir)[:300]!r} is not a folder")
+    if config is None:
+        return {}
+    from arl_flows.config import ConfigError, read_toml
+
+    try:
+        return read_toml(config)
+    except ConfigError as exc:
+        raise UserError(str(exc)) from None
+
+
 def _window(window: tuple[float, float]) -> tuple[float, float]:
     low, high = window
     if not (math.isfinite(low) and math.isfinite(high)):
@@ -425,16 +439,7 @@ def learning(
     _count("--proxy-max-steps", proxy_max_steps, 1, 1_000_000)
     _count("--audit-points", audit_points, 1, 10_000)
     _count("--history", history, 0, _MAX_POOL)
-    if workdir.exists() and not workdir.is_dir():
-        raise UserError(f"--workdir {str(workdir)[:300]!r} is not a folder")
-    overrides: dict[str, Any] = {}
-    if config is not None:
-        from arl_flows.config import ConfigError, read_toml
-
-        try:
-            overrides = read_toml(config)
-        except ConfigError as exc:
-            raise UserError(str(exc)) from None
+    overrides = _workdir_and_overrides(workdir, config)
     try:
         bench = harness.LearningBenchConfig(
             budget=budget, seeds=list(range(first_seed, first_seed + seeds)), regimes=names, budget_per_step=step_budget, max_steps=max_steps,

@@ -57,7 +57,7 @@ def bench_pipeline(
     DFT QUEUE OR LAB (answers from the QM9 table after the wait, uses no CPU here, charged --cost-per-call). With
     --real it is real DFT run on this machine's cores through a local Dask cluster.
     """
-    from arl_flows.suites.molecules.bench import _count, _harness, _positive
+    from arl_flows.suites.molecules.bench import _count, _harness, _positive, _workdir_and_overrides
 
     harness = _harness("pipeline")
     names = [m.strip() for m in modes.split(",") if m.strip()]
@@ -72,16 +72,7 @@ def bench_pipeline(
     _count("--dask-workers", dask_workers, 1, 256)
     _count("--audit-points", audit_points, 1, 10_000)
     _count("--history", history, 0, 10_000_000)
-    if workdir.exists() and not workdir.is_dir():
-        raise UserError(f"--workdir {str(workdir)[:300]!r} is not a folder")
-    overrides: dict[str, Any] = {}
-    if config is not None:
-        from arl_flows.config import ConfigError, read_toml
-
-        try:
-            overrides = read_toml(config)
-        except ConfigError as exc:
-            raise UserError(str(exc)) from None
+    overrides = _workdir_and_overrides(workdir, config)
     streaming = dict(overrides.pop("streaming", {}) or {})
     for key, value in (("max_ahead", max_ahead), ("settle_std", settle_std), ("max_group_wait_s", max_group_wait)):
         if value is not None:
