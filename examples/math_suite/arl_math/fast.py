@@ -1,8 +1,10 @@
 """Fast tier: the answer parses, safely, into a bounded expression in x.
 
 Microseconds to a millisecond, in-process: nothing is evaluated (see
-``expressions.parse_answer``: a closed token grammar, then ``parse_expr``
-with ``evaluate=False``), so no answer can hang or run code here. Its verdict
+``expressions.parse_answer``: a closed token grammar and a parser of its
+own that builds the unevaluated tree, linear in the bounded text), so no
+answer can hang or run code here, and what it admits is exactly the tree the
+other tiers evaluate. Its verdict
 is ``invalid`` with the reason (unknown name, unbalanced parenthesis, too
 large) as the policy's feedback, or ``ok`` with value 1.0 and the answer's
 size. It says nothing about correctness: that is the next two tiers' job.
@@ -41,7 +43,7 @@ class MathFormat(Verifier[MathFormatParams]):
 
     name: ClassVar[str] = "math-format"
     tier: ClassVar[Tier] = Tier.fast
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
     suite: ClassVar[str | None] = SUITE
     Params: ClassVar[type[BaseModel]] = MathFormatParams
     # CPU seconds measured with measure.py (README, 400 answers): median 0.2 ms, max 1 ms; fit 10 us per node.
