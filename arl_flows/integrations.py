@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -71,7 +72,7 @@ class Window(BaseModel):
     low: float = Field(default=3.0, description="Lower edge of the target window.")
     high: float = Field(default=4.0, description="Upper edge of the target window.")
     softness: float = Field(
-        default=0.5, ge=0.0, description="Gaussian fall-off outside the window; 0 gives a hard 0/1 reward."
+        default=0.5, ge=0.0, allow_inf_nan=False, description="Gaussian fall-off outside the window; 0 gives a hard 0/1 reward."
     )
 
     @model_validator(mode="after")
@@ -169,15 +170,24 @@ def verification_config(
     return RunConfig.model_validate(data)
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _text(message: Any) -> str:
-    """A TRL prompt or completion as text: a string, or the content of a conversation's messages."""
+    """A TRL prompt or completion as text: a string, or the content of a conversation's messages.
+
+    A lone surrogate (no UTF-8 encoding, so no ledger can store it) becomes U+FFFD: that one
+    completion is then verified as written with a replacement character, and the batch goes on.
+    """
     if isinstance(message, str):
-        return message
-    if isinstance(message, Mapping):
-        return str(message.get("content", ""))
-    if isinstance(message, Sequence):
-        return "".join(_text(m) for m in message)
-    return str(message)
+        text = message
+    elif isinstance(message, Mapping):
+        text = str(message.get("content", ""))
+    elif isinstance(message, Sequence):
+        text = "".join(_text(m) for m in message)
+    else:
+        text = str(message)
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 class TieredReward:
@@ -291,6 +301,9 @@ class TieredReward:
         """
         if len(prompts) != len(completions):
             raise ValueError(f"got {len(prompts)} prompts and {len(completions)} completions; pass one prompt per completion")
+        if completion_ids is not None and len(completion_ids) != len(completions):
+            raise ValueError(f"got {len(completion_ids)} completion_ids for {len(completions)} completions; "
+                             "pass one list of token ids per completion, or none")
         goals = self._goals(len(completions), goal, columns)
         prompt_texts = [_text(p) for p in prompts]
         built = [self.suite.external_prompt(text, g) for text, g in zip(prompt_texts, goals)]
@@ -624,7 +637,7 @@ def rerank(
                        cached=bool(d.cached and not d.new))
                 for r, d in enumerate(rank_details(details)[:k])
             ]
-            label = item.prompt or ", ".join(f"{key_}={value}" for key_, value in item_goal.items()) or (f"window {key[0]:g}-{key[1]:g}" if key else "")
+            label = (_text(item.prompt) if item.prompt else "") or ", ".join(f"{key_}={value}" for key_, value in item_goal.items()) or (f"window {key[0]:g}-{key[1]:g}" if key else "")
             out.append(
                 RerankResult(prompt=label, n=len(candidates), top=top,
                              spend_s=summary.spend_s if summary else 0.0, calls=summary.calls if summary else {},

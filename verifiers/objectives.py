@@ -118,7 +118,7 @@ class Term(BaseModel):
             raise ValueError(f"a {kind!r} term{' with a ' + repr(self.transform) + ' transform' if self.transform else ''} "
                              f"has no {', '.join(extra)}; remove {'it' if len(extra) == 1 else 'them'} "
                              f"(it takes {', '.join(needs)})")
-        for f in needs:
+        for f in (*needs, "softness"):
             v = getattr(self, f)
             if isinstance(v, float) and not math.isfinite(v):
                 raise ValueError(f"{f} of the {kind!r} term on {self.property!r} must be a finite number, got {v}")

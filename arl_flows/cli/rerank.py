@@ -91,6 +91,19 @@ def _tier_list(tiers: str | None, params: list[str]) -> list[dict[str, Any]] | N
     return ladder
 
 
+def _reason(exc: Exception) -> str:
+    """One line saying why: a validation error's first message (its headline names only the model), else the text."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError) and exc.errors():
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        return f"{where}: {msg}" if where else msg
+    text = str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
+    return " ".join(text.split()) or type(exc).__name__
+
+
 @app.command("rerank")
 def rerank_command(
     suite: str | None = typer.Option(None, "--suite", help="The suite (`arl suites list`; default: a run config's default)."),
@@ -146,8 +159,7 @@ def rerank_command(
         results = rerank(items, suite=the_suite.name, n=n, budget=budget, k=k, tiers=ladder, goal=default_goal,
                          ledger_url=ledger_url, sampler=sampler, seed=seed)
     except (LedgerError, VerifierNotFound, KeyError, ValueError) as exc:
-        text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        raise UserError(cut(str(text).splitlines()[0] if str(text) else type(exc).__name__, 400)) from None
+        raise UserError(cut(_reason(exc), 400)) from None
 
     if as_json:
         print_json([r.as_dict() for r in results])

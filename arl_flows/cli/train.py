@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, open_ledger, print_json, shown
+from arl_flows.cli._common import UserError, console, err_console, open_ledger, print_json, shown
 from storage.settings import settings
 
 URL_OPTION = typer.Option(None, "--url", help="Ledger URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db).")
@@ -244,6 +244,15 @@ def report(
         path = build_report(ledger, run_id).write(out)
     except LedgerError as exc:
         raise UserError(str(exc)) from None
+    except (ValueError, TypeError):
+        # A row that cannot be left out (the run's own, a trajectory's) stops the report; anything else is a bug.
+        unreadable = ledger.unreadable_rows(shown=1)
+        if not unreadable:
+            raise
+        raise UserError(f"the ledger holds rows that do not read back ({unreadable[0]}); `arl db check` names them all") from None
+    if ledger.unreadable_verdicts:
+        err_console.print(f"warning: {ledger.unreadable_verdicts} verdict rows could not be read back and are left out of the "
+                          "report; `arl db check` names them", markup=False, highlight=False, soft_wrap=True)
     console.print(f"report written to {shown(path)}")
 
 

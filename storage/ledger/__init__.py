@@ -56,6 +56,9 @@ class Ledger(_Reports, _Integrity, _Migrations):
         path), ``verdicts_for()`` (every verdict about some keys),
         ``put_verdicts()`` (idempotent, with the spend that paid for them in
         the same transaction), ``ok_values()`` (a verifier's history).
+        ``verdicts_for()`` leaves out rows that do not read back and counts
+        them in ``unreadable_verdicts``; ``lookup_verdicts()`` raises a
+        LedgerError on one.
 
     Lab requests
         ``create_lab_requests()``, ``lab_requests()``, ``submit_lab_result()``,
@@ -67,7 +70,8 @@ class Ledger(_Reports, _Integrity, _Migrations):
 
     Integrity
         ``integrity_problems()`` (plain words; a damaged file is reported,
-        never raised).
+        never raised), ``unreadable_rows()`` (rows whose status, tier, JSON
+        or timestamp does not read back; part of the former).
     """
 
     def __init__(self, url: str | None = None, *, migrate: bool = True) -> None:

@@ -11,6 +11,7 @@ validated when written).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import defaultdict
 from collections.abc import Iterable
@@ -46,22 +47,42 @@ class _VerdictCache(_Database):
                     f"AND params_hash = {mark} AND candidate_key IN ({', '.join([mark] * len(chunk))})"
                 )
                 for row in conn.exec_driver_sql(sql, (verifier, version, params_hash, *chunk)).fetchall():
-                    out[row[1]] = _verdict_from_tuple(row)
+                    try:
+                        out[row[1]] = _verdict_from_tuple(row)
+                    except UnreadableRow as exc:
+                        # A cache hit that cannot be read must not turn into a silent re-verification.
+                        raise LedgerError(f"{exc}; `arl db check` lists such rows: delete them or restore a backup") from None
         return out
 
     def verdicts_for(self, keys: Iterable[str], verifiers: Iterable[str] | None = None) -> list[Verdict]:
         """Every stored verdict about these candidate keys (optionally only from some verifiers)."""
         keys = list(dict.fromkeys(keys))
         names = list(verifiers) if verifiers is not None else None
-        table = VerdictRow.__table__
+        mark = self._mark
         out: list[Verdict] = []
         with self._engine.connect() as conn:
             for chunk in _chunks(keys):
-                q = select(table).where(table.c.candidate_key.in_(chunk))
+                # Raw rows, decoded here: a row that does not read back is left out and counted, not fatal.
+                sql = f"SELECT {_VERDICT_COLUMNS} FROM verdicts WHERE candidate_key IN ({', '.join([mark] * len(chunk))})"
+                args: list[Any] = list(chunk)
                 if names is not None:
-                    q = q.where(table.c.verifier.in_(names))
-                out.extend(_verdict_from_mapping(r) for r in conn.execute(q.order_by(table.c.id)).mappings())
+                    sql += f" AND verifier IN ({', '.join([mark] * len(names))})" if names else " AND 1 = 0"
+                    args += names
+                for row in conn.exec_driver_sql(sql + " ORDER BY id", tuple(args)).fetchall():
+                    try:
+                        out.append(_verdict_from_tuple(row))
+                    except UnreadableRow:
+                        self._unreadable_verdicts.add(row[0])
         return out
+
+    @property
+    def unreadable_verdicts(self) -> int:
+        """How many verdict rows reads of this ledger object left out because they do not read back (`arl db check` names them)."""
+        return len(self._unreadable_verdicts)
+
+    @functools.cached_property
+    def _unreadable_verdicts(self) -> set[int]:
+        return set()
 
     def ok_values(self, verifier: str) -> dict[str, float]:
         """Every ``ok`` value of one verifier (any version): candidate key -> value, for surrogate history."""
@@ -211,14 +232,35 @@ def _verdict_tuple(v: Verdict, dialect: str) -> tuple[Any, ...]:
 _VERDICT_FIELDSET = set(Verdict.model_fields)
 
 
+class UnreadableRow(ValueError):
+    """A stored row that does not read back as a record (unknown status or tier, undecodable values, bad timestamp)."""
+
+
 def _verdict_from_tuple(r: Any) -> Verdict:
-    """Build a Verdict from a trusted row without validation (hot path of cache lookups)."""
+    """Build a Verdict from a row without pydantic validation (hot path of cache lookups); UnreadableRow if it cannot be.
+
+    The row was validated when written, so only what a damaged or hand-edited database can hold is
+    checked: the tier and status names, the values' JSON and the timestamp.
+    """
+    if r[5] not in _TIERS or r[6] not in _STATUSES:
+        field, got, allowed = ("tier", r[5], _TIERS) if r[5] not in _TIERS else ("status", r[6], _STATUSES)
+        raise UnreadableRow(f"verdict row {r[0]} has {field} {str(got)[:40]!r}, not one of {', '.join(allowed)}")
     values = r[8]
-    if isinstance(values, str):
-        values = orjson.loads(values) if values != "{}" else {}
+    if isinstance(values, (str, bytes)):
+        try:
+            values = orjson.loads(values) if values != "{}" else {}
+        except orjson.JSONDecodeError:
+            raise UnreadableRow(f"verdict row {r[0]} has values that are not JSON: {str(values)[:40]!r}") from None
+    if values is not None and not isinstance(values, dict):
+        raise UnreadableRow(f"verdict row {r[0]} has values that are not a JSON object: {str(values)[:40]!r}")
     created = r[15]
     if isinstance(created, str):
-        created = datetime.fromisoformat(created)
+        try:
+            created = datetime.fromisoformat(created)
+        except ValueError:
+            raise UnreadableRow(f"verdict row {r[0]} has a timestamp that is not one: {created[:40]!r}") from None
+    if not isinstance(created, datetime):
+        raise UnreadableRow(f"verdict row {r[0]} has a timestamp that is not one: {str(created)[:40]!r}")
     # Equivalent to model_construct, at a fifth of its cost: the row was validated when written.
     obj = Verdict.__new__(Verdict)
     object.__setattr__(obj, "__dict__", {
@@ -232,12 +274,3 @@ def _verdict_from_tuple(r: Any) -> Verdict:
     object.__setattr__(obj, "__pydantic_extra__", None)
     object.__setattr__(obj, "__pydantic_private__", None)
     return obj
-
-
-def _verdict_from_mapping(m: Any) -> Verdict:
-    return Verdict.model_construct(
-        id=m["id"], candidate_key=m["candidate_key"], verifier=m["verifier"], version=m["version"],
-        params_hash=m["params_hash"], tier=Tier(m["tier"]), status=Status(m["status"]), value=m["value"],
-        values=m["values"] or {}, score=m["score"], uncertainty=m["uncertainty"], feedback=m["feedback"] or "",
-        cost_s=m["cost_s"], wall_s=m["wall_s"], request_id=m["request_id"], created_at=_utc(m["created_at"]),
-    )

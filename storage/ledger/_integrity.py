@@ -1,22 +1,29 @@
 """Integrity checks: what `arl db check` reports, in plain words, and never by raising.
 
-Two layers: what the database engine finds wrong with its own file
-(SQLite's ``quick_check``), then whether the records agree with each other
-and with the checkpoints on disk (orphans, gaps in steps, estimates citing
-verdicts that are not stored, half-written weights).
+Three layers: what the database engine finds wrong with its own file
+(SQLite's ``quick_check``), rows that do not read back as records (a status
+or tier outside its names, JSON that does not decode, a timestamp that is
+not one), then whether the records agree with each other and with the
+checkpoints on disk (orphans, gaps in steps, estimates citing verdicts that
+are not stored, half-written weights).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import JSON, Column, DateTime, func, select
 from sqlalchemy.exc import DatabaseError
 
 from storage.ledger._engine import _Database
 from storage.ledger._errors import LedgerError, _plain
 from storage.models import (
+    Base,
     CheckpointRow,
     LabRequestRow,
     PromptRow,
@@ -26,7 +33,46 @@ from storage.models import (
     TrajectoryRow,
     VerdictRow,
 )
-from storage.records import Status
+from storage.records import RunStatus, Status, Tier
+
+# Columns that hold one of a fixed set of names, per table (the ORM types them as plain strings).
+_NAMED = {
+    ("runs", "status"): RunStatus, ("verdicts", "status"): Status, ("verdicts", "tier"): Tier,
+    ("lab_requests", "status"): Status,
+}
+
+
+def _column_reader(table: str, column: Column[Any]) -> Callable[[str, Any], str | None] | None:
+    """A check of one column's stored value (None: the column needs none): returns why it does not read back."""
+    names = _NAMED.get((table, column.name))
+    if names is not None:
+        allowed = {m.value for m in names}
+        return lambda name, v: None if v is None or v in allowed else f"{name} {str(v)[:40]!r} is not one of {', '.join(sorted(allowed))}"
+    if isinstance(column.type, JSON):
+        return _json_problem
+    if isinstance(column.type, DateTime):
+        return _timestamp_problem
+    return None
+
+
+def _json_problem(name: str, value: Any) -> str | None:
+    if not isinstance(value, (str, bytes)):
+        return None
+    try:
+        json.loads(value)
+    except ValueError:
+        return f"{name} is not JSON: {str(value)[:40]!r}"
+    return None
+
+
+def _timestamp_problem(name: str, value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return f"{name} is not a timestamp: {value[:40]!r}"
+    return None
 
 
 class _Integrity(_Database):
@@ -40,6 +86,7 @@ class _Integrity(_Database):
         if problems:
             return problems
         try:
+            problems.extend(self.unreadable_rows())
             self._consistency_problems(problems)
         except LedgerError as exc:
             problems.append(f"part of the ledger cannot be read, so the checks stopped early: {exc}")
@@ -59,6 +106,33 @@ class _Integrity(_Database):
         if rows == ["ok"]:
             return []
         return [f"the database file is damaged (SQLite's quick_check): {' '.join(r.split())[:300]}" for r in rows]
+
+    def unreadable_rows(self, shown: int = 20) -> list[str]:
+        """Rows that do not read back as records, in plain words: an unknown status or tier, JSON that does not
+        decode, a timestamp that is not one (what a damaged or hand-edited database holds). At most ``shown`` per
+        table by name, then a count."""
+        problems: list[str] = []
+        with self._engine.connect() as conn:
+            for table in Base.metadata.sorted_tables:
+                checks = [(c.name, _column_reader(table.name, c)) for c in table.columns]
+                checks = [(name, read) for name, read in checks if read is not None]
+                if not checks:
+                    continue
+                keys = [c.name for c in table.primary_key.columns]
+                columns = ", ".join(f'"{c}"' for c in [*keys, *(name for name, _ in checks)])
+                found = 0
+                for row in conn.exec_driver_sql(f"SELECT {columns} FROM {table.name}"):
+                    key, values = row[: len(keys)], row[len(keys):]
+                    reasons = [why for (name, read), value in zip(checks, values) if (why := read(name, value))]
+                    if not reasons:
+                        continue
+                    found += 1
+                    if found <= shown:
+                        problems.append(f"{table.name} row {'/'.join(str(k)[:40] for k in key)}: {'; '.join(reasons)}: "
+                                        "reads leave it out or stop at it; delete the row or restore a backup")
+                if found > shown:
+                    problems.append(f"{found - shown} more {table.name} rows do not read back")
+        return problems
 
     def _consistency_problems(self, problems: list[str]) -> None:
         with self._read() as s:

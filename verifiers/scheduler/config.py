@@ -125,6 +125,7 @@ class SchedulerConfig(BaseModel):
     window_softness: float = Field(
         default=0.0,
         ge=0.0,
+        allow_inf_nan=False,
         description="Width of the Gaussian fall-off of the window reward outside the window, in value units; "
         "0 gives a hard 0/1 window.",
     )
