@@ -174,3 +174,11 @@ def test_a_run_or_trajectory_row_that_does_not_read_back_stops_the_report_in_one
     assert says in err and "`arl db check`" in err
     code, out, err = arl(["db", "check", "--url", damaged])
     assert code == 1 and says in out, out + err
+
+
+@pytest.mark.parametrize("softness", ["inf", "nan", "-1", "soft"])
+def test_a_goal_softness_that_is_not_a_finite_width_is_one_line(softness: str) -> None:
+    code, out, err = arl(["verify", "--suite", "molecules", "--goal", "window=[3,4]", "--goal", f"softness={softness}",
+                          "--answer", "CCO", "--tiers", "fast"])
+    assert_user_error(code, err, out=out)
+    assert "softness" in err and "finite" in err

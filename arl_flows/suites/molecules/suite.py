@@ -181,7 +181,13 @@ class MoleculeSuite(Suite):
             raise ValueError(f"gap window low {low} is above high {high}; swap them")
         goal: dict[str, Any] = {"property": "gap_ev", "low": low, "high": high}
         if given.get("softness") is not None:
-            goal["softness"] = float(given["softness"])
+            try:
+                softness = float(given["softness"])
+            except (TypeError, ValueError):
+                softness = math.nan
+            if not (math.isfinite(softness) and softness >= 0):
+                raise ValueError(f"softness {str(given['softness'])[:20]}: give a finite number of eV >= 0 (0: a hard window), e.g. 0.5")
+            goal["softness"] = softness
         return goal
 
     @classmethod

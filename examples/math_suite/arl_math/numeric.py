@@ -254,9 +254,9 @@ class NumericAgreement(IsolatedVerifier):
     Params: ClassVar[type[BaseModel]] = NumericParams
     work_function = staticmethod(numeric_check)
     preload_modules: ClassVar[tuple[str, ...]] = ("sympy", "mpmath", "arl_math.numeric")
-    # Worker CPU seconds measured with measure.py (README, 400 answers) at 20 points and 50 digits:
-    # median 4.6 ms, mean 5.1 ms, max 35 ms (predictable, unlike simplify); fit 1.3 ms + 0.22 ms per node.
-    cost_model: ClassVar[CostModel] = CostModel(base=0.0013, per_unit=0.00022)
+    # Worker CPU seconds measured with measure.py (README, 400 answers) at 20 points, 50 and 100 digits:
+    # median 4.9 ms, mean 7.2 ms, max 60 ms (predictable, unlike simplify); fit 0.55 ms per node.
+    cost_model: ClassVar[CostModel] = CostModel(base=0.0005, per_unit=0.00055)
 
     def prepare(self, candidate: Candidate) -> dict[str, Any] | Verdict:
         try:

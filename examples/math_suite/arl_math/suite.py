@@ -7,7 +7,8 @@
   ``policy_path``.
 - Ladder: the answer parses (``fast.py``) -> sympy proves it
   (``symbolic.py``, worker process) -> it agrees with the reference at 20
-  points to 40 digits (``numeric.py``, worker process). The reward is the
+  points spread over the tasks' domain, to the evaluation's own rounding
+  error (``numeric.py``, worker process). The reward is the
   window [0.99, 1] on the numeric tier's share of agreeing points: 1 for a
   right answer, 0 otherwise.
 - Disagreements: the default pass/fail rule on the symbolic and numeric
@@ -39,7 +40,7 @@ __all__ = ["MathSuite"]
 
 class MathSuite(Suite):
     name = "math"
-    description = "Differentiate or integrate functions of x; sympy parses, simplify proves, mpmath checks at 20 points."
+    description = "Differentiate or integrate functions of x; a closed grammar parses, simplify proves, mpmath checks at 20 points."
     Options = MathOptions
     defaults: ClassVar[dict[str, Any]] = {
         "name": "math-calculus",
