@@ -182,3 +182,27 @@ def test_a_goal_softness_that_is_not_a_finite_width_is_one_line(softness: str) -
                           "--answer", "CCO", "--tiers", "fast"])
     assert_user_error(code, err, out=out)
     assert "softness" in err and "finite" in err
+
+
+def test_on_every_backend_a_verdict_with_an_unknown_status_is_left_out_counted_and_named(db_url: str) -> None:
+    from sqlalchemy import create_engine, text
+
+    from storage.records import Status, Tier, Verdict
+
+    with Ledger(db_url) as ledger:
+        stored = ledger.put_verdicts([
+            Verdict(candidate_key=f"k{i}", verifier="v", version="1", params_hash="p", tier=Tier.fast, status=Status.ok,
+                    value=float(i)) for i in range(3)
+        ])
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE verdicts SET status = 'bogus' WHERE id = :id"), {"id": stored[1].id})
+    engine.dispose()
+    with Ledger(db_url) as ledger:
+        got = ledger.verdicts_for(["k0", "k1", "k2"])
+        assert [v.candidate_key for v in got] == ["k0", "k2"] and ledger.unreadable_verdicts == 1
+        assert ledger.unreadable_rows() == [
+            f"verdicts row {stored[1].id}: status 'bogus' is not one of failed, invalid, ok, pending, timeout: "
+            "reads leave it out or stop at it; delete the row or restore a backup"
+        ]
+        assert ledger.unreadable_rows()[0] in ledger.integrity_problems()
