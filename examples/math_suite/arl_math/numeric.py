@@ -28,7 +28,11 @@ side, so a tiny constant is seen wherever it sits in the tree. A point that
 is neither (catastrophic cancellation: ``(exp(200*x) + 1)**2 - exp(400*x) -
 2*exp(200*x)`` is 1, yet at 50 digits it is noise wherever ``exp(400*x) >
 1e50``) is evaluated again at 4x the digits and, if still open, is not used:
-cancellation is "could not tell", never a difference.
+cancellation is "could not tell", never a difference. What no precision
+here shows: a wrong term below ``10**-digits`` of the answer's size at every
+point that has no small constant of its own (``exp(-10**8*x)`` added to a
+rewritten reference; added to the reference as written, the cancellation
+leaves it bare and it is seen).
 
 The value is the share of usable points that agree: 1.0 means equal on the
 domain. Identities true only for x > 0 (``log(x**2) = 2*log(x)``,
