@@ -16,6 +16,7 @@ are registered here with :func:`register_tasks`, so every tier finds them by id.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -92,6 +93,20 @@ class CodeTask(BaseModel):
         description="The TaskSource fields that load this task again (empty for bundled tasks): a candidate carries "
         "them, so a verifier in another process can load the source it has not seen.",
     )
+
+    def judged_digest(self) -> str:
+        """A hash of everything a verdict on this task depends on: function, checks, tests and how they compare.
+
+        Part of every candidate key, so a task changed under the same id (or a stricter file reusing another
+        source's ids) never reuses a verdict given against the old content. The prompt and reference are left
+        out: no tier reads them.
+        """
+        judged = self.model_dump(
+            mode="json",
+            include={"function", "expected_stdout", "visible_tests", "tests", "float_tolerance", "int_for_float", "allow"},
+        )
+        text = json.dumps(judged, ensure_ascii=True, separators=(",", ":"), sort_keys=True, allow_nan=False)
+        return hashlib.sha256(text.encode("ascii")).hexdigest()[:16]
 
     @model_validator(mode="after")
     def _has_visible_check(self) -> CodeTask:
