@@ -89,6 +89,51 @@ def _roman(n: int) -> str:
     return out
 
 
+def _int_list(rng: random.Random, low: int, high: int, spread: int = 50) -> list[int]:
+    return [rng.randint(-spread, spread) for _ in range(rng.randint(low, high))]
+
+
+def _lists(low: int, extra: Callable[[random.Random], list[list[Any]]] | None = None, spread: int = 50) -> Inputs:
+    """One int-list argument of at least ``low`` elements: long ones (past any small loop bound), then random."""
+
+    def gen(rng: random.Random) -> list[list[Any]]:
+        out = [[list(range(40))], [list(range(40, 0, -1))], [[7] * 30], [[-1] * 12 + [5]], [[3] + [-1] * 12 + [9]]]
+        out += [[_int_list(rng, max(low, 7), 60, spread)] for _ in range(6)]
+        out += extra(rng) if extra else []
+        return [case for case in out if len(case[0]) >= low]
+
+    return gen
+
+
+def _sorted_distinct(rng: random.Random, n: int) -> list[int]:
+    return sorted(rng.sample(range(-500, 500), n))
+
+
+def _binary_search(rng: random.Random) -> list[list[Any]]:
+    xs = list(range(1, 200, 2))
+    out = [[xs, 1], [xs, 199], [xs, 101], [xs, 100], [xs, 0], [xs, 200], [xs, 151]]
+    for _ in range(6):
+        ys = _sorted_distinct(rng, rng.randint(7, 80))
+        out.append([ys, rng.choice(ys) if rng.random() < 0.7 else rng.randint(-500, 500)])
+    return out
+
+
+def _merge_sorted(rng: random.Random) -> list[list[Any]]:
+    out = [[list(range(0, 40, 2)), list(range(1, 41, 2))], [list(range(20)), []], [[5] * 9, [5] * 8]]
+    for _ in range(6):
+        out.append([sorted(_int_list(rng, 0, 30)), sorted(_int_list(rng, 0, 30))])
+    return out
+
+
+def _strings(alphabet: str, low: int, cases: list[str]) -> Inputs:
+    def gen(rng: random.Random) -> list[list[Any]]:
+        out = [[c] for c in cases]
+        out += [["".join(rng.choice(alphabet) for _ in range(rng.randint(max(low, 7), 60)))] for _ in range(6)]
+        return out
+
+    return gen
+
+
 # Task id -> the inputs its prompt allows. Tasks not listed keep their hand-written tests only.
 DOMAINS: dict[str, Inputs] = {
     "sum-to-n": _ints(0, 10**30, [2, 3, 2**53, 2**53 + 1, 10**18 + 1]),
@@ -110,6 +155,23 @@ DOMAINS: dict[str, Inputs] = {
     "triangle-number-index": _ints(1, 10**30, [4, 5, 6, 7, 5050, 5049, 10**18, 2**53 * (2**53 + 1) // 2 + 1]),
     "sum-of-squares": _ints(0, 10**20, [2, 2**53, 10**18]),
     "armstrong": _ints(0, 10**12, [1, 9, 407, 1634, 8208, 54748, 92727, 93084, 548834, 9926315, 4679307774]),
+    # Lists and strings longer than any small loop bound (a loop that stops after a few rounds is a near-miss).
+    "list-max": _lists(1),
+    "running-sum": _lists(0),
+    "dedupe-list": _lists(0, spread=8),
+    "max-subarray": _lists(1),
+    "mode": _lists(1, spread=6),
+    "binary-search": _binary_search,
+    "merge-sorted": _merge_sorted,
+    "power-set-sums": lambda rng: [[list(range(1, 13))], [[1, 2, 4, 8, 16, 32, 64, 128, 256]], [[5] * 11]]
+    + [[[rng.randint(1, 30) for _ in range(rng.randint(7, 12))]] for _ in range(4)],
+    "next-permutation": lambda rng: [[list(range(10))], [list(range(10, 0, -1))], [[1, 2, 3, 4, 5, 6, 7, 9, 8]],
+                                     [[1] * 8 + [2]], [[2] + [1] * 8]]
+    + [[[rng.randint(0, 5) for _ in range(rng.randint(7, 12))]] for _ in range(4)],
+    "longest-word": _strings("ab c  d\tefg ", 0, ["a bb ccc dddd eeeee ffffff ggggggg hhhhhhhh", "x " * 20 + "yy"]),
+    "first-unique-char": _strings("abcdefg", 0, ["aabbccddeeffgghhiijjk", "abcdefghij" * 3 + "z", "ab" * 20]),
+    "balanced-brackets": _strings("()[]{}x", 0, ["(" * 20 + ")" * 20, "([{" * 10 + "}])" * 10, "()" * 20 + ")",
+                                                "([{" * 10 + "}])" * 9 + "])"]),
 }
 
 
