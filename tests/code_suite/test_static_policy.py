@@ -102,3 +102,20 @@ def test_the_allow_list_holds_nothing_that_reaches_the_interpreter():
 def test_fast_tier_ok_is_not_presented_as_a_security_verdict():
     (fast,) = CodeFormat().verify_batch([make_candidate("sum-to-n", "<think>t</think><code>print(5050)</code>")])
     assert fast.status == "ok" and "not a security verdict" in fast.feedback
+
+
+def test_the_policy_never_imports_a_module_the_candidate_names():
+    # Importing runs a module's code in the verifier's process (`this` prints, `antigravity` opens a browser); only
+    # submodules of allowed modules are ever looked up.
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\nfrom arl_flows.suites.code.fast import check_code\n"
+        "for c in ['if 1:\\n    if 1:\\n        import antigravity\\nantigravity.x', 'from this import x',"
+        " 'import this.x', 'if 1:\\n  if 1:\\n    import this as t\\nt.s']:\n"
+        "    assert check_code(c) is not None, c\n"
+        "print(sorted(m for m in ('antigravity', 'this') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr

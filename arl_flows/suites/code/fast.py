@@ -171,7 +171,7 @@ def _defined_names(tree: ast.AST) -> set[str]:
     return out
 
 
-def _module_aliases(tree: ast.AST) -> tuple[dict[str, str], set[str]]:
+def _module_aliases(tree: ast.AST, allowed: set[str]) -> tuple[dict[str, str], set[str]]:
     """(program names bound to an imported module -> the module, every module the program imports)."""
     aliases: dict[str, str] = {}
     imported: set[str] = set()
@@ -179,6 +179,8 @@ def _module_aliases(tree: ast.AST) -> tuple[dict[str, str], set[str]]:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
+                if parts[0] not in allowed:
+                    continue  # refused where the import itself is checked
                 imported.update(".".join(parts[: i + 1]) for i in range(len(parts)))
                 if alias.asname:
                     aliases[alias.asname] = alias.name
@@ -187,14 +189,19 @@ def _module_aliases(tree: ast.AST) -> tuple[dict[str, str], set[str]]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             for alias in node.names:
                 full = f"{node.module}.{alias.name}"
-                if _is_module(full):
+                if _is_module(full, allowed):
                     aliases[alias.asname or alias.name] = full
                     imported.add(full)
     return aliases, imported
 
 
-def _is_module(name: str) -> bool:
-    if any(part.startswith("_") for part in name.split(".")):
+def _is_module(name: str, allowed: set[str]) -> bool:
+    """Whether ``name`` is a public module under an allowed top-level module.
+
+    Only names under ``allowed`` are ever imported here (in the verifier's process): importing a module a
+    candidate names runs that module's code (``antigravity`` opens a browser).
+    """
+    if name.split(".")[0] not in allowed or any(part.startswith("_") for part in name.split(".")):
         return False
     try:
         return isinstance(importlib.import_module(name), types.ModuleType)
@@ -265,12 +272,12 @@ def check_code(
     value_attrs, reserved = _policy_tables(tuple(sorted(allowed)))
     defined = _defined_names(tree)
     own_attrs = defined - reserved
-    aliases, imported = _module_aliases(tree)
+    aliases, imported = _module_aliases(tree, allowed)
 
     def attribute_problem(attr: str, line: object, owner: ast.expr | None) -> str | None:
         """Whether ``owner.attr`` (or a class pattern's ``attr=``) is on the allow-list."""
         module = _module_of(owner, aliases, imported) if owner is not None else None
-        if module is not None:
+        if module is not None and module.split(".")[0] in allowed:
             if attr in _module_api(module) or f"{module}.{attr}" in imported:
                 return None
             return f"line {line}: '{module}.{attr}' is not part of what the policy allows on {module!r}"
@@ -288,7 +295,7 @@ def check_code(
                 top = alias.name.split(".")[0]
                 if top not in allowed:
                     return f"line {line}: import of {alias.name!r} is not allowed (allowed: {', '.join(sorted(allowed))})"
-                if alias.name != top and not _is_module(alias.name):
+                if alias.name != top and not _is_module(alias.name, allowed):
                     return f"line {line}: import of {alias.name!r} is not allowed (not a public module)"
         elif isinstance(node, ast.ImportFrom):
             if node.level:
@@ -296,7 +303,7 @@ def check_code(
             top = (node.module or "").split(".")[0]
             if top not in allowed:
                 return f"line {line}: import from {node.module!r} is not allowed (allowed: {', '.join(sorted(allowed))})"
-            if node.module != top and not _is_module(node.module or ""):
+            if node.module != top and not _is_module(node.module or "", allowed):
                 return f"line {line}: import from {node.module!r} is not allowed (not a public module)"
             for alias in node.names:
                 # `from random import _os` is `random._os` by another spelling.
@@ -306,7 +313,7 @@ def check_code(
                     return f"line {line}: import of {alias.name!r} is not allowed"
                 if alias.name == "*":
                     return f"line {line}: 'from {node.module} import *' is not allowed; import the names you use"
-                if alias.name not in _module_api(node.module or "") and not _is_module(f"{node.module}.{alias.name}"):
+                if alias.name not in _module_api(node.module or "") and not _is_module(f"{node.module}.{alias.name}", allowed):
                     return f"line {line}: {node.module}.{alias.name} is not part of what the policy allows on {node.module!r}"
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             if isinstance(node, ast.ClassDef) and any(k.arg == "metaclass" for k in node.keywords):
