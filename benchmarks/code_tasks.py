@@ -8,13 +8,20 @@ For every task of the source:
   policy, with the task's declared grants), ``code-exec`` (the visible check)
   and ``code-tests`` (the hidden tests): all three must pass, so the rate is
   a count of false rejects;
-* three **mutants** of the reference go through ``code-exec`` and
+* **mutants** of the reference go through ``code-exec`` and
   ``code-tests``; each must fail the top tier:
   ``return-none`` (the function's body becomes ``return None``),
   ``off-by-one`` (every integer the function returns is one more; only for
   tasks with an integer result) and ``constants-swapped`` (the first two
   distinct numbers, or else strings, of the function trade places; only where
-  it has two). A mutant that still passes the hidden tests *survived*;
+  it has two);
+* two **near-miss** mutants, right on small inputs and wrong past them:
+  ``partial-loop`` (every loop of the function stops after six rounds: a
+  primality test dividing only by 2..7) and ``float-shortcut`` (``a // b``
+  becomes ``int(a / b)``, ``isqrt(x)`` becomes ``int(x ** 0.5)``, an integer
+  power goes through a float: right until about 2^53).
+
+A mutant that still passes the hidden tests *survived*;
   one that passes the visible check but fails the hidden tests is a
   *disagreement* between the tiers, the mark the run report counts.
 
@@ -37,7 +44,9 @@ from arl_flows.suites.code import CodeExecution, CodeFormat, CodeTests, make_can
 from arl_flows.suites.code.sources import TaskSource, load_source
 from arl_flows.suites.code.tasks import CodeTask
 
-MUTANTS = ("return-none", "off-by-one", "constants-swapped")
+MUTANTS = ("return-none", "off-by-one", "constants-swapped", "partial-loop", "float-shortcut")
+# The loops of a partial-loop mutant stop after this many rounds (a primality test dividing by 2..7 only).
+PARTIAL_ROUNDS = 6
 LIMITS = {"cpu_s": 4, "wall_s": 20}
 
 
@@ -106,9 +115,62 @@ def mutant(task: CodeTask, kind: str) -> str | None:
         if pair is None:
             return None
         pair[0].value, pair[1].value = pair[1].value, pair[0].value
+    elif kind == "partial-loop":
+        if not _cap_loops(fn):
+            return None
+    elif kind == "float-shortcut":
+        if not _float_shortcuts(fn):
+            return None
     else:
         raise ValueError(f"unknown mutant kind {kind!r}")
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+
+
+def _cap_loops(fn: ast.FunctionDef) -> bool:
+    """Every ``for`` and ``while`` loop of ``fn`` stops after ``PARTIAL_ROUNDS`` rounds: a near-miss that is right
+    on small inputs (a primality test dividing only by 2..7, a digit loop that stops early). False if it has none."""
+    loops = [n for n in ast.walk(fn) if isinstance(n, (ast.For, ast.While))]
+    for i, loop in enumerate(loops):
+        counter = f"_rounds_{i}"
+        guard = ast.parse(f"{counter} += 1\nif {counter} > {PARTIAL_ROUNDS}:\n    break").body
+        loop.body = [*guard, *loop.body]
+    if loops:
+        fn.body = [*(ast.parse(f"_rounds_{i} = 0").body[0] for i in range(len(loops))), *fn.body]
+    return bool(loops)
+
+
+class _FloatShortcut(ast.NodeTransformer):
+    """Integer arithmetic through floats: ``a // b`` -> ``int(a / b)``, ``isqrt(x)`` -> ``int(x ** 0.5)``,
+    ``a ** b`` -> ``int(float(a) ** b)``: right until about 2^53."""
+
+    def __init__(self) -> None:
+        self.changed = 0
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.FloorDiv):
+            self.changed += 1
+            return ast.Call(ast.Name("int", ast.Load()), [ast.BinOp(node.left, ast.Div(), node.right)], [])
+        if isinstance(node.op, ast.Pow) and not (isinstance(node.right, ast.Constant) and type(node.right.value) is float):
+            self.changed += 1
+            as_float = ast.Call(ast.Name("float", ast.Load()), [node.left], [])
+            return ast.Call(ast.Name("int", ast.Load()), [ast.BinOp(as_float, ast.Pow(), node.right)], [])
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+        if name == "isqrt" and len(node.args) == 1:
+            self.changed += 1
+            root = ast.BinOp(node.args[0], ast.Pow(), ast.Constant(0.5))
+            return ast.Call(ast.Name("int", ast.Load()), [root], [])
+        return node
+
+
+def _float_shortcuts(fn: ast.FunctionDef) -> bool:
+    shortcut = _FloatShortcut()
+    fn.body = [shortcut.visit(stmt) for stmt in fn.body]
+    return shortcut.changed > 0
 
 
 def _passes(verdict: Any) -> bool:

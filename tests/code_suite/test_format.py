@@ -66,7 +66,7 @@ def test_candidate_key_depends_on_code_not_thinking():
     d = make_candidate("factorial", "<think>one</think><code>print(5050)</code>")
     assert a.key == b.key
     assert a.key != c.key and a.key != d.key
-    assert a.key.startswith("code:sum-to-n:c2-") and len(a.key.split(":")[-1]) == 3 + 64
+    assert a.key.startswith("code:sum-to-n:c3-") and len(a.key.split(":")[-1]) == 3 + 17 + 64
     assert a.suite == "code" and a.task_id == "sum-to-n" and a.meta["format_ok"] is True
 
 

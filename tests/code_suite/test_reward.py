@@ -104,9 +104,12 @@ def test_unverified_tiers_do_not_score_zero():
     # ...but a wrong stdout still costs the `wrong` part.
     r = code_reward(ONE_TURN, [FAST_OK, exec_ok(False), verdict(Tier.high_fidelity, Status.failed)], completion_tokens=1)
     assert r.components["outcome"] == pytest.approx(-0.2) and not r.complete
-    # With no hidden-test verdict asked for, the stdout comparison is the outcome.
+    # With no hidden-test verdict asked for, a passed stdout comparison is an expectation with its std, a failed one wrong.
     r = code_reward(ONE_TURN, [FAST_OK, exec_ok(True)], completion_tokens=1)
-    assert r.fidelity == Tier.simulation and r.components["outcome"] == 1.0
+    assert r.fidelity == Tier.simulation and r.components["outcome"] == pytest.approx(0.5 * 1.0 + 0.5 * -0.2)
+    assert r.std == pytest.approx(1.2 * 0.5)
+    r = code_reward(ONE_TURN, [FAST_OK, exec_ok(False)], completion_tokens=1)
+    assert r.components["outcome"] == pytest.approx(-0.2) and r.std == 0.0
     r = code_reward(ONE_TURN, [FAST_OK, verdict(Tier.simulation, Status.timeout)], completion_tokens=1)
     assert not r.complete and "outcome" not in r.components and "execution" not in r.components
     assert r.total == pytest.approx(0.2)
@@ -118,3 +121,36 @@ def test_weights_are_configurable_and_validated():
     assert r.total == pytest.approx(0.2 + 0.0 + 2.0 + 0.5 * 0.0)
     with pytest.raises(ValueError, match="must exceed length_budget_tokens"):
         RewardWeights(length_budget_tokens=100, length_max_tokens=50)
+
+
+def test_a_tier_never_asked_carries_its_uncertainty():
+    """A program that only prints the expected output, its hidden tests never asked, ranks below a verified one."""
+    printer = code_reward(ONE_TURN, [FAST_OK, exec_ok(True)], completion_tokens=10)
+    verified = code_reward(ONE_TURN, [FAST_OK, exec_ok(True), hidden_ok(True)], completion_tokens=10)
+    assert printer.std > 0.5 and verified.std == 0.0
+    # Even a verified program paying the whole length penalty ranks above it (before, both were 1.65 with std 0,
+    # and any penalty on the verified one let the unverified print win the rerank).
+    long_verified = code_reward(ONE_TURN, [FAST_OK, exec_ok(True), hidden_ok(True)], completion_tokens=5000)
+    assert long_verified.total > printer.total
+    # The rate is a weight: 1.0 trusts the visible check (no std), 0.0 takes it for wrong.
+    assert code_reward(ONE_TURN, [FAST_OK, exec_ok(True)], weights=RewardWeights(unverified_pass_rate=1.0)).std == 0.0
+    w0 = RewardWeights(unverified_pass_rate=0.0)
+    assert code_reward(ONE_TURN, [FAST_OK, exec_ok(True)], weights=w0).components["outcome"] == pytest.approx(-0.2)
+
+
+def test_suite_reward_estimate_keeps_the_std_of_what_was_not_run():
+    from arl_flows.config import load_config
+    from arl_flows.suites import suite_for
+    from storage.records import RewardEstimate, Trajectory
+
+    suite = suite_for(load_config(overrides={"suite": "code", "policy_path": "/models/x"}))
+    traj = Trajectory(prompt_id="p", step=0, group_id="g", candidate_key="k", final_answer=ONE_TURN, completion_tokens=10)
+    est = RewardEstimate(trajectory_id=traj.id, mean=0.0, std=0.0)
+
+    class _Cand:
+        key = "k"
+
+    (unasked,) = suite.rewards([traj], [_Cand()], {"k": [FAST_OK, exec_ok(True)]}, [est])
+    (verified,) = suite.rewards([traj], [_Cand()], {"k": [FAST_OK, exec_ok(True), hidden_ok(True)]}, [est])
+    assert unasked.std == pytest.approx(0.6) and verified.std == 0.0
+    assert verified.mean > unasked.mean

@@ -71,9 +71,11 @@ def test_humaneval_sample_references_pass_every_tier_and_mutants_fail_the_top_ti
     # A handful of problems: list/bool (0), float with tolerance (2), an integer result (13),
     # the eval grant (160), hashlib (162).
     sample = [get_task(i) for i in ("HumanEval/0", "HumanEval/2", "HumanEval/13", "HumanEval/160", "HumanEval/162")]
-    res = bench.check_tasks(sample, visible=False)
+    kinds = ("return-none", "off-by-one", "constants-swapped")  # the near-miss kinds are measured on the bundled set
+    res = bench.check_tasks(sample, kinds=kinds, visible=False)
     assert res["reference_failures"] == [] and res["reference"]["all"] == len(sample)
-    for kind, row in res["mutants"].items():
+    for kind in kinds:
+        row = res["mutants"][kind]
         assert row["applicable"] >= 1, kind
         assert row["killed"] == row["applicable"], (kind, row["survivors"])
     assert res["mutants"]["return-none"]["applicable"] == len(sample)

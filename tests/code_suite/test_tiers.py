@@ -28,7 +28,8 @@ FAST_TABLE = [
     (answer("getattr(1, 'real')"), "invalid", "use of 'getattr'"),
     (answer("x = ().__class__"), "invalid", "dunder attribute access '.__class__'"),
     (answer("import random\nrandom._os"), "invalid", "private attribute access '._os'"),
-    (answer("print('{0.__class__}'.format(1))"), "invalid", "the string '__class__'"),
+    (answer("print('{0.__class__}'.format(1))"), "invalid", "format field reaching a private attribute"),
+    (answer("x = '{0.__class__}'"), "invalid", "the string '__class__'"),
     (answer("from random import _os"), "invalid", "private name '_os'"),
     (answer("match 1:\n    case object(__class__=c):\n        pass"), "invalid", "class pattern reaching"),
     (answer("import operator\noperator.attrgetter('x')"), "invalid", "'.attrgetter'"),
@@ -36,7 +37,8 @@ FAST_TABLE = [
     (answer("import string\nstring.Formatter().get_field('0._os', (1,), {})"), "invalid", "'.get_field'"),
     (answer("print('{0._os}'.format(1))"), "invalid", "format field reaching a private attribute"),
     (answer("vars()"), "invalid", "use of 'vars'"),
-    (answer("match p:\n    case Point(x=0):\n        print(f'{p:_>5}')"), "ok", ""),
+    (answer("class Point:\n    def __init__(self, x):\n        self.x = x\np = Point(0)\nmatch p:\n    case Point(x=0):\n        print(f'{p:_>5}')"), "ok", ""),
+    (answer("match p:\n    case Point(x=0):\n        pass"), "invalid", "class pattern attribute 'x' is not on the allow-list"),
     (answer("if __name__ == '__main__':\n    print(1)"), "ok", ""),
     (answer("x = 1\n" * 1000), "invalid", "code too long"),
 ]
@@ -116,15 +118,15 @@ def test_sandbox_failure_is_failed_not_a_score(monkeypatch):
 
 
 TESTS_TABLE = [
-    (GOOD, "ok", 1.0, "5/5 hidden tests passed"),
-    ("def solve(n):\n    return n * n\nprint(5050)", "ok", 0.0, "2/5 hidden tests passed; test 3 returned a wrong value"),
+    (GOOD, "ok", 1.0, "18/18 hidden tests passed"),
+    ("def solve(n):\n    return n * n\nprint(5050)", "ok", 0.0, "2/18 hidden tests passed; test 3 returned a wrong value"),
     ("print(5050)", "ok", 0.0, "does not define solve()"),
-    ("def solve(n):\n    return n * (n + 1) // 2 if n != 7 else 1 // 0", "ok", 0.0, "4/5 hidden tests passed; test 5 raised ZeroDivisionError"),
+    ("def solve(n):\n    return n * (n + 1) // 2 if n != 7 else 1 // 0", "ok", 0.0, "17/18 hidden tests passed; test 5 raised ZeroDivisionError"),
     ("def solve(n):\n    while True:\n        pass", "ok", 0.0, "did not complete"),
     ("def solve(n):\n    return {1, 2}", "invalid", None, "cannot decode (TypeError"),  # not JSON: a set
-    ("def solve(n):\n    return float(n * (n + 1) // 2)", "ok", 0.0, "0/5"),  # a float where an int is expected
-    ("def solve(n):\n    return n * (n + 1) // 2 + (n == 12345)", "ok", 0.0, "4/5"),  # off by one: exact ints
-    ("def solve(n):\n    return bool(n) if n < 2 else n * (n + 1) // 2", "ok", 0.0, "3/5"),  # True is not 1
+    ("def solve(n):\n    return float(n * (n + 1) // 2)", "ok", 0.0, "0/18"),  # a float where an int is expected
+    ("def solve(n):\n    return n * (n + 1) // 2 + (n == 12345)", "ok", 0.0, "17/18"),  # off by one: exact ints
+    ("def solve(n):\n    return bool(n) if n < 2 else n * (n + 1) // 2", "ok", 0.0, "16/18"),  # True is not 1
     ("def solve(n):\n    return str(n * (n + 1) // 2)", "ok", 0.0, "wrong value"),  # '5050' is not 5050
     ("import os\ndef solve(n):\n    return 0", "invalid", None, "import of 'os'"),
 ]
@@ -143,7 +145,7 @@ def test_hidden_tests_partial_score():
     code = "def solve(n):\n    return n * (n + 1) // 2 if n < 50 else 0"
     (v,) = CodeTests({"limits": LIMITS}).verify_batch([make_candidate("sum-to-n", answer(code))])
     assert v.value == 0.0 and 0.0 < v.score < 1.0
-    assert v.values["passed"] == 4 and v.values["total"] == 5
+    assert v.values["passed"] == 6 and v.values["total"] == 18
 
 
 def test_isolation_layers_recorded():

@@ -15,9 +15,10 @@ every malformed trajectory (it is both the fast tier's feedback and a
 signal for the format reward), so the parser returns either a parsed
 trajectory or a :class:`FormatError` naming the first problem.
 
-The candidate key hashes the *normalised code of every turn*: two answers
+The candidate key hashes the *code of every turn* (as the sandbox runs it) and
+the *judged content of its task* (``CodeTask.judged_digest``): two answers
 with the same code but different thinking share verdicts, because every
-verdict of this suite depends only on the code (the tiers re-run earlier
+verdict of this suite depends only on the code and the task (the tiers re-run earlier
 turns themselves rather than trusting the observations). The turns are
 encoded as a canonical JSON list, never joined with a separator a program
 could itself contain, so two different trajectories never share a key; the
@@ -27,10 +28,13 @@ scheme are never looked up again.
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import io
 import json
 import re
 import textwrap
+import tokenize
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,7 +56,7 @@ SUITE = "code"
 _TAGS = ("<think>", "</think>", "<code>", "</code>", "<observation>", "</observation>")
 _TAG_RE = re.compile("|".join(re.escape(t) for t in _TAGS))
 # Bumped whenever canonical_code's encoding changes; part of every key, so older keys never match.
-KEY_SCHEME = "c2"
+KEY_SCHEME = "c3"
 
 
 class ParsedTurn(BaseModel):
@@ -94,14 +98,56 @@ class FormatError(BaseModel):
 
 
 def normalise_code(code: str) -> str:
-    """Unify newlines, drop trailing spaces and blank edge lines, dedent; what the sandbox runs."""
-    text = code.replace("\r\n", "\n").replace("\r", "\n")
-    lines = [line.rstrip() for line in text.split("\n")]
-    while lines and not lines[0]:
+    """The program the sandbox runs: the written code block, changed only where Python itself would not tell.
+
+    Newlines are unified (Python's tokenizer reads ``\\r\\n`` and ``\\r`` as ``\\n``, inside string literals too),
+    blank lines at either edge are dropped, and trailing blanks are dropped from lines that end outside a string
+    literal (the tokenizer decides; a line ending inside a multi-line literal, or a program that does not
+    tokenize, keeps them, as does a line whose blanks follow a backslash). A block indented as a whole is dedented only where that cannot change a
+    value: when it parses after dedenting and no string literal spans lines (a multi-line literal's inner
+    indentation is part of its value). Otherwise it runs as written and fails as written.
+    """
+    lines = code.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    while lines and not lines[0].strip():
         lines.pop(0)
-    while lines and not lines[-1]:
+    while lines and not lines[-1].strip():
         lines.pop()
-    return textwrap.dedent("\n".join(lines)) + "\n" if lines else ""
+    if not lines:
+        return ""
+    text = _strip_trailing_blanks(lines)
+    if text[0] in " \t":
+        dedented = textwrap.dedent(text)
+        if dedented != text and _dedent_keeps_meaning(dedented):
+            return dedented
+    return text
+
+
+def _strip_trailing_blanks(lines: list[str]) -> str:
+    """The lines joined, without trailing blanks where they are outside every string literal."""
+    text = "\n".join(lines) + "\n"
+    inside: set[int] = set()  # 1-based rows whose end lies inside a string literal
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.STRING and tok.end[0] > tok.start[0]:
+                inside.update(range(tok.start[0], tok.end[0]))
+    except (tokenize.TokenError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return text
+    kept = [
+        line if row in inside or line.rstrip().endswith("\\") else line.rstrip()
+        for row, line in enumerate(lines, 1)
+    ]
+    return "\n".join(kept) + "\n"
+
+
+def _dedent_keeps_meaning(dedented: str) -> bool:
+    """Whether a dedented block parses with no string literal spanning lines (whose value dedenting would change)."""
+    try:
+        tree = ast.parse(dedented)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return not any(
+        isinstance(node, (ast.Constant, ast.JoinedStr)) and node.lineno != node.end_lineno for node in ast.walk(tree)
+    )
 
 
 class _Cursor:
@@ -205,7 +251,8 @@ def make_candidate(task_id: str, answer_text: str) -> Candidate:
 
     task = get_task(task_id)  # an unknown task is the caller's mistake; UnknownTask says which ids exist
     canonical = canonical_code(answer_text)  # ASCII: json escapes lone surrogates too
-    digest = f"{KEY_SCHEME}-" + hashlib.sha256(canonical.encode("ascii")).hexdigest()
+    # The task's judged content is part of the key: a verdict names the program *and* what it was judged against.
+    digest = f"{KEY_SCHEME}-{task.judged_digest()}-" + hashlib.sha256(canonical.encode("ascii")).hexdigest()
     parsed = parse_answer(answer_text)
     return Candidate(
         key=candidate_key(SUITE, digest, task_id=task_id),

@@ -11,8 +11,12 @@ additive parts for running and for being right, then shaping penalties.
     k-th repeat of the same code turn       -k * repeat_penalty (growing)
     process                                 +process_lambda * mean(per-turn process rewards)
 
-The outcome comes from the hidden tests when they answered ``ok``, and from
-the stdout comparison only when no hidden-test verdict was asked for. A tier
+The outcome comes from the hidden tests when they answered ``ok``. When no
+hidden-test verdict was asked for, a passed visible check (stdout or visible
+calls) is not taken as a pass: the outcome part is the expectation under
+``unverified_pass_rate`` and the reward carries the std of what was not run
+(``CodeReward.std``), so a program that only prints the expected output never
+ranks with a verified one; a failed visible check is ``wrong``. A tier
 that could not verify (``failed``, ``timeout``, ``pending``) contributes
 nothing and marks the reward ``complete=False``: "could not verify" is not a
 score of 0. When the hidden tests could not verify, the stdout comparison
@@ -67,6 +71,13 @@ class RewardWeights(BaseModel):
     length_penalty_max: float = Field(default=0.5, ge=0.0, description="Largest length penalty (its magnitude).")
     repeat_penalty: float = Field(default=0.1, ge=0.0, description="The k-th repeat of an identical code turn costs k times this.")
     process_lambda: float = Field(default=0.5, ge=0.0, description="Weight of the mean per-turn process reward.")
+    unverified_pass_rate: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="Chance that the hidden tests pass a program whose visible check passed, used while the hidden "
+        "tests have not run: the outcome part is then its expectation and the reward carries its std.",
+    )
 
     @model_validator(mode="after")
     def _budget_order(self) -> RewardWeights:
@@ -87,6 +98,7 @@ class CodeReward(BaseModel):
     stopped: bool = Field(default=False, description="The format gate failed; nothing else was added.")
     complete: bool = Field(default=True, description="False when a needed tier could not verify.")
     fidelity: Tier | None = Field(default=None, description="Tier the outcome came from.")
+    std: float = Field(default=0.0, ge=0.0, description="Uncertainty of ``total`` from the hidden tests not yet run.")
 
 
 def cosine_length_penalty(tokens: int, budget: int, max_tokens: int, max_penalty: float) -> float:
@@ -150,6 +162,7 @@ def code_reward(
         complete = False
 
     fidelity: Tier | None = None
+    outcome_std = 0.0
     if tests is not None and tests.status == Status.ok:
         components["outcome"] = w.correct if tests.value == 1.0 else w.wrong
         fidelity = Tier.high_fidelity
@@ -161,7 +174,14 @@ def code_reward(
         if execution is not None and execution.status == Status.ok and execution.value != 1.0:
             components["outcome"] = min(w.wrong, 0.0)
     elif execution is not None and execution.status == Status.ok:
-        components["outcome"] = w.correct if execution.value == 1.0 else w.wrong
+        # The hidden tests were never asked (a small budget, or a ladder without them). A passed visible check is
+        # no proof of passing them (a hard-coded print passes it), so the outcome is their expectation, with its std.
+        if execution.value == 1.0:
+            p = w.unverified_pass_rate
+            components["outcome"] = p * w.correct + (1.0 - p) * w.wrong
+            outcome_std = abs(w.correct - w.wrong) * math.sqrt(p * (1.0 - p))
+        else:
+            components["outcome"] = w.wrong
         fidelity = Tier.simulation
     else:
         complete = False
@@ -177,4 +197,5 @@ def code_reward(
         per_turn=per_turn,
         complete=complete,
         fidelity=fidelity,
+        std=outcome_std,
     )

@@ -37,6 +37,7 @@ import builtins
 import functools
 import gzip
 import json
+import zlib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -136,18 +137,32 @@ def load_source_tasks(spec: TaskSource) -> list[CodeTask]:
 
 
 def _read_records(path: str) -> list[dict[str, Any]]:
+    """The file's task records; a damaged file, a bad line or a task id given twice is one ValueError saying which."""
     opener = gzip.open if path.endswith(".gz") else open
     records = []
-    with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
-        for n, line in enumerate(fh, 1):
-            if line.strip():
-                try:
-                    record = json.loads(line)
-                except ValueError as exc:
-                    raise ValueError(f"{path}: line {n} is not JSON ({exc})") from None
-                if not isinstance(record, dict) or "task_id" not in record:
-                    raise ValueError(f"{path}: line {n} is not a task record (a JSON object with task_id)")
-                records.append(record)
+    first_line: dict[str, int] = {}
+    try:
+        with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
+            for n, line in enumerate(fh, 1):
+                if line.strip():
+                    try:
+                        record = json.loads(line)
+                    except ValueError as exc:
+                        raise ValueError(f"{path}: line {n} is not JSON ({exc})") from None
+                    if not isinstance(record, dict) or "task_id" not in record:
+                        raise ValueError(f"{path}: line {n} is not a task record (a JSON object with task_id)")
+                    tid = str(record["task_id"])
+                    if tid in first_line:
+                        raise ValueError(
+                            f"{path}: line {n} repeats task_id {tid!r} of line {first_line[tid]}; give each task its own id"
+                        )
+                    first_line[tid] = n
+                    records.append(record)
+    except (EOFError, gzip.BadGzipFile, zlib.error, UnicodeDecodeError) as exc:
+        raise ValueError(
+            f"{path}: the file is damaged or truncated ({type(exc).__name__}: {str(exc)[:120]}); "
+            "copy or compress it again"
+        ) from None
     return records
 
 

@@ -147,7 +147,7 @@ class CodeSuite(Suite):
         return make_candidate(task_id, text)
 
     def rewards(self, trajectories, candidates, verdicts, estimates):  # noqa: ANN001, ANN201 - see Suite.rewards
-        """The composed code reward (issue 7's weights) replaces the window estimate; it is exact given the verdicts."""
+        """The composed code reward replaces the window estimate; its std is that of the hidden tests not yet run."""
         from arl_flows.suites.code import code_reward
 
         out = []
@@ -158,7 +158,7 @@ class CodeSuite(Suite):
                 est.model_copy(
                     update={
                         "mean": reward.total,
-                        "std": 0.0 if reward.complete else est.std,
+                        "std": reward.std if reward.complete else max(est.std, reward.std),
                         "fidelity": reward.fidelity or est.fidelity,
                         "components": reward.components | {f"turn_{i}": r for i, r in enumerate(reward.per_turn)},
                     }

@@ -5,8 +5,9 @@ exact stdout its program must print, or visible calls of its function) and
 hidden tests (the high-fidelity tier): calls of the task's function with
 arguments and the JSON value it must return. The
 expected values were produced by running the reference solution stored with
-each task, and ``tests/code_suite`` checks that every reference still passes
-every tier. The file never enters a sandbox: the sandbox mounts an empty
+each task (hand-written arguments, plus arguments generated over the domain
+each number task's prompt states: ``benchmarks/generate_code_tests.py``), and
+``tests/code_suite`` checks that every reference still passes every tier. The file never enters a sandbox: the sandbox mounts an empty
 directory over the checkout, and the hidden tests' expected values stay in
 the verifier process (only their arguments are sent to the test runner).
 Tasks converted from other formats (HumanEval, MBPP: ``arl_flows.suites.code.sources``)
@@ -16,6 +17,7 @@ are registered here with :func:`register_tasks`, so every tier finds them by id.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -92,6 +94,20 @@ class CodeTask(BaseModel):
         description="The TaskSource fields that load this task again (empty for bundled tasks): a candidate carries "
         "them, so a verifier in another process can load the source it has not seen.",
     )
+
+    def judged_digest(self) -> str:
+        """A hash of everything a verdict on this task depends on: function, checks, tests and how they compare.
+
+        Part of every candidate key, so a task changed under the same id (or a stricter file reusing another
+        source's ids) never reuses a verdict given against the old content. The prompt and reference are left
+        out: no tier reads them.
+        """
+        judged = self.model_dump(
+            mode="json",
+            include={"function", "expected_stdout", "visible_tests", "tests", "float_tolerance", "int_for_float", "allow"},
+        )
+        text = json.dumps(judged, ensure_ascii=True, separators=(",", ":"), sort_keys=True, allow_nan=False)
+        return hashlib.sha256(text.encode("ascii")).hexdigest()[:16]
 
     @model_validator(mode="after")
     def _has_visible_check(self) -> CodeTask:
