@@ -8,8 +8,9 @@ privileged step and every fork happens here:
 
 * this process enters new mount, network, IPC and PID namespaces, lowers
   the IPC namespace's limits, mounts the size-capped tmpfs working
-  directory (rewriting ``main.py`` into it) and the empty read-only mounts
-  over the hidden paths;
+  directory (rewriting ``main.py`` into it) and then either builds the
+  allow-list root on a fresh tmpfs and ``pivot_root``-s into it, or (the
+  deny-list layout) puts empty read-only mounts over the hidden paths;
 * it then forks the namespace's init (``unshare(CLONE_NEWPID)`` moves only
   later children), waits
   for it and then ends the way the program ended (same exit code, or the

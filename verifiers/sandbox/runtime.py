@@ -14,12 +14,16 @@ and records which ones were active, so a verdict says how it was produced:
    program cannot read root-only files, cannot write outside its directory,
    cannot signal our processes, and every process it leaves behind can be
    found by uid and killed (``setsid`` cannot hide a process from that).
-4. **Mounts** (when we are root): a private mount namespace in which the
-   project checkout, ``/root``, ``/home`` and the world-writable temp
-   directories are covered by empty read-only tmpfs mounts, so task data
-   (expected outputs, hidden tests) is not even visible. The working
-   directory stays reachable because the child ``chdir``-s into it before the
-   mounts go on top.
+4. **Mounts** (when we are root): a private mount namespace. With the
+   PID/IPC layout (``allow_list_root``) the run's root is a fresh tmpfs
+   holding only what it is given: the interpreter's files read-only
+   (:func:`_interpreter_files`), a few ``/dev`` nodes, a fresh ``/proc``,
+   its working directory and the paths a task declares, entered with
+   ``pivot_root`` so the host's root is detached, not covered; a task
+   source, a ledger or a venv anywhere else is simply not there. The old
+   layout covers ``hide_paths`` with empty read-only tmpfs mounts instead
+   (a deny-list; for comparison and control runs). The working directory
+   is a size-capped tmpfs either way.
 5. **Network**: a new, empty network namespace (only a downed loopback), or,
    where ``unshare`` is not allowed, an audit hook that refuses every
    ``socket.*`` event (weaker: ``ctypes`` can call libc directly).
@@ -49,6 +53,11 @@ and records which ones were active, so a verdict says how it was produced:
    too (it can open sockets without the ``socket`` syscall). Without
    libseccomp, an audit hook on ``socket.__new__`` refuses them (weaker:
    ``ctypes`` bypasses it).
+8. **Objects owned by a uid or a session** (``refuse_uid_objects``): keys
+   and keyrings live past every namespace of the run (in the session
+   keyring it inherits, or its uid's keyrings), so the seccomp filter
+   refuses ``add_key``, ``request_key``, ``keyctl`` and ``bpf``, and the
+   run joins a fresh session keyring of its own before its exec.
 
 The wall-clock timeout is enforced from outside, stdout and stderr are read
 with a cap (the process is killed when it overflows them, nothing large is
