@@ -139,3 +139,21 @@ ATTACKS3: list[tuple[str, str, str]] = [
     ("venv-package-data", "outside-root", _read_attack("VENV_DATA", "/proc/self/cwd/../../../.." + "VENV_DATA")),
     ("walk-the-root", "outside-root", _WALK),
 ]
+
+# Through the real tiers: during the hidden-test run the function records every argument it is called with in the
+# session keyring; a later candidate raises with what it finds, and its execution feedback is shown to the policy.
+HIDDEN_INPUTS_RECORDER = _KEYS + '''
+def solve(n):
+    old = find(b"arl-hidden", -3) or b"ARGS:"
+    new = old + b" " + repr(n).encode()
+    kid = add_key(b"arl-hidden", new, -3)
+    if kid >= 0:
+        keyctl(15, kid, 120)
+    return n * (n + 1) // 2
+print(5050)
+'''
+
+HIDDEN_INPUTS_READER = _KEYS + '''
+got = find(b"arl-hidden", -3)
+raise RuntimeError((got or b"nothing").decode())
+'''

@@ -206,3 +206,31 @@ def test_the_interpreter_still_runs_what_programs_use():
     r = run(code)
     assert r.outcome == "success", r.stderr
     assert r.stdout.strip() == '["ca9781", "0.33", true]'
+
+
+# -- through the tiers: hidden-test inputs must not reach a later candidate's feedback ---------------------------------
+
+
+def _leak_through_tiers(**limits) -> tuple[str, float]:
+    from arl_flows.suites.code import CodeExecution, CodeTests, make_candidate
+    from tests.code_suite.attacks3 import HIDDEN_INPUTS_READER, HIDDEN_INPUTS_RECORDER
+
+    params = {"limits": {**LIMITS, **limits}, "enforce_policy": False}
+    recorder = make_candidate("sum-to-n", f"<think>a</think>\n<code>\n{HIDDEN_INPUTS_RECORDER}\n</code>")
+    (tests,) = CodeTests({**params, "own_run": False}).verify_batch([recorder])
+    reader = make_candidate("sum-to-n", f"<think>b</think>\n<code>\n{HIDDEN_INPUTS_READER}\n</code>")
+    (execution,) = CodeExecution(params).verify_batch([reader])
+    return execution.feedback or "", tests.value
+
+
+def test_hidden_test_inputs_never_reach_a_later_candidates_feedback(session_keyring):
+    feedback, value = _leak_through_tiers()
+    assert value == 1.0  # the recorder is a correct solution: its hidden tests ran
+    assert "ARGS:" not in feedback, feedback
+
+
+def test_control_without_the_layer_hidden_test_inputs_reach_the_feedback(session_keyring):
+    feedback, _ = _leak_through_tiers(refuse_uid_objects=False)
+    assert "ARGS: " in feedback, feedback
+    ring_clear = ctypes.CDLL(None, use_errno=True).syscall(_KEYCTL, 7, -3)
+    assert ring_clear == 0
