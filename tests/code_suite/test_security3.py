@@ -191,9 +191,11 @@ def test_a_declared_path_is_readable_and_read_only(outside):
     assert ANSWER not in run(code).stdout
 
 
-def test_a_missing_declared_path_is_one_clear_error():
+def test_a_missing_or_relative_declared_path_is_one_clear_error():
     with pytest.raises(SandboxError, match="does not exist"):
         run("print(1)", readable_paths=["/no/such/arl/path"])
+    with pytest.raises(ValueError, match="give an absolute path"):
+        SandboxLimits(readable_paths=["data/tasks.jsonl"])
 
 
 def test_the_interpreter_still_runs_what_programs_use():

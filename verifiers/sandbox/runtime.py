@@ -93,7 +93,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "IsolationSupport",
@@ -162,7 +162,8 @@ class SandboxLimits(BaseModel):
     )
     hide_paths: list[str] = Field(
         default_factory=lambda: list(_DEFAULT_HIDDEN),
-        description="Paths covered by an empty read-only tmpfs in the run's mount namespace (root only).",
+        description="Paths covered by an empty read-only tmpfs in the run's mount namespace (root only), where the "
+        "allow-list root is off or not available.",
     )
     memory_cgroup: bool = Field(
         default=True,
@@ -205,6 +206,14 @@ class SandboxLimits(BaseModel):
         description="Absolute paths a task declares it needs, bound read-only into the run's allow-list root at the "
         "same place.",
     )
+
+    @field_validator("readable_paths")
+    @classmethod
+    def _absolute(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if not os.path.isabs(path):
+                raise ValueError(f"readable path {path!r} is relative; give an absolute path")
+        return paths
 
 
 class IsolationSupport(BaseModel):
