@@ -629,7 +629,7 @@ def _under(path: str, dirs: list[str]) -> bool:
 
 
 @functools.cache
-def _interpreter_files(python: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, str], ...], tuple[str, ...]]:
+def _interpreter_files(python: str) -> tuple[tuple[str, ...], ...]:
     """What the interpreter needs to run: (directories, files, symlinks, package directories to cover).
 
     The directories are its standard library and the directories of the shared libraries it maps; the files its
@@ -664,6 +664,9 @@ def _interpreter_files(python: str) -> tuple[tuple[str, ...], tuple[str, ...], t
     return tuple(dirs), tuple(files), kept_links, tuple(covered)
 
 
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+
+
 def _root_plan(python: str, readable: list[str]) -> dict[str, object]:
     """The allow-list root of a run, as the namespace's init builds it (see ``_namespace_init.py``)."""
     dirs, files, links, covered = _interpreter_files(python)
@@ -679,7 +682,7 @@ def _root_plan(python: str, readable: list[str]) -> dict[str, object]:
         "files": sorted(set(ro_files)),
         "links": sorted(set(links) | set(extra_links.items())),
         "cover": list(covered),
-        "devices": [d for d in ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom") if os.path.exists(d)],
+        "devices": [d for d in _DEVICES if os.path.exists(d)],
     }
 
 
@@ -857,7 +860,8 @@ def run_python(
         # Every privileged step and every fork happens in the small set-up program (see _namespace_init.py), so
         # this process, however large, is never forked: without a preexec_fn, subprocess can vfork.
         argv = _init_argv(
-            python, netns=net_layer == "netns", ipc_mb=limits.ipc_mb, work=str(work) if (hide_bytes or root_plan) else "",
+            python, netns=net_layer == "netns", ipc_mb=limits.ipc_mb,
+            work=str(work) if (hide_bytes or root_plan) else "",
             work_opts=work_opts.decode(), hide=[h.decode() for h in hide_bytes], rlimits=rlimits, uid=uid,
             root=root_plan, newroot=str(top / "root") if root_plan else "", own_keyring=own_keyring,
             bpf=(bpf or b"").hex(), token=init_token, cgroup=cgroup.name if cgroup else "",
