@@ -10,12 +10,14 @@ All sides run the interpreter the sandbox uses, with ``-I -S``, on
   (fresh uid, network and mount namespaces, tmpfs working directory,
   rlimits, capped reads, the /proc scan that kills leftovers);
 * ``new-nocg``: ``run_python`` with every layer but the memory cgroup (adds
-  PID and IPC namespaces, the fresh /proc and the reaping init, the IPC caps
-  and the seccomp socket-family filter);
+  PID and IPC namespaces, the fresh /proc and the reaping init, the IPC caps,
+  the seccomp filter, the allow-list root and the run's own session keyring);
+* ``deny-root``: every layer but the allow-list root and the refusal of
+  uid-owned kernel objects (the deny-list of hidden folders instead);
 * ``new``: every layer, the per-run memory cgroup included (where the
   machine has one).
 
-Rounds interleave the three sides so a change in the machine's load hits
+Rounds interleave the sides so a change in the machine's load hits
 them alike; the medians per side and the ratios are printed. ``--parent-mb``
 first allocates and touches that much memory in this process, as a
 training process holding a model would: the sandbox forks the verifier
@@ -34,6 +36,7 @@ from verifiers.sandbox.runtime import SandboxLimits, isolation_support, run_pyth
 PROGRAM = "print(1)\n"
 OLD = SandboxLimits(private_pids_ipc=False, socket_filter=False)
 NEW_NO_CGROUP = SandboxLimits(memory_cgroup=False)
+DENY_ROOT = SandboxLimits(allow_list_root=False, refuse_uid_objects=False)
 NEW = SandboxLimits()
 
 
@@ -68,11 +71,13 @@ def main() -> None:
     sandboxed(3, OLD, "none")
     sandboxed(3, NEW, new_layer)
     sandboxed(3, NEW_NO_CGROUP, new_layer)
-    rates: dict[str, list[float]] = {"bare": [], "old": [], "new-nocg": [], "new": []}
+    sandboxed(3, DENY_ROOT, new_layer)
+    rates: dict[str, list[float]] = {"bare": [], "old": [], "new-nocg": [], "deny-root": [], "new": []}
     for _ in range(args.rounds):
         rates["bare"].append(bare(support.python, args.runs))
         rates["old"].append(sandboxed(args.runs, OLD, "none"))
         rates["new-nocg"].append(sandboxed(args.runs, NEW_NO_CGROUP, new_layer))
+        rates["deny-root"].append(sandboxed(args.runs, DENY_ROOT, new_layer))
         rates["new"].append(sandboxed(args.runs, NEW, new_layer))
     med = {k: statistics.median(v) for k, v in rates.items()}
     print(f"isolation: {support.model_dump()}")
@@ -82,6 +87,7 @@ def main() -> None:
         "bare": "bare subprocess.run",
         "old": "old sandbox (no pid/ipc ns, no filter)",
         "new-nocg": "new sandbox, no memory cgroup",
+        "deny-root": "new sandbox, deny-list root, keys allowed",
         "new": "new sandbox (every layer)",
     }
     for k in names:
@@ -92,6 +98,10 @@ def main() -> None:
         f"ratio old/bare: {ms['old'] / ms['bare']:.2f}x  new/old: {ms['new'] / ms['old']:.2f}x  "
         f"new-nocg/old: {ms['new-nocg'] / ms['old']:.2f}x  (new costs {ms['new'] - ms['old']:+.1f} ms/run over old, "
         f"of which the memory cgroup {ms['new'] - ms['new-nocg']:+.1f})"
+    )
+    print(
+        f"allow-list root and uid-object refusal: {ms['new'] - ms['deny-root']:+.1f} ms/run "
+        f"(new/deny-root {ms['new'] / ms['deny-root']:.2f}x)"
     )
 
 

@@ -8,8 +8,9 @@ privileged step and every fork happens here:
 
 * this process enters new mount, network, IPC and PID namespaces, lowers
   the IPC namespace's limits, mounts the size-capped tmpfs working
-  directory (rewriting ``main.py`` into it) and the empty read-only mounts
-  over the hidden paths;
+  directory (rewriting ``main.py`` into it) and then either builds the
+  allow-list root on a fresh tmpfs and ``pivot_root``-s into it, or (the
+  deny-list layout) puts empty read-only mounts over the hidden paths;
 * it then forks the namespace's init (``unshare(CLONE_NEWPID)`` moves only
   later children), waits
   for it and then ends the way the program ended (same exit code, or the
@@ -26,7 +27,9 @@ CONFIG is a dict, ``marshal``-ed and hex-encoded (``json`` would import ``re``, 
 this program's start-up time): ``netns`` (bool), ``ipc_mb``, ``work`` (the working
 directory, "" for none), ``work_opts`` (its tmpfs options), ``hide`` (paths
 to cover), ``rlimits`` ([resource number, soft, hard] triples), ``uid`` (or
-null), ``bpf`` (hex of the seccomp program, or ""), ``cgroup`` (the name of the run's
+null), ``bpf`` (hex of the seccomp program, or ""), ``root`` (the allow-list root's plan, see
+``runtime._root_plan``, or None), ``newroot`` (the empty directory it is built on), ``own_keyring``
+(join a fresh session keyring), ``cgroup`` (the name of the run's
 memory cgroup this process waits to be moved into, or ""), ``argv``
 (what to exec), ``token``. A failure before the exec exits 125 with one
 line on stderr starting ``arl-sandbox <token>:``: an infrastructure failure,
@@ -41,6 +44,10 @@ import signal
 import sys
 
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8, 16384, 1 << 18
+_MS_REMOUNT, _MS_BIND, _MNT_DETACH = 32, 4096, 2
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
+_KEYCTL_JOIN_SESSION_KEYRING = 1
+_SYS_KEYCTL = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "ppc64le": 271, "s390x": 280}
 _CLONE_NEWNS, _CLONE_NEWNET, _CLONE_NEWPID, _CLONE_NEWIPC = 0x00020000, 0x40000000, 0x20000000, 0x08000000
 _PR_SET_PDEATHSIG, _PR_SET_SECCOMP, _PR_SET_NO_NEW_PRIVS = 1, 22, 38
 _SECCOMP_MODE_FILTER = 2
@@ -86,12 +93,74 @@ def _limit_ipc(ipc_mb):
             continue
 
 
+def _bind_read_only(libc, src, dst):
+    _check(libc.mount(src.encode(), dst.encode(), None, _MS_BIND, None), f"bind {src}")
+    flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+    _check(libc.mount(None, dst.encode(), None, flags, None), f"make {src} read-only")
+
+
+def _make_mount_point(path, is_dir):
+    if is_dir:
+        os.makedirs(path, mode=0o755, exist_ok=True)
+    elif not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o444))
+
+
+def _enter_allow_list_root(libc, plan, new, work, work_opts, program):
+    """Build the run's root on a fresh tmpfs from nothing but the plan, then pivot_root into it.
+
+    The plan (made by the verifier) lists read-only directories and files, symlinks and device nodes; every
+    other host path is absent from the run's filesystem: not covered, never there.
+    """
+    _check(libc.mount(b"tmpfs", new.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=1m,mode=755"), "mount root")
+    for path, target in plan["links"]:
+        os.makedirs(os.path.dirname(new + path), mode=0o755, exist_ok=True)
+        os.symlink(target, new + path)
+    for path in plan["dirs"]:
+        _make_mount_point(new + path, True)
+        _bind_read_only(libc, path, new + path)
+    for path in plan["files"]:
+        _make_mount_point(new + path, False)
+        _bind_read_only(libc, path, new + path)
+    for path in plan["cover"]:
+        flags = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+        _check(libc.mount(b"tmpfs", (new + path).encode(), b"tmpfs", flags, b"size=4k,mode=555"), "cover path")
+    for path in plan["devices"]:  # read-write (a read-only mount refuses writes to /dev/null too), no suid
+        _make_mount_point(new + path, False)
+        _check(libc.mount(path.encode(), (new + path).encode(), None, _MS_BIND, None), f"bind {path}")
+        _check(libc.mount(None, (new + path).encode(), None, _MS_BIND | _MS_REMOUNT | _MS_NOSUID, None), "nosuid")
+    os.makedirs(new + "/proc", mode=0o555, exist_ok=True)
+    os.makedirs(new + work, mode=0o755, exist_ok=True)
+    _check(libc.mount(b"tmpfs", (new + work).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, work_opts.encode()),
+           "mount workdir")
+    fd = os.open(new + work + "/main.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+    os.write(fd, program)
+    os.close(fd)
+    os.chdir(new)
+    # pivot_root(".", "."): the old root is stacked under the new one and detached at once.
+    nr = _SYS_PIVOT_ROOT.get(os.uname().machine)
+    if nr is None:  # an architecture whose number we do not know: chroot, equivalent for a process without caps
+        os.chroot(".")
+    else:
+        _check(libc.syscall(nr, b".", b"."), "pivot_root")
+        _check(libc.umount2(b".", _MNT_DETACH), "detach the old root")
+    os.chdir("/")
+    _check(libc.mount(None, b"/", None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None), "root read-only")
+    os.chdir(work)
+
+
 def _enter_namespaces(libc, config):
     flags = _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC | (_CLONE_NEWNET if config["netns"] else 0)
     _check(libc.unshare(flags), "unshare")
     _limit_ipc(config["ipc_mb"])
     _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make mounts private")
     work = config["work"]
+    if config["root"]:
+        with open(os.path.join(work, "main.py"), "rb") as fh:
+            program = fh.read()
+        _enter_allow_list_root(libc, config["root"], config["newroot"], work, config["work_opts"], program)
+        return
     if work:
         # A size-capped tmpfs as the working directory: RLIMIT_FSIZE caps one file, this caps them all.
         with open(os.path.join(work, "main.py"), "rb") as fh:
@@ -190,6 +259,7 @@ def main():
     libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
     libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
     libc.unshare.argtypes = [ctypes.c_int]
+    libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
     _enter_namespaces(libc, config)
     bpf = bytes.fromhex(config["bpf"])
     buffer = ctypes.create_string_buffer(bpf, len(bpf)) if bpf else None
@@ -216,6 +286,11 @@ def main():
         for which, soft, hard in config["rlimits"]:
             resource.setrlimit(which, (soft, hard))
         os.umask(0o077)
+        if config["own_keyring"]:
+            # A new anonymous session keyring: nothing the verifier's session holds, nothing shared with later runs.
+            nr = _SYS_KEYCTL.get(os.uname().machine, -1)
+            if nr < 0 or libc.syscall(nr, _KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
+                _fail(f"session keyring: {os.strerror(ctypes.get_errno())}")
         if fprog is not None:
             if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
                 _fail("no_new_privs")

@@ -14,12 +14,16 @@ and records which ones were active, so a verdict says how it was produced:
    program cannot read root-only files, cannot write outside its directory,
    cannot signal our processes, and every process it leaves behind can be
    found by uid and killed (``setsid`` cannot hide a process from that).
-4. **Mounts** (when we are root): a private mount namespace in which the
-   project checkout, ``/root``, ``/home`` and the world-writable temp
-   directories are covered by empty read-only tmpfs mounts, so task data
-   (expected outputs, hidden tests) is not even visible. The working
-   directory stays reachable because the child ``chdir``-s into it before the
-   mounts go on top.
+4. **Mounts** (when we are root): a private mount namespace. With the
+   PID/IPC layout (``allow_list_root``) the run's root is a fresh tmpfs
+   holding only what it is given: the interpreter's files read-only
+   (:func:`_interpreter_files`), a few ``/dev`` nodes, a fresh ``/proc``,
+   its working directory and the paths a task declares, entered with
+   ``pivot_root`` so the host's root is detached, not covered; a task
+   source, a ledger or a venv anywhere else is simply not there. The old
+   layout covers ``hide_paths`` with empty read-only tmpfs mounts instead
+   (a deny-list; for comparison and control runs). The working directory
+   is a size-capped tmpfs either way.
 5. **Network**: a new, empty network namespace (only a downed loopback), or,
    where ``unshare`` is not allowed, an audit hook that refuses every
    ``socket.*`` event (weaker: ``ctypes`` can call libc directly).
@@ -49,6 +53,11 @@ and records which ones were active, so a verdict says how it was produced:
    too (it can open sockets without the ``socket`` syscall). Without
    libseccomp, an audit hook on ``socket.__new__`` refuses them (weaker:
    ``ctypes`` bypasses it).
+8. **Objects owned by a uid or a session** (``refuse_uid_objects``): keys
+   and keyrings live past every namespace of the run (in the session
+   keyring it inherits, or its uid's keyrings), so the seccomp filter
+   refuses ``add_key``, ``request_key``, ``keyctl`` and ``bpf``, and the
+   run joins a fresh session keyring of its own before its exec.
 
 The wall-clock timeout is enforced from outside, stdout and stderr are read
 with a cap (the process is killed when it overflows them, nothing large is
@@ -84,7 +93,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "IsolationSupport",
@@ -153,7 +162,8 @@ class SandboxLimits(BaseModel):
     )
     hide_paths: list[str] = Field(
         default_factory=lambda: list(_DEFAULT_HIDDEN),
-        description="Paths covered by an empty read-only tmpfs in the run's mount namespace (root only).",
+        description="Paths covered by an empty read-only tmpfs in the run's mount namespace (root only), where the "
+        "allow-list root is off or not available.",
     )
     memory_cgroup: bool = Field(
         default=True,
@@ -177,6 +187,33 @@ class SandboxLimits(BaseModel):
         description="Refuse socket families the network namespace does not confine (AF_VSOCK, AF_ALG, ...) and "
         "io_uring: a seccomp filter, or an audit hook where libseccomp is missing.",
     )
+    refuse_uid_objects: bool = Field(
+        default=True,
+        description="Refuse the kernel objects that belong to a uid or a session rather than to a namespace and so "
+        "outlive the run (keys and keyrings: add_key, request_key, keyctl; bpf objects): a seccomp rule, and the "
+        "run joins its own empty session keyring (with the PID/IPC layout). False is for the security tests' "
+        "control runs only.",
+    )
+    allow_list_root: bool = Field(
+        default=True,
+        description="The run's root is a fresh tmpfs holding only the interpreter's files (read-only), its "
+        "working directory, a few /dev nodes and readable_paths, entered with pivot_root (with the PID/IPC layout, "
+        "root only). False falls back to covering hide_paths (a deny-list; for the security tests' control runs "
+        "and comparison benchmarks only).",
+    )
+    readable_paths: list[str] = Field(
+        default_factory=list,
+        description="Absolute paths a task declares it needs, bound read-only into the run's allow-list root at the "
+        "same place.",
+    )
+
+    @field_validator("readable_paths")
+    @classmethod
+    def _absolute(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if not os.path.isabs(path):
+                raise ValueError(f"readable path {path!r} is relative; give an absolute path")
+        return paths
 
 
 class IsolationSupport(BaseModel):
@@ -216,7 +253,11 @@ class SandboxResult(BaseModel):
         default=0.0, description="What the run costs: max(CPU seconds of all its processes, wall seconds)."
     )
     network_layer: str = Field(description="'netns', 'audit-hook' or 'none'.")
-    mount_layer: str = Field(description="'tmpfs-hide' or 'none'.")
+    mount_layer: str = Field(description="'pivot-root' (allow-list root), 'tmpfs-hide' (deny-list) or 'none'.")
+    uid_objects_layer: str = Field(
+        default="none", description="'seccomp' (key and bpf syscalls refused), 'session-keyring' (own keyring only) "
+        "or 'none'."
+    )
     process_layer: str = Field(default="none", description="'pidns+ipcns' (private /proc, IPC, init) or 'none'.")
     memory_layer: str = Field(default="rlimit", description="'cgroup' (one total per run) or 'rlimit' (per process).")
     memory_peak_mb: float | None = Field(default=None, description="Peak memory of the run's cgroup, MiB.")
@@ -243,12 +284,19 @@ class _ScmpArgCmp(ctypes.Structure):
     _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
 
 
-@functools.cache
-def _socket_filter() -> bytes | None:
-    """The seccomp BPF program refusing other socket families and io_uring, built once here with libseccomp.
+# Syscalls that make kernel objects owned by a uid or a session keyring rather than by a namespace: such an
+# object outlives the run's namespaces (a cross-run channel, kernel memory pinned after the run).
+_UID_OBJECT_SYSCALLS = (b"add_key", b"request_key", b"keyctl", b"bpf")
 
-    Built in the verifier and handed to the namespace's init as bytes, which installs it with ``prctl`` just
-    before the program's exec. None where libseccomp is not installed.
+
+@functools.cache
+def _socket_filter(families: bool = True, uid_objects: bool = False) -> bytes | None:
+    """The seccomp BPF program, built once per combination here with libseccomp.
+
+    ``families`` refuses the socket families the network namespace does not confine and io_uring;
+    ``uid_objects`` refuses :data:`_UID_OBJECT_SYSCALLS`. Built in the verifier and handed to the namespace's
+    init as bytes, which installs it with ``prctl`` just before the program's exec. None where libseccomp is
+    not installed.
     """
     try:
         lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
@@ -268,7 +316,11 @@ def _socket_filter() -> bytes | None:
     if not ctx:
         return None
     try:
-        for name in (b"socket", b"socketpair"):
+        for name in _UID_OBJECT_SYSCALLS if uid_objects else ():
+            nr = lib.seccomp_syscall_resolve_name(name)
+            if nr >= 0:
+                _check(lib.seccomp_rule_add_array(ctx, deny, nr, 0, None), "seccomp rule")
+        for name in (b"socket", b"socketpair") if families else ():
             nr = lib.seccomp_syscall_resolve_name(name)
             for family in range(64):
                 if family not in _ALLOWED_SOCKET_FAMILIES:
@@ -278,7 +330,7 @@ def _socket_filter() -> bytes | None:
             cmp = _ScmpArgCmp(0, ge, 64, 0)
             _check(lib.seccomp_rule_add_array(ctx, deny, nr, 1, ctypes.byref(cmp)), "seccomp rule")
         nr = lib.seccomp_syscall_resolve_name(b"io_uring_setup")
-        if nr >= 0:
+        if nr >= 0 and families:
             _check(lib.seccomp_rule_add_array(ctx, deny, nr, 0, None), "seccomp rule")
         read_fd, write_fd = os.pipe()
         try:
@@ -431,7 +483,7 @@ def _probe_pidns(python: str) -> bool:
     probe = "import os; print(os.getpid(), len([p for p in os.listdir('/proc') if p.isdigit()]))"
     argv = _init_argv(
         python, netns=False, ipc_mb=1, work="", work_opts="", hide=[], rlimits=[], uid=None, bpf="", token="probe",
-        cgroup="", argv=[python, "-I", "-S", "-c", probe],
+        root=None, newroot="", own_keyring=False, cgroup="", argv=[python, "-I", "-S", "-c", probe],
     )  # fmt: skip
     try:
         proc = subprocess.run(
@@ -518,6 +570,120 @@ def _hidden_roots(paths: list[str], python: str) -> list[str]:
             continue
         roots.append(p)
     return roots
+
+
+# Run once per interpreter by _interpreter_files: loads every extension module of its standard library, so
+# /proc/self/maps names every shared library a program could make it load.
+_FILES_PROBE = (
+    "import json, os, sys, sysconfig\n"
+    "dyn = sysconfig.get_path('platstdlib', vars={'platbase': sys.base_exec_prefix, 'base': sys.base_prefix})\n"
+    "std = os.path.dirname(os.__file__)\n"
+    "for d in {dyn, os.path.join(std, 'lib-dynload')}:\n"
+    "    for f in (os.listdir(d) if os.path.isdir(d) else []):\n"
+    "        if f.endswith('.so') and not f.startswith(('_test', 'xxlimited', '_xx')):\n"
+    "            try: __import__(f.split('.')[0])\n"
+    "            except Exception: pass\n"
+    "maps = {ln.split(None, 5)[5].strip() for ln in open('/proc/self/maps') if len(ln.split(None, 5)) == 6}\n"
+    "print(json.dumps({'stdlib': [std, dyn], 'maps': sorted(m for m in maps if m.startswith('/'))}))\n"
+)
+
+
+def _elf_interpreter(path: str) -> str | None:
+    """The PT_INTERP of a 64-bit little-endian ELF file (its dynamic loader), None if it has none."""
+    with open(path, "rb") as fh:
+        head = fh.read(64)
+        if head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+            return None
+        phoff = int.from_bytes(head[0x20:0x28], "little")
+        phentsize = int.from_bytes(head[0x36:0x38], "little")
+        phnum = int.from_bytes(head[0x38:0x3A], "little")
+        for i in range(phnum):
+            fh.seek(phoff + i * phentsize)
+            ph = fh.read(phentsize)
+            if int.from_bytes(ph[0:4], "little") == 3:  # PT_INTERP
+                fh.seek(int.from_bytes(ph[8:16], "little"))
+                return fh.read(int.from_bytes(ph[32:40], "little")).rstrip(b"\0").decode()
+    return None
+
+
+def _resolve_links(path: str, links: dict[str, str]) -> str:
+    """The real path of ``path``; every symlink met on the way is recorded in ``links`` (path -> target)."""
+    parts, cur, hops = path.strip("/").split("/"), "/", 0
+    while parts:
+        step = os.path.join(cur, parts.pop(0))
+        if os.path.islink(step):
+            hops += 1
+            if hops > 40:
+                raise SandboxError(f"too many symlinks resolving {path}")
+            target = os.readlink(step)
+            links[step] = target
+            parts = os.path.normpath(os.path.join(cur, target)).strip("/").split("/") + parts
+            cur = "/"
+            continue
+        cur = step
+    return cur
+
+
+def _under(path: str, dirs: list[str]) -> bool:
+    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
+
+
+@functools.cache
+def _interpreter_files(python: str) -> tuple[tuple[str, ...], ...]:
+    """What the interpreter needs to run: (directories, files, symlinks, package directories to cover).
+
+    The directories are its standard library and the directories of the shared libraries it maps; the files its
+    executable, its loader and the loader's cache; the symlinks those paths go through; the package
+    directories (site-packages, dist-packages) found inside its standard library, covered by an empty mount.
+    """
+    try:
+        proc = subprocess.run(
+            [python, "-I", "-S", "-c", _FILES_PROBE], capture_output=True, timeout=60, cwd="/",
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"},
+        )  # fmt: skip
+        probe = json.loads(proc.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        raise SandboxError(f"could not list the interpreter's files ({python}): {exc}") from exc
+    links: dict[str, str] = {}
+    dirs = [_resolve_links(d, links) for d in probe["stdlib"] if os.path.isdir(d)]
+    loader = _elf_interpreter(os.path.realpath(python))
+    wanted_files = [python] + ([loader] if loader else []) + ["/etc/ld.so.cache"]
+    files = [_resolve_links(f, links) for f in wanted_files if os.path.exists(f)]
+    executable = os.path.realpath(python)
+    for mapped in probe["maps"]:
+        if os.path.isfile(mapped) and os.path.realpath(mapped) != executable:
+            dirs.append(os.path.dirname(_resolve_links(mapped, links)))
+    dirs = sorted(set(dirs), key=len)
+    dirs = [d for i, d in enumerate(dirs) if not _under(d, dirs[:i])]
+    files = sorted({f for f in files if not _under(f, dirs)})
+    covered = sorted(
+        os.path.join(d, name) for d in dirs for name in ("site-packages", "dist-packages")
+        if os.path.isdir(os.path.join(d, name))
+    )  # fmt: skip
+    kept_links = tuple(sorted((p, t) for p, t in links.items() if not _under(p, dirs)))
+    return tuple(dirs), tuple(files), kept_links, tuple(covered)
+
+
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+
+
+def _root_plan(python: str, readable: list[str]) -> dict[str, object]:
+    """The allow-list root of a run, as the namespace's init builds it (see ``_namespace_init.py``)."""
+    dirs, files, links, covered = _interpreter_files(python)
+    extra_links: dict[str, str] = {}
+    ro_dirs, ro_files = list(dirs), list(files)
+    for path in readable:
+        if not os.path.isabs(path) or not os.path.exists(path):
+            raise SandboxError(f"readable path {path!r} does not exist; give an absolute path that does")
+        real = _resolve_links(path, extra_links)
+        (ro_dirs if os.path.isdir(real) else ro_files).append(real)
+    return {
+        "dirs": sorted(set(ro_dirs), key=len),
+        "files": sorted(set(ro_files)),
+        "links": sorted(set(links) | set(extra_links.items())),
+        "cover": list(covered),
+        "devices": [d for d in _DEVICES if os.path.exists(d)],
+    }
 
 
 def _pids_of_uid(uid: int) -> list[int]:
@@ -630,15 +796,27 @@ def run_python(
         net_layer = "netns"
     else:
         net_layer = "audit-hook"
-    hide = _hidden_roots(limits.hide_paths, python)
-    mount_layer = "tmpfs-hide" if (support.mountns and hide) else "none"
     private = limits.private_pids_ipc and support.pidns
-    bpf = _socket_filter() if limits.socket_filter else None
-    socket_layer = "seccomp" if bpf is not None else ("audit-hook" if limits.socket_filter else "none")
+    root_plan = _root_plan(python, limits.readable_paths) if (private and limits.allow_list_root) else None
+    hide = [] if root_plan else _hidden_roots(limits.hide_paths, python)
+    mount_layer = "pivot-root" if root_plan else ("tmpfs-hide" if (support.mountns and hide) else "none")
+    want_objects = limits.refuse_uid_objects
+    bpf = (
+        _socket_filter(limits.socket_filter, want_objects) if (limits.socket_filter or want_objects) else None
+    )
+    socket_layer = "seccomp" if bpf is not None and limits.socket_filter else (
+        "audit-hook" if limits.socket_filter else "none"
+    )
+    own_keyring = want_objects and private
+    uid_objects_layer = (
+        "seccomp" if (bpf is not None and want_objects) else ("session-keyring" if own_keyring else "none")
+    )
 
     top = Path(tempfile.mkdtemp(prefix="arl-sbx-"))
     work = top / "work"
     work.mkdir()
+    if root_plan:
+        (top / "root").mkdir()
     (work / "main.py").write_text(code, encoding="utf-8")
     if uid is not None:
         os.chmod(top, 0o711)
@@ -682,8 +860,10 @@ def run_python(
         # Every privileged step and every fork happens in the small set-up program (see _namespace_init.py), so
         # this process, however large, is never forked: without a preexec_fn, subprocess can vfork.
         argv = _init_argv(
-            python, netns=net_layer == "netns", ipc_mb=limits.ipc_mb, work=str(work) if hide_bytes else "",
+            python, netns=net_layer == "netns", ipc_mb=limits.ipc_mb,
+            work=str(work) if (hide_bytes or root_plan) else "",
             work_opts=work_opts.decode(), hide=[h.decode() for h in hide_bytes], rlimits=rlimits, uid=uid,
+            root=root_plan, newroot=str(top / "root") if root_plan else "", own_keyring=own_keyring,
             bpf=(bpf or b"").hex(), token=init_token, cgroup=cgroup.name if cgroup else "",
             argv=argv,
         )  # fmt: skip
@@ -786,6 +966,7 @@ def run_python(
         uid=uid,
         network_layer=net_layer,
         mount_layer=mount_layer,
+        uid_objects_layer=uid_objects_layer,
         process_layer="pidns+ipcns" if private else "none",
         memory_layer="cgroup" if cgroup is not None else "rlimit",
         memory_peak_mb=peak_mb,
