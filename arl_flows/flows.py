@@ -136,10 +136,7 @@ def _slot(limit: str) -> Iterator[None]:
                 f"ended without releasing it; `prefect gcl inspect {limit}` shows it)"
             )
             _emit("waiting", message)
-            try:
-                get_run_logger().warning(message)
-            except Exception:  # noqa: BLE001, S110 - outside a run context (a Dask worker) the progress event is enough
-                pass
+            _logger().warning(message)
 
 
 # One task per stage of a step; each runs the stage it is handed (in this process: the policy lives here).
@@ -327,10 +324,20 @@ def _recover_stale_slots(client: Any) -> None:
         for limit in page:
             if limit.name.startswith("arl-tier-") and limit.active_slots:
                 client.update_global_concurrency_limit(limit.name, GlobalConcurrencyLimitUpdate(active_slots=0))
-                get_run_logger().warning(
+                _logger().warning(
                     "freed %d slot(s) of %s left taken by a run that is no longer alive", limit.active_slots, limit.name
                 )
         offset += len(page)
+
+
+def _logger() -> Any:
+    """The run's logger inside a flow or task, else this module's."""
+    try:
+        return get_run_logger()
+    except Exception:  # noqa: BLE001 - no run context (a Dask worker, a direct call)
+        import logging
+
+        return logging.getLogger(__name__)
 
 
 def _alive(pid: int) -> bool:

@@ -201,9 +201,11 @@ def start_shielded_server() -> Any | None:
     the run handles them; the run stops the server when it exits. SIGKILL of
     the group, and the terminal's SIGHUP, still end it.
     """
-    if os.environ.get("PREFECT_API_URL"):
-        return None
     from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import get_current_settings
+
+    if get_current_settings().api.url:
+        return None
 
     server = SubprocessASGIServer()
     failure: list[BaseException] = []
