@@ -20,12 +20,16 @@ which writes them to the ledger.
 
 from __future__ import annotations
 
+import atexit
 import contextvars
 import math
+import os
+import socket
 import threading
 import time
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, task
@@ -59,6 +63,8 @@ __all__ = [
 
 _SESSIONS: dict[str, RunSession] = {}
 _DRAIN_S = 60.0  # how long an interrupted run waits for the tier batch in flight
+_LEASE_S = 60.0  # a concurrency slot's lease (Prefect's shortest); its holder renews it while it runs
+_WAIT_REPORT_S = 10.0  # a batch waiting for a slot says so this often
 _LISTENERS: list[Callable[[str, Any], None]] = []
 _VERIFIERS: dict[tuple[str, str], Verifier] = {}
 _VERIFIERS_LOCK = threading.Lock()
@@ -93,14 +99,44 @@ def _verifier(name: str, params: dict[str, Any]) -> Verifier:
 
 # ---------------------------------------------------------------------- tasks
 @task(name="run-tier", cache_policy=NO_CACHE, task_run_name="{verifier} x{count}")
-def run_tier(verifier: str, params: dict[str, Any], candidates: list[dict[str, Any]], count: int, limited: bool) -> list[dict[str, Any]]:
-    """Run one verifier on one batch (in a thread, or on a Dask worker)."""
+def run_tier(verifier: str, params: dict[str, Any], candidates: list[dict[str, Any]], count: int, limit: str | None) -> list[dict[str, Any]]:
+    """Run one verifier on one batch (in a thread, or on a Dask worker), holding a slot of ``limit`` if given."""
     batch = [Candidate.model_validate(c) for c in candidates]
     with ExitStack() as stack:
-        if limited:
-            stack.enter_context(concurrency(_limit_name(verifier), occupy=1, strict=False))
+        if limit is not None:
+            stack.enter_context(_slot(limit))
         verdicts = _verifier(verifier, params).verify_batch(batch)
     return [v.model_dump(mode="json") for v in verdicts]
+
+
+@contextmanager
+def _slot(limit: str) -> Iterator[None]:
+    """Hold a slot of the global concurrency limit ``limit``; while it waits, it says so every ``_WAIT_REPORT_S``.
+
+    The slot is a lease that the holder renews: on a Prefect server of one's
+    own, a holder that dies frees it after ``_LEASE_S``; the temporary server
+    has no lease service, so :func:`_recover_stale_slots` frees what dead runs left.
+    """
+    from prefect.concurrency._asyncio import AcquireConcurrencySlotTimeoutError
+
+    waited, acquired = 0.0, False
+    while not acquired:
+        try:
+            with concurrency(limit, occupy=1, strict=False, lease_duration=_LEASE_S, timeout_seconds=_WAIT_REPORT_S):
+                acquired = True
+                if waited:
+                    _emit("waiting", "")
+                yield
+        except AcquireConcurrencySlotTimeoutError:
+            if acquired:
+                raise
+            waited += _WAIT_REPORT_S
+            message = (
+                f"waiting {waited:.0f} s for a slot of {limit} (all taken: another run holds it, or one that "
+                f"ended without releasing it; `prefect gcl inspect {limit}` shows it)"
+            )
+            _emit("waiting", message)
+            _logger().warning(message)
 
 
 # One task per stage of a step; each runs the stage it is handed (in this process: the policy lives here).
@@ -225,7 +261,8 @@ def _tier_runner(session: RunSession, limits: set[str]) -> Callable[[str, list[C
     def run(name: str, batch: list[Candidate]) -> list[Verdict]:
         with submitting:
             future = run_tier.submit(
-                names[name], params[names[name]], [c.model_dump(mode="json") for c in batch], len(batch), name in limits
+                names[name], params[names[name]], [c.model_dump(mode="json") for c in batch], len(batch),
+                _limit_name(name) if name in limits else None,
             )
         try:
             return [Verdict.model_validate(v) for v in future.result()]
@@ -246,10 +283,71 @@ def _setup_limits(config: RunConfig) -> set[str]:
 
     limited = set()
     with get_client(sync_client=True) as client:
+        _recover_stale_slots(client)
         for name, limit in config.tier_concurrency.items():
             client.upsert_global_concurrency_limit_by_name(_limit_name(name), limit)
             limited.add(name)
     return limited
+
+
+def _recover_stale_slots(client: Any) -> None:
+    """On the temporary Prefect server, free the ``arl-tier-*`` slots of runs that are no longer alive.
+
+    The temporary server keeps its database under ``PREFECT_HOME`` but its
+    leases in memory and runs no lease service, so a slot whose holder died
+    (SIGKILL, a power cut, a server that died first) stays taken for good.
+    Each ``arl`` process on it registers its pid under
+    ``PREFECT_HOME/arl-runs``; when no other registered process is alive,
+    every slot still taken is stale and is reset to 0. A server of one's own
+    (``PREFECT_API_URL``) expires dead holders' leases by itself.
+    """
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitUpdate
+    from prefect.settings import get_current_settings
+
+    current = get_current_settings()
+    if current.api.url:
+        return
+    folder = Path(current.home) / "arl-runs"
+    folder.mkdir(parents=True, exist_ok=True)
+    mine = folder / str(os.getpid())
+    if not mine.exists():
+        mine.write_text(socket.gethostname())
+        atexit.register(mine.unlink, missing_ok=True)
+    others = [p for p in folder.iterdir() if p.name.isdigit() and p != mine and _alive(int(p.name))]
+    for entry in folder.iterdir():
+        if entry.name.isdigit() and entry != mine and entry not in others:
+            entry.unlink(missing_ok=True)
+    if others:
+        return
+    offset = 0
+    while page := client.read_global_concurrency_limits(limit=100, offset=offset):
+        for limit in page:
+            if limit.name.startswith("arl-tier-") and limit.active_slots:
+                client.update_global_concurrency_limit(limit.name, GlobalConcurrencyLimitUpdate(active_slots=0))
+                _logger().warning(
+                    "freed %d slot(s) of %s left taken by a run that is no longer alive", limit.active_slots, limit.name
+                )
+        offset += len(page)
+
+
+def _logger() -> Any:
+    """The run's logger inside a flow or task, else this module's."""
+    try:
+        return get_run_logger()
+    except Exception:  # noqa: BLE001 - no run context (a Dask worker, a direct call)
+        import logging
+
+        return logging.getLogger(__name__)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _task_runner(config: RunConfig):  # noqa: ANN202 - Prefect task runner instance

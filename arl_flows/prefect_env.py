@@ -25,16 +25,22 @@ set:
 - no progress bars or advisory warnings from the Hugging Face libraries (they
   would draw over ARL's own bar each time a checkpoint is written):
   ``HF_HUB_DISABLE_PROGRESS_BARS=1``, ``TRANSFORMERS_VERBOSITY=error``.
+
+:func:`start_shielded_server` starts the temporary server of ``arl run`` so
+that a terminal's Ctrl-C stops the run, not the server under it.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import signal
 import threading
 from pathlib import Path
+from typing import Any
 
-__all__ = ["PrefectLogFile", "configure", "log_to_run", "terminal_logs"]
+__all__ = ["PrefectLogFile", "configure", "log_to_run", "start_shielded_server", "terminal_logs"]
 
 _LOG_ENV = "ARL_PREFECT_LOG"
 
@@ -178,3 +184,52 @@ def log_to_run(run_directory: Path) -> Path | None:
     path = run_directory / "prefect.log"
     os.environ[_LOG_ENV] = str(path)
     return path
+
+
+# ---------------------------------------------------------------------- the temporary server of a run
+_SHIELDED = (signal.SIGINT, signal.SIGTERM)
+
+
+def start_shielded_server() -> Any | None:
+    """Start Prefect's temporary server with SIGINT and SIGTERM blocked in it; None when a server is configured.
+
+    A terminal's Ctrl-C (and a ``kill`` of the process group) reaches every
+    process of the foreground group. The temporary server would die first and
+    the run's last calls (marking the run, releasing its concurrency slots)
+    would fail with ``Connection refused``. The server is started from a thread
+    that blocks both signals (a blocked mask is inherited across exec), so only
+    the run handles them; the run stops the server when it exits. SIGKILL of
+    the group, and the terminal's SIGHUP, still end it.
+    """
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import get_current_settings
+
+    if get_current_settings().api.url:
+        return None
+
+    server = SubprocessASGIServer()
+    failure: list[BaseException] = []
+
+    def start() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _SHIELDED)
+        try:
+            server.start()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            failure.append(exc)
+
+    starter = threading.Thread(target=start, name="arl-prefect-server", daemon=True)
+    starter.start()
+    starter.join()  # a Ctrl-C here still interrupts the run (only the starter thread blocks it)
+    if failure:
+        raise failure[0]
+    # Registered after Prefect's own stop, so it runs first (atexit is last in, first out): the server
+    # ignores SIGTERM, so it is killed; its SQLite database is transactional.
+    atexit.register(_kill_server, server)
+    return server
+
+
+def _kill_server(server: Any) -> None:
+    process = getattr(server, "server_process", None)
+    if process is not None and process.poll() is None:
+        process.kill()
+        process.wait()

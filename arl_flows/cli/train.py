@@ -80,6 +80,7 @@ class _ProgressView:
         self.total_budget = total_budget
         self.rows: list[Any] = []
         self.run_id = ""
+        self.stage = ""
 
     def __call__(self, event: str, payload: Any) -> None:
         if event == "pretrain":
@@ -90,7 +91,10 @@ class _ProgressView:
             prefect_env.log_to_run(settings().run_dir(self.run_id))
             self.progress.update(self.task, description=f"run {payload['run_id'][:12]}", total=payload["steps"], completed=payload["start"], info="")
         elif event == "stage":
-            self.progress.update(self.task, info=f"step {payload['step']}: {payload['stage']}")
+            self.stage = f"step {payload['step']}: {payload['stage']}"
+            self.progress.update(self.task, info=self.stage)
+        elif event == "waiting":
+            self.progress.update(self.task, info=f"{self.stage}: {payload}" if payload else self.stage)
         elif event == "pipeline":
             flight = ", ".join(f"{name} {n}" for name, n in payload["in_flight"].items() if n)
             self.progress.update(
@@ -199,6 +203,9 @@ def run(
     _check_ladder_and_policy(cfg)
     _quiet_prefect(verbose)
     _sigterm_as_interrupt()
+    from arl_flows import prefect_env
+
+    prefect_env.start_shielded_server()  # a Ctrl-C of the terminal stops the run, which then stops the server
     from arl_flows.flows import run_training, set_progress_listener
 
     view = _ProgressView(cfg.scheduler.budget_per_run)
