@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 
 import pytest
 from rich.console import Console
@@ -14,6 +13,7 @@ from arl_flows.report import best_candidates, build_report, verified_by_step
 from arl_flows.training import StepSummary
 from storage.ledger import Ledger
 from storage.records import Prompt, RewardEstimate, SpendRecord, Tier, TrainingStepRecord, Trajectory, Verdict
+from tests.flows.test_cli_run import _main
 
 # Step 0: three molecules, two answered by the top tier (the reference table); step 1: two molecules, none answered.
 STEP0 = [("CCO", 0.9, 0.0, 3.6), ("c1ccccc1", 0.4, 0.0, 5.1), ("CC=O", 0.7, 0.1, None)]
@@ -104,22 +104,6 @@ def test_progress_prints_a_line_per_step_when_output_is_not_a_terminal(monkeypat
     text = out.getvalue()
     assert "step 1/2 done in 3 s: reward 0.500" in text and "step 2/2 done" in text
     assert "spend fast 0.1s, simulation 0.2s, high_fidelity 9.0s" in text  # ladder order, not alphabetical
-
-
-def _main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    from arl_flows.cli import main
-
-    old = sys.argv
-    sys.argv = ["arl", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    finally:
-        sys.argv = old
-    out = capsys.readouterr()
-    return code, out.out + out.err
 
 
 def test_runs_show_lists_the_top_candidates_and_what_ran(run_ledger, sqlite_url, capsys, monkeypatch) -> None:
