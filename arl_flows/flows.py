@@ -202,7 +202,7 @@ class FlowHooks(PipelineHooks):
     def progress(self, session: RunSession, stats: dict[str, Any]) -> None:
         _emit("pipeline", stats)
         now = time.monotonic()
-        if now - self._last_table < _PIPELINE_ARTIFACT_EVERY_S:
+        if now - self._last_table < _PIPELINE_ARTIFACT_EVERY_S and not stats.get("final"):
             return
         self._last_table = now
         rows = [

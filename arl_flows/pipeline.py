@@ -302,6 +302,7 @@ class Pipeline:
             "settled_waiting": self._settled.qsize(),
             "groups_out": self._groups_out,
             "learner_idle_s": round(self.report.learner_idle_s, 2),
+            "final": force,  # the state the run ended in: a display that throttles its updates must still show it
         }
         try:
             self.hooks.progress(self.session, stats)

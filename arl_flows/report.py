@@ -20,10 +20,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from storage.ledger import Ledger  # noqa: E402
-from storage.records import Status  # noqa: E402
+from storage.records import Status, ladder_order  # noqa: E402
 from arl_flows.suites import Suite  # noqa: E402
 
-__all__ = ["Report", "build_report", "surrogate_calibration", "tier_disagreements"]
+__all__ = ["Report", "best_candidates", "build_report", "surrogate_calibration", "tier_disagreements", "top_verifier",
+           "verified_by_step"]
 
 
 @dataclass
@@ -78,6 +79,36 @@ def surrogate_calibration(ledger: Ledger, ladder: list[str], suite: Suite, seed:
     return model.calibration([obs[i] for i in order[half:]])
 
 
+def _parity_png(ledger: Ledger, run_id: str, stored: dict[str, Any], unit: str) -> bytes | None:
+    """Each lower verifier's value against the top tier's, over the run's candidates the top tier answered."""
+    top = top_verifier(stored)
+    lower = [t["verifier"] for t in (stored.get("tiers") or [])[:-1]]
+    if top is None or not lower:
+        return None
+    keys = {t.candidate_key for t, _ in ledger.run_trajectories(run_id)}
+    values: dict[str, dict[str, float]] = {}
+    for v in ledger.verdicts_for(keys):
+        if v.status == Status.ok and isinstance(v.value, (int, float)) and math.isfinite(v.value):
+            values.setdefault(v.verifier, {})[v.candidate_key] = float(v.value)
+    answered = values.get(top, {})
+    series = [(name, [(values[name][k], y) for k, y in answered.items() if k in values.get(name, {})]) for name in lower]
+    series = [(name, pts) for name, pts in series if pts]
+    if not series:
+        return None
+    fig, ax = plt.subplots(figsize=(4.8, 4.2))
+    lo = min(min(x, y) for _, pts in series for x, y in pts)
+    hi = max(max(x, y) for _, pts in series for x, y in pts)
+    for name, pts in series:
+        ax.scatter([x for x, _ in pts], [y for _, y in pts], s=14, alpha=0.7, label=f"{name} (n={len(pts)})")
+    ax.plot([lo, hi], [lo, hi], color="black", lw=0.8)
+    u = f" ({unit})" if unit else ""
+    ax.set_xlabel(f"lower tier's value{u}")
+    ax.set_ylabel(f"{top}{u}")
+    ax.set_title("each tier against the top tier")
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
 def _suite_of(stored: dict[str, Any]) -> Suite | None:
     """The suite of a stored run config (None when it no longer loads: a suite uninstalled, a config from an older ARL)."""
     from arl_flows.config import RunConfig, stored_fields
@@ -87,6 +118,56 @@ def _suite_of(stored: dict[str, Any]) -> Suite | None:
         return suite_for(RunConfig.model_validate(stored_fields(stored)))
     except (ValueError, ImportError, LookupError):
         return None
+
+
+def top_verifier(stored: dict[str, Any]) -> str | None:
+    """The name the top rung of a stored run config answers under (its verdicts' ``verifier``); None without tiers."""
+    tiers = stored.get("tiers") or []
+    if not tiers:
+        return None
+    ref = str(tiers[-1].get("verifier", ""))
+    try:
+        from verifiers import registry
+
+        return registry.get(ref).name
+    except Exception:  # noqa: BLE001 - a plugin uninstalled since the run: the configured name is the best guess
+        return ref
+
+
+def best_candidates(ledger: Ledger, run_id: str, n: int = 10) -> list[dict[str, Any]]:
+    """The run's best candidates by reward, each marked ``verified`` when the top tier answered it (else an estimate).
+
+    Rows are :meth:`Ledger.top_candidates`' plus ``verified`` and ``top_value`` (the top tier's value, or None).
+    """
+    run = ledger.get_run(run_id)
+    top = top_verifier(run.config)
+    rows = ledger.top_candidates(run.id, n=n)
+    for row in rows:
+        value = row["values"].get(top) if top else None
+        row["verified"] = isinstance(value, float)
+        row["top_value"] = value if isinstance(value, float) else None
+    return rows
+
+
+def verified_by_step(ledger: Ledger, run_id: str) -> list[dict[str, Any]]:
+    """Per step: how many distinct candidates the top tier answered, and the best of them (answer, value, reward).
+
+    A step whose best reward has no top-tier answer behind it holds estimates only; this separates what the
+    run verified from what its surrogate believed.
+    """
+    run = ledger.get_run(run_id)
+    top = top_verifier(run.config)
+    out = []
+    for record in ledger.training_steps(run.id):
+        rows = [(t, e) for t, e in ledger.step_trajectories(run.id, record.step) if e is not None]
+        answered = {v.candidate_key: v.value for v in ledger.verdicts_for({t.candidate_key for t, _ in rows}, verifiers=[top] if top else [])
+                    if v.status == Status.ok and v.value is not None}
+        best: dict[str, Any] | None = None
+        for traj, est in rows:
+            if traj.candidate_key in answered and (best is None or est.mean > best["reward"]):
+                best = {"answer": traj.final_answer, "value": answered[traj.candidate_key], "reward": est.mean}
+        out.append({"step": record.step, "verified": len(answered), "candidates": len({t.candidate_key for t, _ in rows}), "best": best})
+    return out
 
 
 def tier_disagreements(ledger: Ledger, run_id: str, steps: list[int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -125,12 +206,22 @@ def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> 
     spend = ledger.spend_by_step(run.id)
     images: dict[str, bytes] = {}
 
+    suite = _suite_of(run.config)
+    unit = suite.value_unit if suite is not None else ""
+    in_unit = f" ({unit})" if unit else ""
     if steps:
         xs = [s.step for s in steps]
         fig, ax = plt.subplots(figsize=(6, 3.2))
         for key, label in (("reward/mean", "mean reward"), ("reward/max", "max reward"), ("reward/validity", "validity")):
             ys = [s.metrics.get(key) for s in steps]
             ax.plot(xs, [math.nan if y is None else y for y in ys], marker="o", label=label)
+        # Error bars: two standard errors of each step's mean reward (its samples' spread over the square root of their number).
+        errs = []
+        for record in steps:
+            std, n = record.metrics.get("reward/std"), len(ledger.step_trajectories(run.id, record.step))
+            errs.append(2.0 * std / math.sqrt(n) if isinstance(std, (int, float)) and n else math.nan)
+        means = [math.nan if s.metrics.get("reward/mean") is None else s.metrics["reward/mean"] for s in steps]
+        ax.errorbar(xs, means, yerr=errs, fmt="none", ecolor="tab:blue", capsize=3, label="±2 s.e. of the mean")
         ax.set_xlabel("step")
         ax.set_ylim(-0.02, 1.02)
         ax.set_title("reward over steps")
@@ -138,7 +229,7 @@ def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> 
         images["reward.png"] = _png(fig)
 
     if spend:
-        tiers = sorted({t for per in spend.values() for t in per})
+        tiers = sorted({t for per in spend.values() for t in per}, key=ladder_order)
         xs = sorted(spend)
         fig, ax = plt.subplots(figsize=(6, 3.2))
         bottom = [0.0] * len(xs)
@@ -160,8 +251,10 @@ def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> 
         images["tier_mix.png"] = _png(fig)
 
     ladder = [t["verifier"] for t in run.config.get("tiers", [])]
+    parity = _parity_png(ledger, run.id, run.config, unit)
+    if parity is not None:
+        images["parity.png"] = parity
     calibration = None
-    suite = _suite_of(run.config)
     if len(ladder) >= 2 and suite is not None:
         try:
             calibration = surrogate_calibration(ledger, ladder, suite)
@@ -195,11 +288,15 @@ def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> 
         "",
         "## Spend by tier (CPU-seconds)",
         "",
-        "| tier | CPU-s |",
-        "|---|---|",
-        *[f"| {t} | {c:.2f} |" for t, c in sorted(summary["spend_by_tier"].items())],
+        "In ladder order, cheapest first; each tier names the verifier that answered at it.",
+        "",
+        "| tier | verifier | CPU-s | calls |",
+        "|---|---|---|---|",
+        *[f"| {r['tier']} | `{_cell(r['verifier'])}` | {r['cost_s']:.2f} | {r['calls']} |" for r in summary["spend_by_verifier"]],
         "",
         "## Reward and spend",
+        "",
+        "Rewards are in [0, 1]; error bars are two standard errors of each step's mean.",
         "",
         img("reward.png", "reward over steps"),
         img("spend.png", "spend per step by tier"),
@@ -246,14 +343,31 @@ def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> 
             lines.append(f"\n({len(flagged) - 50} more flagged candidates not shown.)")
     else:
         lines.append(f"No candidate was flagged in {len(per_step)} steps.")
-    top = ledger.top_candidates(run.id, n=10)
+    if parity is not None:
+        lines += ["", "## Each tier against the top tier", "",
+                  f"Values{in_unit} of the run's candidates that the top tier answered, against each lower tier's "
+                  "value of the same candidate; the line is where they would agree.", "", img("parity.png", "parity")]
+    top = best_candidates(ledger, run.id, n=10)
     if top:
-        verifiers = sorted({k for c in top for k in c["values"]})
-        lines += ["", "## Best candidates", "", "| answer | reward | " + " | ".join(verifiers) + " |", "|---|---|" + "---|" * len(verifiers)]
-        for c in top:
+        order = {name: i for i, name in enumerate(ladder)}
+        verifiers = sorted({k for c in top for k in c["values"]}, key=lambda v: (order.get(v, len(order)), v))
+        names = [suite.show_candidate(c["candidate_key"], c["answer"]) if suite is not None else c["answer"] for c in top]
+        lines += [
+            "", "## Best candidates", "",
+            f"Reward ± its std; **estimate** marks a reward with no top-tier answer behind it (the surrogate's "
+            f"posterior from the lower tiers). Values{in_unit} per verifier, in ladder order.", "",
+            "| answer | reward | " + " | ".join(f"{_cell(v)}{in_unit}" for v in verifiers) + " |",
+            "|---|---|" + "---|" * len(verifiers),
+        ]
+        for name, c in zip(names, top):
             vals = [c["values"].get(v, "") for v in verifiers]
-            cells = [f"{x:.3f}" if isinstance(x, float) else str(x) for x in vals]
-            lines.append(f"| `{c['answer']}` | {c['reward']:.3f} | " + " | ".join(cells) + " |")
+            cells = [f"{x:.3f}" if isinstance(x, float) else _cell(x) for x in vals]
+            reward = f"{c['reward']:.3f} ± {c['std']:.3f}" + ("" if c["verified"] else " **estimate**")
+            lines.append(f"| `{_cell(name)}` | {reward} | " + " | ".join(cells) + " |")
+        picture = suite.draw_candidates(names, [f"{c['reward']:.2f}" + ("" if c["verified"] else " (est.)") for c in top]) if suite else None
+        if picture:
+            images["best.png"] = picture
+            lines += ["", "Structures of the best candidates (legend: reward; est.: an estimate only):", "", img("best.png", "best candidates")]
     pending = [r for r in ledger.lab_requests(Status.pending, run_id=run.id)]
     if pending:
         lines += ["", "## Pending lab requests", "", *[f"- `{r.id}`: {r.payload}" for r in pending[:20]]]

@@ -26,6 +26,7 @@ from storage.records import (
     candidate_key,
     new_id,
     params_hash,
+    ladder_order,
     tier_rank,
 )
 
@@ -51,6 +52,7 @@ __all__ = [
     "candidate_key",
     "new_id",
     "params_hash",
+    "ladder_order",
     "tier_rank",
 ]
 

@@ -41,6 +41,7 @@ __all__ = [
     "candidate_key",
     "new_id",
     "params_hash",
+    "ladder_order",
     "tier_rank",
     "utcnow",
 ]
@@ -78,6 +79,11 @@ def tier_rank(tier: str | Tier | int) -> int:
         raise ValueError(
             f"unknown tier {tier!r}; use one of {', '.join(TIER_ORDER)} or an integer fidelity level"
         ) from None
+
+
+def ladder_order(tier: str) -> tuple[int, str]:
+    """Sort key listing tier names as the ladder does, cheapest first; a name that is no tier sorts last."""
+    return TIER_ORDER.get(str(tier), len(TIER_ORDER)), str(tier)
 
 
 class Status(StrEnum):

@@ -40,8 +40,10 @@ def show_run(
     run_id: str = typer.Argument(..., help="Run id (a unique prefix is enough)."),
     url: str | None = URL_OPTION,
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    top_n: int = typer.Option(5, "--top", min=0, max=1000, help="List this many best candidates (0: none)."),
 ) -> None:
-    """Status, steps, spend per tier, best reward and verdict counts of one run."""
+    """Status, steps, spend per tier, best reward, verdict counts and the top candidates of one run."""
+    from arl_flows.report import best_candidates
     from storage.ledger import LedgerError
 
     ledger = open_ledger(url)
@@ -49,8 +51,9 @@ def show_run(
         summary = ledger.run_summary(run_id)
     except LedgerError as exc:
         raise UserError(str(exc)) from None
+    top = best_candidates(ledger, summary["id"], n=top_n) if top_n else []
     if json_out:
-        print_json(summary)
+        print_json(summary | {"top_candidates": top})
         return
     table = Table(title=f"run {shown(summary['id'])} ({shown(summary['name'], 200)})", show_header=False)
     table.add_column("field")
@@ -58,13 +61,28 @@ def show_run(
     for key in ("status", "steps_done", "steps_total", "trajectories", "candidates", "best_reward", "mean_reward", "checkpoints", "lab_pending", "created_at", "updated_at"):
         value = summary[key]
         table.add_row(key, f"{value:.4f}" if isinstance(value, float) else shown(value))
-    for tier, cost in sorted(summary["spend_by_tier"].items()):
-        table.add_row(f"spend/{shown(tier)}", f"{cost:.2f} CPU-s")
+    for row in summary["spend_by_verifier"]:  # ladder order, cheapest first
+        table.add_row(f"spend/{shown(row['tier'])}", f"{row['cost_s']:.2f} CPU-s ({shown(row['verifier'])}, {row['calls']} calls)")
     for status, n in sorted(summary["verdicts_by_status"].items()):
         table.add_row(f"verdicts/{shown(status)}", str(n))
     console.print(table)
     if summary["steps"]:
         console.print(_steps_table(summary["steps"]))
+    if top:
+        console.print(_top_table(top))
+
+
+def _top_table(top: list[dict]) -> Table:
+    """The best candidates: reward (marked when it is an estimate only) and each verifier's value."""
+    names = list(dict.fromkeys(name for c in top for name in c["values"]))
+    table = Table(title="top candidates (est.: no top-tier answer, the reward is the surrogate's estimate)")
+    for col in ("answer", "reward", *names):
+        table.add_column(shown(col))
+    for c in top:
+        reward = f"{c['reward']:.3f}" + ("" if c["verified"] else f" ± {c['std']:.3f} est.")
+        cells = [f"{v:.3f}" if isinstance(v, float) else shown(v) for v in (c["values"].get(n, "") for n in names)]
+        table.add_row(shown(c["answer"], 120), reward, *cells)
+    return table
 
 
 def _steps_table(steps: list[dict]) -> Table:
@@ -79,7 +97,7 @@ def _steps_table(steps: list[dict]) -> Table:
     for row in steps:
         table.add_row(
             str(row["step"]), num(row["reward_mean"], ".3f"), num(row["reward_max"], ".3f"), num(row["validity"], ".0%"),
-            ", ".join(f"{shown(t)} {c:.1f}" for t, c in sorted(row["spend_by_tier"].items())),
-            ", ".join(f"{shown(t)} {n}" for t, n in sorted(row["calls_by_tier"].items())), num(row["seconds"], ".1f"),
+            ", ".join(f"{shown(t)} {c:.1f}" for t, c in row["spend_by_tier"].items()),  # ladder order, from the ledger
+            ", ".join(f"{shown(t)} {n}" for t, n in row["calls_by_tier"].items()), num(row["seconds"], ".1f"),
         )
     return table

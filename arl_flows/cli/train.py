@@ -104,12 +104,15 @@ class _ProgressView:
             )
         elif event == "step":
             self.rows.append(payload)
-            spend = ", ".join(f"{t} {c:.1f}s" for t, c in sorted(payload.spend.items()))
+            spend = ", ".join(f"{t} {c:.1f}s" for t, c in payload.spend.items())  # the ledger lists tiers in ladder order
             left = "∞" if math.isinf(payload.budget_left) else f"{payload.budget_left:.0f}s"
-            self.progress.update(
-                self.task, advance=1,
-                info=f"reward {payload.reward_mean:.3f} (max {payload.reward_max:.3f}) | valid {payload.validity:.0%} | spend {spend} | budget left {left}",
-            )
+            info = f"reward {payload.reward_mean:.3f} (max {payload.reward_max:.3f}) | valid {payload.validity:.0%} | spend {spend} | budget left {left}"
+            self.progress.update(self.task, advance=1, info=info)
+            if not self.progress.console.is_terminal:
+                # A bar redraws in place only on a terminal: to a file or pipe, each step is a line of its own.
+                total = self.progress.tasks[0].total if self.progress.tasks else None
+                of = f"/{int(total)}" if total else ""
+                self.progress.console.print(f"step {payload.step + 1}{of} done in {payload.seconds:.0f} s: {info}", markup=False)
 
 
 def _summary_table(summary: dict[str, Any], rows: list[Any]) -> Table:
@@ -122,16 +125,71 @@ def _summary_table(summary: dict[str, Any], rows: list[Any]) -> Table:
     return table
 
 
-def _reward_trend(rows: list[Any]) -> str:
-    """One line on how the reward moved: the first step's mean against the mean of the last third of the steps."""
-    means = [r.reward_mean for r in rows if math.isfinite(r.reward_mean)]
-    if len(means) < 2:
+def _reward_trend(rows: list[Any], per_step: int) -> str:
+    """How the reward moved, and whether the move is larger than sampling noise.
+
+    The first step's mean is set against the mean of the last third of the
+    steps. Each step mean is over ``per_step`` samples; the noise is two
+    standard errors of the difference, from the steps' own reward spread. A
+    move inside it is reported as such: a few steps of a few dozen samples
+    check that the loop runs and cannot show learning.
+    """
+    finite = [r for r in rows if math.isfinite(r.reward_mean)]
+    if len(finite) < 2:
         return ""
-    tail = means[-max(1, len(means) // 3):]
-    last = sum(tail) / len(tail)
-    word = "rose" if last > means[0] else "fell" if last < means[0] else "stayed"
-    span = f"step {rows[-len(tail)].step}" if len(tail) == 1 else f"steps {rows[-len(tail)].step}-{rows[-1].step}"
-    return f"reward mean {word}: {means[0]:.3f} at step {rows[0].step} -> {last:.3f} over {span} ({last - means[0]:+.3f})"
+    first, tail = finite[0], finite[-max(1, len(finite) // 3):]
+    last = sum(r.reward_mean for r in tail) / len(tail)
+    n = max(per_step, 1)
+
+    def var(r: Any) -> float:
+        std = r.metrics.get("reward/std") if isinstance(r.metrics, dict) else None
+        return float(std) ** 2 / n if isinstance(std, (int, float)) and math.isfinite(std) else math.nan
+
+    noise = 2.0 * math.sqrt(var(first) + sum(var(r) for r in tail) / len(tail) ** 2)
+    span = f"step {tail[0].step}" if len(tail) == 1 else f"steps {tail[0].step}-{tail[-1].step}"
+    diff = last - first.reward_mean
+    line = f"reward mean {first.reward_mean:.3f} at step {first.step} -> {last:.3f} over {span} ({diff:+.3f})"
+    if not math.isfinite(noise):
+        return line
+    if abs(diff) <= noise:
+        return (f"{line}: within sampling noise (±{noise:.3f}, two standard errors of {n} samples a step). "
+                f"{len(rows)} steps show that the loop runs end to end; they are too few to show learning "
+                "(docs/benchmarks.md, \"First run\").")
+    return f"{line}: the mean {'rose' if diff > 0 else 'fell'} by more than sampling noise (±{noise:.3f}, two standard errors)."
+
+
+def _verified_lines(ledger: Any, run_id: str) -> list[str]:
+    """What the top tier verified, before (step 0) and after, and which steps ran on estimates only."""
+    from arl_flows.report import top_verifier, verified_by_step
+
+    per_step = verified_by_step(ledger, run_id)
+    if not per_step:
+        return []
+    top = shown(top_verifier(ledger.get_run(run_id).config) or "the top tier")
+
+    def best(rows: list[dict[str, Any]]) -> str:
+        found = [r["best"] for r in rows if r["best"]]
+        if not found:
+            return "none verified"
+        b = max(found, key=lambda x: x["reward"])
+        return f"{shown(b['answer'], 80)} (value {b['value']:.3g}, reward {b['reward']:.3f})"
+
+    total = sum(r["verified"] for r in per_step)
+    lines = [f"{top} verified {total} candidates; best at step {per_step[0]['step']}: {best(per_step[:1])}"]
+    if len(per_step) > 1:
+        lines[0] += f"; best after it: {best(per_step[1:])}"
+    unverified = [r["step"] for r in per_step if r["verified"] == 0]
+    if unverified:
+        steps = ", ".join(str(s) for s in unverified)
+        lines.append(f"step(s) {steps}: no {top} answer; their rewards are the surrogate's estimates (the budget was spent or "
+                     "the scheduler judged no answer worth its cost)")
+    return lines
+
+
+def _spend_line(summary: dict[str, Any]) -> str:
+    """Spend per verifier that ran, with its tier, in ladder order (a tier alone does not say what answered)."""
+    rows = summary.get("spend_by_verifier") or []
+    return ", ".join(f"{shown(r['verifier'])} ({shown(r['tier'])}) {r['cost_s']:.1f} CPU-s" for r in rows)
 
 
 def _check_ladder_and_policy(cfg: Any) -> None:
@@ -229,9 +287,11 @@ def run(
     finally:
         set_progress_listener(None)
     console.print(_summary_table(summary, view.rows))
-    if trend := _reward_trend(view.rows):
+    if trend := _reward_trend(view.rows, cfg.rollout.prompts_per_step * cfg.trainer.group_size):
         console.print(trend, markup=False)
-    spend = ", ".join(f"{shown(t)} {c:.1f} CPU-s" for t, c in sorted(summary["spend_by_tier"].items()))
+    for line in _verified_lines(ledger, summary["id"]):
+        console.print(line)  # markup-escaped by shown()
+    spend = _spend_line(summary)
     console.print(f"spend: {spend or 'none'}; {summary['trajectories']} trajectories; {time.perf_counter() - t0:.0f} s")
     console.print(f"run id: [bold]{summary['id']}[/]  (arl runs show {summary['id'][:12]}; arl report {summary['id'][:12]})")
 

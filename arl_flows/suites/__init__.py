@@ -234,6 +234,13 @@ class Suite:
         """How a report names a candidate (default: its answer text)."""
         return answer
 
+    value_unit: ClassVar[str] = ""
+    """Unit of the verifiers' values, shown in reports next to them (the molecules suite's: eV); empty: none."""
+
+    def draw_candidates(self, shown: Sequence[str], legends: Sequence[str]) -> bytes | None:
+        """A PNG picture of candidates (named as ``show_candidate`` names them) for the report; None: nothing to draw."""
+        return None
+
 
 @cache
 def suite_classes() -> dict[str, type[Suite]]:

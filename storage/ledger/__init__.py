@@ -65,7 +65,7 @@ class Ledger(_Reports, _Integrity, _Migrations):
         ``close_lab_requests()`` (requests a remote tier answered itself).
 
     Reports
-        ``spend_by_tier()``, ``spend_by_step()``, ``run_summary()``,
+        ``spend_by_tier()``, ``spend_by_verifier()``, ``spend_by_step()``, ``run_summary()``,
         ``top_candidates()``.
 
     Integrity

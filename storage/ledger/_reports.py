@@ -17,15 +17,31 @@ from storage.ledger._engine import _chunks
 from storage.ledger._lab import _LabRequests
 from storage.ledger._records import _Records
 from storage.models import RewardEstimateRow, SpendRow, TrajectoryRow, VerdictRow
-from storage.records import Status
+from storage.records import Status, ladder_order
 
 
 class _Reports(_Records, _LabRequests):
     def spend_by_tier(self, run_id: str) -> dict[str, float]:
-        """A run's verification spend (CPU-seconds) per tier."""
+        """A run's verification spend (CPU-seconds) per tier, in ladder order."""
         with self._read() as s:
             q = select(SpendRow.tier, func.sum(SpendRow.cost_s)).where(SpendRow.run_id == run_id).group_by(SpendRow.tier)
-            return {tier: float(total or 0.0) for tier, total in s.execute(q)}
+            totals = {tier: float(total or 0.0) for tier, total in s.execute(q)}
+        return {tier: totals[tier] for tier in sorted(totals, key=ladder_order)}
+
+    def spend_by_verifier(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's spend per verifier that ran (its tier, CPU-seconds, calls), in ladder order.
+
+        A tier names a fidelity level, not what answered at it: a reference
+        table can stand in for the lab, and the summary names it.
+        """
+        with self._read() as s:
+            q = (
+                select(SpendRow.tier, SpendRow.verifier, func.sum(SpendRow.cost_s), func.sum(SpendRow.calls))
+                .where(SpendRow.run_id == run_id)
+                .group_by(SpendRow.tier, SpendRow.verifier)
+            )
+            rows = [{"tier": t, "verifier": v, "cost_s": float(c or 0.0), "calls": int(n or 0)} for t, v, c, n in s.execute(q)]
+        return sorted(rows, key=lambda r: (*ladder_order(r["tier"]), r["verifier"]))
 
     def spend_by_step(self, run_id: str) -> dict[int, dict[str, float]]:
         """A run's verification spend (CPU-seconds) per step, then per tier."""
@@ -38,7 +54,7 @@ class _Reports(_Records, _LabRequests):
             )
             for step, tier, total in s.execute(q):
                 out[step][tier] = float(total or 0.0)
-        return dict(out)
+        return {step: {t: per[t] for t in sorted(per, key=ladder_order)} for step, per in sorted(out.items())}
 
     def run_summary(self, run_id: str) -> dict[str, Any]:
         """Everything ``arl runs show`` prints about a run: status, spend, rewards, verdicts, steps."""
@@ -57,6 +73,7 @@ class _Reports(_Records, _LabRequests):
             "created_at": run.created_at.isoformat(),
             "updated_at": run.updated_at.isoformat(),
             "spend_by_tier": self.spend_by_tier(run.id),
+            "spend_by_verifier": self.spend_by_verifier(run.id),
             "best_reward": best,
             "mean_reward": mean,
             "trajectories": n_traj,
@@ -109,7 +126,7 @@ class _Reports(_Records, _LabRequests):
                 .where(SpendRow.run_id == run_id)
                 .group_by(SpendRow.step, SpendRow.tier)
             )
-            for step, tier, cost, n in s.execute(q):
+            for step, tier, cost, n in sorted(s.execute(q), key=lambda r: (r[0], *ladder_order(r[1]))):
                 spend[step][tier] = float(cost or 0.0)
                 calls[step][tier] = int(n or 0)
         out = []

@@ -74,6 +74,9 @@ def test_async_run_learns_every_group_once_from_the_policy_that_sampled_it(prefe
         arts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(like_=f"pipeline-{run_id[:12]}")))
     assert {"sampler", "verification-service"} <= names
     assert arts and "policy version" in (arts[0].description or "")
+    # The table ends at the state the run ended in, not at its first snapshot.
+    latest = max(arts, key=lambda a: a.created)
+    assert "3 steps learned" in (latest.description or "") and "policy version 3" in (latest.description or "")
 
 
 class _StopAfterFirstStep(PipelineHooks):

@@ -93,7 +93,7 @@ SPECS: dict[str, Spec] = {
                      st.one_of(st.sampled_from(["base", "-1", "0001", "head"]), TEXT)),
     "db check": ({"--url": URL, "--json": FLAG}, None, None),
     "runs list": ({"--url": URL, "--limit": NUMBER, "--json": FLAG}, None, None),
-    "runs show": ({"--url": URL, "--json": FLAG}, None, _RUN_ID),
+    "runs show": ({"--url": URL, "--json": FLAG, "--top": NUMBER}, None, _RUN_ID),
     "tiers list": ({"--suite": st.one_of(st.sampled_from(["molecules", "code"]), TEXT), "--json": FLAG}, None, None),
     "tiers show": ({"--json": FLAG, "--no-json": FLAG}, None, st.one_of(_SAFE_TIERS, st.sampled_from(["pyscf-b3lyp", "gfn2-xtb"]))),
     "suites list": ({"--json": FLAG, "--no-json": FLAG}, None, None),

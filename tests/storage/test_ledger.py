@@ -196,6 +196,28 @@ def test_spend_steps_checkpoints_and_summary(ledger: Ledger, tmp_path) -> None:
     assert any("sha256" in p for p in ledger.integrity_problems())
 
 
+def test_spend_is_listed_in_ladder_order_and_names_the_verifier_that_ran(ledger: Ledger) -> None:
+    run, _p, _t = _run_with_step(ledger)
+    # Written top tier first: alphabetical order (fast, high_fidelity, lab, simulation) is not the ladder's either.
+    ledger.put_verdicts([], spend=[
+        SpendRecord(run_id=run.id, step=0, tier=Tier.lab, verifier="reference-table", cost_s=12.0, calls=1),
+        SpendRecord(run_id=run.id, step=0, tier=Tier.simulation, verifier="gfn2-xtb", cost_s=2.0, calls=2),
+        SpendRecord(run_id=run.id, step=0, tier=Tier.high_fidelity, verifier="pyscf-b3lyp", cost_s=30.0, calls=1),
+        SpendRecord(run_id=run.id, step=0, tier=Tier.fast, verifier="rdkit-eht", cost_s=0.5, calls=6),
+    ])
+    ladder = ["fast", "simulation", "high_fidelity", "lab"]
+    assert list(ledger.spend_by_tier(run.id)) == ladder
+    assert list(ledger.spend_by_step(run.id)[0]) == ladder
+    assert [(r["tier"], r["verifier"], r["cost_s"], r["calls"]) for r in ledger.spend_by_verifier(run.id)] == [
+        ("fast", "rdkit-eht", 0.5, 6), ("simulation", "gfn2-xtb", 2.0, 2), ("high_fidelity", "pyscf-b3lyp", 30.0, 1),
+        ("lab", "reference-table", 12.0, 1),
+    ]
+    ledger.record_step(TrainingStepRecord(run_id=run.id, step=0, metrics={}))
+    summary = ledger.run_summary(run.id)
+    assert [r["verifier"] for r in summary["spend_by_verifier"]] == ["rdkit-eht", "gfn2-xtb", "pyscf-b3lyp", "reference-table"]
+    assert list(summary["steps"][0]["spend_by_tier"]) == ladder and list(summary["steps"][0]["calls_by_tier"]) == ladder
+
+
 def test_delete_unfinished_step(ledger: Ledger) -> None:
     run, _p, _t = _run_with_step(ledger, step=0)
     ledger.put_verdicts([], spend=[SpendRecord(run_id=run.id, step=0, tier=Tier.fast, verifier="f", cost_s=1.0, calls=1)])

@@ -71,6 +71,8 @@ def show(
             f"validity {report['validity']:.1%}, uniqueness {report['uniqueness']:.1%}, novelty {report['novelty']:.1%} "
             f"on {report['samples']} samples", markup=False,
         )
+        console.print(f"data: {report.get('molecules', '?')} molecules, sha256 {report.get('data_sha256') or 'not recorded'}",
+                      markup=False)
 
 
 @prior_app.command("pretrain")

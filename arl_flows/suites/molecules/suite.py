@@ -313,3 +313,23 @@ class MoleculeSuite(Suite):
         if key.startswith(f"{self.name}:") and not key.startswith(f"{self.name}:invalid:"):
             return key.split(":", 1)[1]
         return answer
+
+    value_unit: ClassVar[str] = "eV"  # every tier answers a HOMO-LUMO gap
+
+    def draw_candidates(self, shown: Sequence[str], legends: Sequence[str]) -> bytes | None:
+        """2-D structures of the molecules (SMILES) on a grid, each with its legend; None when none parses."""
+        from rdkit import Chem
+        from rdkit.Chem import Draw
+
+        pairs = [(m, legend) for m, legend in ((Chem.MolFromSmiles(smi), lg) for smi, lg in zip(shown, legends)) if m is not None]
+        if not pairs:
+            return None
+        image = Draw.MolsToGridImage([m for m, _ in pairs], molsPerRow=4, subImgSize=(240, 200), legends=[lg for _, lg in pairs])
+        data = getattr(image, "data", None)  # an IPython Image in notebooks, a PIL image otherwise
+        if isinstance(data, bytes):
+            return data
+        import io
+
+        buf = io.BytesIO()
+        image.save(buf, format="PNG")
+        return buf.getvalue()
