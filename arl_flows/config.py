@@ -369,6 +369,8 @@ def _loc_part(part: object) -> object:
 def _model_at(model: type[BaseModel], path: Sequence[object]) -> type[BaseModel] | None:
     """The pydantic model that holds the field at ``path`` inside ``model`` (None: not a model's field)."""
     for part in path:
+        if isinstance(part, int):  # an item of a list of models (``tiers.0``): the model found for the list
+            continue
         if not isinstance(part, str) or part not in model.model_fields:
             return None
         found = [t for t in _models_in(model.model_fields[part].annotation)]
