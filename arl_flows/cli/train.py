@@ -130,6 +130,18 @@ def _reward_trend(rows: list[Any]) -> str:
     return f"reward mean {word}: {means[0]:.3f} at step {rows[0].step} -> {last:.3f} over {span} ({last - means[0]:+.3f})"
 
 
+def _flat_reward_note(rows: list[Any]) -> str:
+    """One line naming the steps whose rewards were all equal (max = mean): GRPO has no advantage to learn from."""
+    flat = [r for r in rows if math.isfinite(r.reward_mean) and math.isclose(r.reward_max, r.reward_mean, abs_tol=1e-9)]
+    if not flat:
+        return ""
+    steps = ", ".join(str(r.step) for r in flat)
+    values = sorted({f"{r.reward_mean:.3f}" for r in flat})
+    return (f"warning: every reward was equal within step{'s' if len(flat) > 1 else ''} {steps} (reward "
+            f"{' / '.join(values)}), so those steps taught the policy nothing; check the objective with "
+            "`arl config show --config FILE`")
+
+
 def _check_ladder_and_policy(cfg: Any) -> None:
     """Fail before Prefect starts when a tier or the policy path cannot work (one line, exit 2)."""
     from arl_flows.training import build_ladder
@@ -224,6 +236,8 @@ def run(
     console.print(_summary_table(summary, view.rows))
     if trend := _reward_trend(view.rows):
         console.print(trend, markup=False)
+    if flat := _flat_reward_note(view.rows):
+        console.print(flat, markup=False, style="yellow")
     spend = ", ".join(f"{shown(t)} {c:.1f} CPU-s" for t, c in sorted(summary["spend_by_tier"].items()))
     console.print(f"spend: {spend or 'none'}; {summary['trajectories']} trajectories; {time.perf_counter() - t0:.0f} s")
     console.print(f"run id: [bold]{summary['id']}[/]  (arl runs show {summary['id'][:12]}; arl report {summary['id'][:12]})")

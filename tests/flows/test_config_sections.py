@@ -81,3 +81,14 @@ def test_config_show_reads_back_to_the_same_config(tmp_path: Path) -> None:
     assert back.suite_options == first.suite_options
     bad = CliRunner().invoke(app, ["config", "show", "--config", str(tmp_path / "missing.toml")])
     assert bad.exit_code != 0 and "does not exist" in str(bad.exception)  # main() prints a UserError as one line
+
+
+def test_summary_names_steps_whose_rewards_were_all_equal() -> None:
+    from arl_flows.cli.train import _flat_reward_note
+    from arl_flows.training import StepSummary
+
+    rows = [StepSummary(step=0, reward_mean=0.0, reward_max=0.0), StepSummary(step=1, reward_mean=0.2, reward_max=0.9),
+            StepSummary(step=2, reward_mean=0.0, reward_max=0.0)]
+    note = _flat_reward_note(rows)
+    assert "steps 0, 2" in note and "reward 0.000" in note and "\n" not in note
+    assert _flat_reward_note(rows[1:2]) == ""
