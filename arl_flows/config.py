@@ -11,10 +11,12 @@ field gives one line naming the field and what is allowed (:func:`load_config`).
 
 from __future__ import annotations
 
+import difflib
 import math
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
@@ -252,9 +254,7 @@ class RunConfig(_Section):
             else:
                 continue
             data["options"] = {option: value} | dict(data.get("options") or {})
-        for key, value in suite.defaults.items():
-            data.setdefault(key, value)
-        return data
+        return _merge_over(cls, _merge_over(cls, _section_defaults(cls), suite.defaults), data)
 
     @model_validator(mode="after")
     def _options_are_the_suites(self) -> RunConfig:
@@ -266,7 +266,11 @@ class RunConfig(_Section):
         except ValidationError as exc:
             err = exc.errors()[0]
             loc = ".".join(str(p) for p in err["loc"])
-            msg = "unknown field; check the spelling (`arl suites show " + suite.name + "` lists the options)" if err["type"] == "extra_forbidden" else str(err["msg"]).removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                path = list(err["loc"])
+                msg = unknown_field_message(_model_at(suite.Options, path[:-1]), path[-1], f"`arl suites show {suite.name}` lists the options")
+            else:
+                msg = str(err["msg"]).removeprefix("Value error, ")
             raise ValueError(f"options.{loc}: {' '.join(msg.split())}" if loc else f"options: {msg}") from None
         if suite.needs_policy_path and not self.policy_path:
             raise ValueError(f"policy_path: the {suite.name} suite ships no policy; give a local transformers model directory to train")
@@ -307,6 +311,39 @@ class RunConfig(_Section):
         return self
 
 
+# Old field names a section still accepts: given by its old name, a field replaces the default of its new name.
+_RENAMED: dict[str, dict[str, str]] = {"scheduler": {"objective": "voi_target"}}
+
+
+def _section_defaults(model: type[BaseModel]) -> dict[str, Any]:
+    """What the model's own section defaults set explicitly (``trainer``'s lr and lengths), as TOML-like data."""
+    out = {}
+    for key, field in model.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        if isinstance(default, BaseModel) and (explicit := default.model_dump(mode="json", exclude_unset=True)):
+            out[key] = explicit
+    return out
+
+
+def _merge_over(model: type[BaseModel], defaults: dict[str, Any], given: dict[str, Any], section: str = "") -> dict[str, Any]:
+    """``given`` over ``defaults``: a section (a field whose type is one pydantic model) that both give is merged
+    field by field, so a config's ``[scheduler]`` with budgets only keeps the suite's window; any other field
+    (a ladder, a table of limits, an objective) is taken whole from ``given`` when it gives one."""
+    merged = dict(defaults)
+    for old, new in _RENAMED.get(section, {}).items():
+        if old in given and new not in given:
+            merged.pop(new, None)
+    for key, value in given.items():
+        field = model.model_fields.get(key) if isinstance(key, str) else None
+        sub = field.annotation if field is not None else None
+        if (isinstance(sub, type) and issubclass(sub, BaseModel) and isinstance(value, dict)
+                and isinstance(merged.get(key), dict)):
+            merged[key] = _merge_over(sub, merged[key], value, key if not section else f"{section}.{key}")
+        else:
+            merged[key] = value
+    return merged
+
+
 def stored_fields(stored: dict[str, Any]) -> dict[str, Any]:
     """The run-config fields of a config stored with a run (older runs' moved fields included, see ``legacy_fields``)."""
     from arl_flows.suites import SuiteNotFound, get_suite
@@ -329,13 +366,44 @@ def _loc_part(part: object) -> object:
     return str(part) if isinstance(part, int) else part
 
 
+def _model_at(model: type[BaseModel], path: Sequence[object]) -> type[BaseModel] | None:
+    """The pydantic model that holds the field at ``path`` inside ``model`` (None: not a model's field)."""
+    for part in path:
+        if isinstance(part, int):  # an item of a list of models (``tiers.0``): the model found for the list
+            continue
+        if not isinstance(part, str) or part not in model.model_fields:
+            return None
+        found = [t for t in _models_in(model.model_fields[part].annotation)]
+        if not found:
+            return None
+        model = found[0]
+    return model
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation names: ``X``, ``X | None``, ``list[X]``."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
+
+
+def unknown_field_message(model: type[BaseModel] | None, field: object, listing: str) -> str:
+    """One line for a field no section declares: the closest declared field if one is close, else where to look."""
+    if model is not None and isinstance(field, str):
+        close = difflib.get_close_matches(field, list(model.model_fields), n=1, cutoff=0.6)
+        if close:
+            return f"unknown field; did you mean {close[0]!r}?"
+    return f"unknown field; check the spelling ({listing})"
+
+
 def _describe(exc: ValidationError, source: str) -> str:
     parts = []
     for err in exc.errors()[:3]:
         loc = ".".join(p[:60] if isinstance(p, str) and p.isprintable() and " " not in p else repr(p)[:60] for p in map(_loc_part, err["loc"]))
         msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = "unknown field; check the spelling (see examples/*.toml for every field)"
+            path = list(err["loc"])
+            msg = unknown_field_message(_model_at(RunConfig, path[:-1]), path[-1] if path else None, "`arl config show` prints every field")
         elif err["type"] == "literal_error":
             msg = msg.replace("Input should be", "allowed values are")
         msg = " ".join(msg.split())

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "GRPOLossConfig",
@@ -44,6 +44,8 @@ __all__ = [
 
 class GRPOLossConfig(BaseModel):
     """Hyper-parameters of the clipped policy-gradient loss."""
+
+    model_config = ConfigDict(extra="forbid")
 
     loss_type: Literal["grpo", "bnpo", "dapo", "dr_grpo"] = Field(
         default="dapo",

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .hindsight import HintedExample, RelabeledExample
 from .losses import (
@@ -35,6 +35,8 @@ __all__ = ["PolicyTrainer", "TrainerConfig"]
 
 class TrainerConfig(BaseModel):
     """Rollout and optimisation settings of a GRPO step."""
+
+    model_config = ConfigDict(extra="forbid")
 
     group_size: int = Field(default=8, ge=2, description="Completions sampled per prompt (G).")
     temperature: float = Field(default=1.0, gt=0, description="Sampling temperature; log-probs use the same one.")

@@ -39,7 +39,10 @@ class Candidate(BaseModel):
     goal: dict[str, Any] = Field(default_factory=dict)
     meta: dict[str, Any] = Field(
         default_factory=dict,
-        description="Suite-specific extras; 'size' is the size the cost model and the default features use.",
+        description="Suite-specific extras, two of them read by the core: 'size' (a number) is the size the cost "
+        "model and the default features use; 'valid' (a bool) says whether the completion parsed into a well-formed "
+        "candidate: a run's validity (`reward/validity`, the summary's 'validity' column) counts candidates with "
+        "meta['valid'] true, so a suite that leaves it out reads 0% in a training run. Set it in Suite.completion.",
     )
 
 

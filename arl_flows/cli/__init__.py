@@ -67,6 +67,7 @@ from arl_flows.cli import verify as _verify  # noqa: E402,F401
 from arl_flows.cli import train as _train  # noqa: E402,F401
 from arl_flows.cli import rerank as _rerank  # noqa: E402,F401
 from arl_flows.cli import suites as _suites  # noqa: E402,F401
+from arl_flows.cli import config as _config  # noqa: E402,F401
 
 __all__ = ["app", "main", "UserError", "console"]
 

@@ -192,6 +192,18 @@ def _spend_line(summary: dict[str, Any]) -> str:
     return ", ".join(f"{shown(r['verifier'])} ({shown(r['tier'])}) {r['cost_s']:.1f} CPU-s" for r in rows)
 
 
+def _flat_reward_note(rows: list[Any]) -> str:
+    """One line naming the steps whose rewards were all equal (max = mean): GRPO has no advantage to learn from."""
+    flat = [r for r in rows if math.isfinite(r.reward_mean) and math.isclose(r.reward_max, r.reward_mean, abs_tol=1e-9)]
+    if not flat:
+        return ""
+    steps = ", ".join(str(r.step) for r in flat)
+    values = sorted({f"{r.reward_mean:.3f}" for r in flat})
+    return (f"warning: every reward was equal within step{'s' if len(flat) > 1 else ''} {steps} (reward "
+            f"{' / '.join(values)}), so those steps taught the policy nothing; check the objective with "
+            "`arl config show --config FILE`")
+
+
 def _check_ladder_and_policy(cfg: Any) -> None:
     """Fail before Prefect starts when a tier or the policy path cannot work (one line, exit 2)."""
     from arl_flows.training import build_ladder
@@ -289,6 +301,8 @@ def run(
     console.print(_summary_table(summary, view.rows))
     if trend := _reward_trend(view.rows, cfg.rollout.prompts_per_step * cfg.trainer.group_size):
         console.print(trend, markup=False)
+    if flat := _flat_reward_note(view.rows):
+        console.print(flat, markup=False, style="yellow")
     for line in _verified_lines(ledger, summary["id"]):
         console.print(line)  # markup-escaped by shown()
     spend = _spend_line(summary)

@@ -13,6 +13,8 @@ __all__ = ["MoleculeOptions", "PretrainConfig"]
 class PretrainConfig(BaseModel):
     """Architecture, optimisation and evaluation of the SMILES prior."""
 
+    model_config = ConfigDict(extra="forbid")
+
     n_layer: int = Field(default=4, ge=1, description="Transformer blocks.")
     n_embd: int = Field(default=128, ge=16, description="Hidden width (must be divisible by n_head).")
     n_head: int = Field(default=4, ge=1, description="Attention heads.")
@@ -20,7 +22,7 @@ class PretrainConfig(BaseModel):
     batch_size: int = Field(default=128, ge=1, description="Sequences per optimizer step.")
     lr: float = Field(default=3e-3, gt=0, description="Peak AdamW learning rate.")
     warmup_steps: int = Field(default=50, ge=0, description="Linear warm-up steps before cosine decay.")
-    weight_decay: float = Field(default=0.01, ge=0)
+    weight_decay: float = Field(default=0.01, ge=0, description="AdamW weight decay.")
     max_steps: int = Field(
         default=4000, ge=1, le=10_000_000,
         description="The training budget, in optimizer steps: it alone decides the prior (with the seed and data).",
