@@ -156,8 +156,8 @@ def novel_molecules(
     return out
 
 
-def prior_samples(seed: int, batches: int, batch_size: int = 250) -> Iterable[tuple[str, str]]:
-    """Samples of the shipped SMILES prior, each prompted with the gap bin of a random QM9 molecule (fixed seed)."""
+def prior_samples(seed: int, batches: int, batch_size: int = 250, policy: Any = None) -> Iterable[tuple[str, str]]:
+    """Samples of the shipped SMILES prior (or ``policy``), each prompted with the gap bin of a random QM9 molecule."""
     import torch
 
     from arl_flows.suites.molecules.datasets import load_qm9_gaps
@@ -166,7 +166,7 @@ def prior_samples(seed: int, batches: int, batch_size: int = 250) -> Iterable[tu
     from policies import Policy
 
     torch.set_num_threads(1)
-    policy = Policy.load(SHIPPED_PRIOR_DIR)
+    policy = policy or Policy.load(SHIPPED_PRIOR_DIR)
     policy.model.eval()
     gaps = [g for _, g in load_qm9_gaps()]
     rng = random.Random(seed)
@@ -194,18 +194,35 @@ def small_moses(max_length: int = 16) -> Iterable[tuple[str, str]]:
 
 
 def stratified_druglike(
-    smiles: Iterable[str], constraints: Any, sizes: range, per_size: int, seed: int, round_size: int = 3
+    smiles: Iterable[str], constraints: Any, sizes: range, total: int, seed: int, round_size: int = 3
 ) -> list[dict[str, Any]]:
-    """``per_size`` molecules per heavy-atom count (shuffled with ``seed``), in compute order.
+    """``total`` molecules spread evenly over the heavy-atom counts ``sizes`` (shuffled with ``seed``), in compute order.
 
-    The order runs in rounds of ``round_size`` molecules per size, smallest size
-    first within a round: the cheap ones come first, yet every size is present
-    early on if the computation stops part-way.
+    A size with too few molecules gives its share to the others. The order runs
+    in rounds of ``round_size`` molecules per size, smallest size first within a
+    round: the cheap ones come first, yet every size is present early on if the
+    computation stops part-way.
     """
-    from arl_flows.suites.molecules import InvalidMolecule, check_molecule
-
     rows = list(smiles)
     random.Random(seed).shuffle(rows)
+    per_size = math.ceil(total / len(sizes))
+    by_size = _by_size(rows, constraints, sizes, per_size)
+    short = [n for n in sizes if len(by_size[n]) < per_size]
+    deficit = total - sum(len(v) for v in by_size.values())
+    if deficit > 0 and len(short) < len(sizes):
+        # The shuffled order is the same, so the larger quota keeps every molecule of the first pass.
+        by_size = _by_size(rows, constraints, sizes, per_size + math.ceil(deficit / (len(sizes) - len(short))))
+    ordered = []
+    for start in range(0, max(len(v) for v in by_size.values()), round_size):
+        for n in sizes:
+            ordered.extend(by_size[n][start : start + round_size])
+    return ordered
+
+
+def _by_size(rows: list[str], constraints: Any, sizes: range, per_size: int) -> dict[int, list[dict[str, Any]]]:
+    """The first ``per_size`` distinct molecules of ``rows`` inside ``constraints`` of each heavy-atom count."""
+    from arl_flows.suites.molecules import InvalidMolecule, check_molecule
+
     by_size: dict[int, list[dict[str, Any]]] = {n: [] for n in sizes}
     taken: set[str] = set()
     for s in rows:
@@ -220,11 +237,7 @@ def stratified_druglike(
             continue
         taken.add(parsed.canonical)
         bucket.append({"smiles": parsed.canonical, "source": "moses-test", "heavy_atoms": parsed.heavy_atoms})
-    ordered = []
-    for start in range(0, per_size, round_size):
-        for n in sizes:
-            ordered.extend(by_size[n][start : start + round_size])
-    return ordered
+    return by_size
 
 
 def select(pool: str, out_dir: Path = POOL_DIR, seed: int = 0, limit: int | None = None) -> Path:
@@ -250,7 +263,7 @@ def select(pool: str, out_dir: Path = POOL_DIR, seed: int = 0, limit: int | None
             next(fh, None)
             smiles = [line.strip().split(",")[0] for line in fh if line.strip()]
         sizes = range(spec.min_heavy_atoms, spec.max_heavy_atoms + 1)
-        rows = stratified_druglike(smiles, constraints, sizes, per_size=math.ceil(want / len(sizes)), seed=seed)
+        rows = stratified_druglike(smiles, constraints, sizes, total=want, seed=seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{pool}.smiles.csv"
     with open(target, "w", newline="") as fh:
