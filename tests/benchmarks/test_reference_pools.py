@@ -110,6 +110,9 @@ def test_compute_writes_verdicts_resumes_and_exports(tmp_path: Path) -> None:
     assert set(rp.CSV_COLUMNS) == set(rows[0])
     assert all(float(r["dft_gap_ev"]) > 5 and r["dft_status"] == "ok" and float(r["dft_cpu_s"]) > 0 for r in rows)
     assert rows[0]["dft_level"].startswith("B3LYPG/6-31G*")
+    from benchmarks.molecule_pool import load_pool
+
+    assert load_pool(tmp_path / "qm9_novel.csv") == [(r["smiles"], float(r["dft_gap_ev"])) for r in rows]
     saved = json.loads((tmp_path / "qm9_novel.json").read_text())
     assert saved["counts"] == info["counts"] == {"candidates": 2, "ok": 2, "failed": 0, "not_computed": 0, "target": 400}
     assert {"pyscf", "tblite", "rdkit"} <= set(saved["packages"]) and saved["level_of_theory"]["timeout_s"] == 1800.0
