@@ -434,6 +434,19 @@ def summary(rows: list[dict[str, Any]], failures: list[dict[str, Any]]) -> dict[
             return None
         return round(statistics.fmean(abs(float(r[col]) - float(r["dft_gap_ev"])) for r in rows), 3)
 
+    def offset(col: str) -> float | None:
+        if not rows:
+            return None
+        return round(statistics.fmean(float(r["dft_gap_ev"]) - float(r[col]) for r in rows), 3)
+
+    def pearson(col: str) -> float | None:
+        if len(rows) < 3:
+            return None
+        try:
+            return round(statistics.correlation([float(r[col]) for r in rows], [float(r["dft_gap_ev"]) for r in rows]), 3)
+        except statistics.StatisticsError:
+            return None
+
     return {
         "dft_cpu_s_by_heavy_atoms": {
             str(n): {"n": len(v), "median": round(statistics.median(v), 1), "max": round(max(v), 1)}
@@ -443,6 +456,11 @@ def summary(rows: list[dict[str, Any]], failures: list[dict[str, Any]]) -> dict[
         "failure_rate": round(len(failures) / done, 4) if done else None,
         "mae_eht_vs_dft_ev": mae("eht_gap_ev"),
         "mae_xtb_vs_dft_ev": mae("xtb_gap_ev"),
+        # The lower tiers' gaps sit below B3LYP's by a near-constant offset; what a surrogate can use is the rank.
+        "mean_dft_minus_eht_ev": offset("eht_gap_ev"),
+        "mean_dft_minus_xtb_ev": offset("xtb_gap_ev"),
+        "pearson_eht_dft": pearson("eht_gap_ev"),
+        "pearson_xtb_dft": pearson("xtb_gap_ev"),
     }
 
 
