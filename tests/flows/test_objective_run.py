@@ -82,4 +82,5 @@ def test_an_old_scheduler_objective_still_loads_as_voi_target(tmp_path: Path) ->
     cfg.write_text("[scheduler]\nobjective = 'discovery'\n")
     config = load_config(cfg)
     assert config.scheduler.voi_target == "discovery" and config.objective is None
-    assert config.scheduler.reward_objective().as_window() == (3.0, 4.0, 0.0)
+    # A partial [scheduler] is merged over the suite's defaults: its window and softness stay.
+    assert config.scheduler.reward_objective().as_window() == (3.0, 4.0, 0.5)

@@ -124,6 +124,7 @@ SPECS: dict[str, Spec] = {
         "--json": FILE,
     }, ["--workdir", "<EMPTY>"], None),
     "prior show": ({"--config": FILE, "--profile": TEXT, "--json": FLAG}, None, None),
+    "config show": ({"--config": FILE, "--profile": TEXT}, None, None),
     "rerank": ({
         "--suite": st.one_of(st.sampled_from(["molecules", "code"]), TEXT), "--input": st.sampled_from([*FILES, "<RERANK_INPUT>"]),
         "--n": NUMBER, "--budget": NUMBER, "--k": NUMBER, "--window": st.tuples(NUMBER, NUMBER), "--tiers": _SAFE_TIERS,
