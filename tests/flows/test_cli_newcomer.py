@@ -1,0 +1,50 @@
+"""What a newcomer sees first: defaults of `arl verify`, `arl tiers show`, `arl tasks list`, and docs that agree with them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from arl_flows.cli import app
+from arl_flows.suites.code import get_task
+
+
+def _invoke(args: list[str]):  # noqa: ANN202
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result
+
+
+# ---------------------------------------------------------------- arl verify
+
+
+def test_verify_without_tiers_runs_the_suites_ladder_and_says_so(tmp_path: Path) -> None:
+    good = tmp_path / "good.txt"
+    good.write_text(f"<think>add them up</think>\n<code>\n{get_task('sum-to-n').reference}\n</code>\n")
+    args = ["verify", "--suite", "code", "--task", "sum-to-n", "--answer-file", str(good)]
+    rows = json.loads(_invoke([*args, "--json"]).stdout)
+    assert [r["verifier"] for r in rows] == ["code-format", "code-exec", "code-tests"]
+    assert all(r["status"] == "ok" for r in rows)
+    plain = _invoke(args).stdout
+    assert "the code suite's ladder (code-format, code-exec, code-tests)" in plain
+
+
+def test_a_tier_name_selects_the_ladders_rung_with_its_params() -> None:
+    from arl_flows.cli.verify import _resolve_verifiers
+    from arl_flows.suites import standalone_suite
+
+    suite = standalone_suite("molecules")
+    (top,) = [t for t in suite.config.tiers if t.verifier == "pyscf-b3lyp"]
+    chosen = _resolve_verifiers(suite, "high_fidelity")
+    assert [(cls.name, params) for cls, params in chosen] == [("pyscf-b3lyp", top.params)]
+    # A tier the ladder leaves out still finds the suite's verifiers registered at it.
+    assert {cls.name for cls, _ in _resolve_verifiers(suite, "lab")} == {"lab", "reference-table"}
+    # A verifier by name runs with its own defaults.
+    assert _resolve_verifiers(suite, "reference-or-dft")[0][1] == {}
+
+
+def test_verify_with_fast_tiers_runs_only_the_fast_tier() -> None:
+    rows = json.loads(_invoke(["verify", "--suite", "molecules", "--answer", "CCO", "--tiers", "fast", "--json"]).stdout)
+    assert [r["verifier"] for r in rows] == ["rdkit-eht"]
