@@ -48,3 +48,19 @@ def test_a_tier_name_selects_the_ladders_rung_with_its_params() -> None:
 def test_verify_with_fast_tiers_runs_only_the_fast_tier() -> None:
     rows = json.loads(_invoke(["verify", "--suite", "molecules", "--answer", "CCO", "--tiers", "fast", "--json"]).stdout)
     assert [r["verifier"] for r in rows] == ["rdkit-eht"]
+
+
+# ---------------------------------------------------------------- the default ledger has one name
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_help_and_doc_names_the_ledger_the_settings_open() -> None:
+    from storage.settings import Settings
+
+    assert Settings(home=Path.home() / ".arl").ledger_url == f"sqlite:///{Path.home() / '.arl' / 'ledger.db'}"
+    for command in (["rerank", "--help"], ["runs", "list", "--help"], ["db", "check", "--help"]):
+        assert "~/.arl/ledger.db" in " ".join(_invoke(command).stdout.split()), command
+    for doc in ["README.md", "examples/trl_grpo.py", "arl_flows/integrations.py", *map(str, (ROOT / "docs").glob("*.md"))]:
+        assert "arl.db" not in (ROOT / doc).read_text(encoding="utf-8"), doc
+    assert "`ARL_DATABASE_URL` | `sqlite:///$ARL_HOME/ledger.db`" in (ROOT / "README.md").read_text(encoding="utf-8")
