@@ -60,7 +60,7 @@ def test_every_help_and_doc_names_the_ledger_the_settings_open() -> None:
 
     assert Settings(home=Path.home() / ".arl").ledger_url == f"sqlite:///{Path.home() / '.arl' / 'ledger.db'}"
     for command in (["rerank", "--help"], ["runs", "list", "--help"], ["db", "check", "--help"]):
-        assert "~/.arl/ledger.db" in " ".join(_invoke(command).stdout.split()), command
+        assert "~/.arl/ledger.db" in " ".join(_invoke(command).stdout.replace("│", " ").split()), command
     for doc in ["README.md", "examples/trl_grpo.py", "arl_flows/integrations.py", *map(str, (ROOT / "docs").glob("*.md"))]:
         assert "arl.db" not in (ROOT / doc).read_text(encoding="utf-8"), doc
     assert "`ARL_DATABASE_URL` | `sqlite:///$ARL_HOME/ledger.db`" in (ROOT / "README.md").read_text(encoding="utf-8")
@@ -82,3 +82,14 @@ def test_the_molecule_examples_and_the_default_ladder_use_the_dft_tiers_default_
     for where, tiers in ladders.items():
         (dft,) = [t for t in tiers if t["verifier"] == "pyscf-b3lyp"]
         assert dft.get("params", {}).get("basis", default) == default, where
+
+
+# ---------------------------------------------------------------- "quick" means one thing
+
+
+def test_the_readme_and_run_help_say_the_same_about_the_quick_profile() -> None:
+    promise = "about a minute on an idle machine"
+    help_text = " ".join(_invoke(["run", "--help"]).stdout.replace("│", " ").split())
+    assert promise in help_text
+    (line,) = [line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines() if "arl run --profile quick " in line]
+    assert promise in line
