@@ -93,3 +93,26 @@ def test_the_readme_and_run_help_say_the_same_about_the_quick_profile() -> None:
     assert promise in help_text
     (line,) = [line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines() if "arl run --profile quick " in line]
     assert promise in line
+
+
+# ---------------------------------------------------------------- arl tasks list: one line per task
+
+
+def test_tasks_list_prints_one_line_per_task_and_long_prints_whole_prompts() -> None:
+    from arl_flows.suites.code.sources import TaskSource, load_source
+
+    tasks = load_source(TaskSource(source="humaneval")).tasks
+    short = _invoke(["tasks", "list", "--source", "humaneval"]).stdout.splitlines()
+    assert len(short) == len(tasks) + 2  # a title, a header, then one line per task
+    first = next(line for line in short if line.startswith(tasks[0].id + " "))
+    assert "Check if in given list of numbers" in first and f"{len(tasks[0].visible_tests)}+{len(tasks[0].tests)}" in first
+    long = _invoke(["tasks", "list", "--source", "humaneval", "--long"]).stdout
+    assert len(long.splitlines()) > 5 * len(tasks) and "def has_close_elements" in long
+
+
+def test_the_examples_and_tier_docs_use_the_current_verify_syntax() -> None:
+    docs = [ROOT / "docs" / "tiers.md", *(ROOT / "examples").rglob("README.md")]
+    for doc in docs:
+        for line in doc.read_text(encoding="utf-8").splitlines():
+            if "arl verify" in line:
+                assert not any(old in line for old in ("--smiles", "--task ", "--goal-low", "--goal-high")), (doc, line)
