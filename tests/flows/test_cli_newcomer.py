@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -116,3 +117,25 @@ def test_the_examples_and_tier_docs_use_the_current_verify_syntax() -> None:
         for line in doc.read_text(encoding="utf-8").splitlines():
             if "arl verify" in line:
                 assert not any(old in line for old in ("--smiles", "--task ", "--goal-low", "--goal-high")), (doc, line)
+
+
+# ---------------------------------------------------------------- arl tiers show: a parameter table
+
+
+def test_tiers_show_prints_a_parameter_table_and_json_keeps_the_schema() -> None:
+    from arl_flows.suites.molecules.dft import DFTParams
+
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "200"  # one row per parameter, unwrapped
+    try:
+        out = _invoke(["tiers", "show", "pyscf-b3lyp"]).stdout
+    finally:
+        os.environ.pop("COLUMNS") if old is None else os.environ.update(COLUMNS=old)
+    assert "params_schema" not in out and '"properties"' not in out
+    rows = {cells[0]: cells[1:] for line in out.splitlines()
+            if len(cells := [c.strip() for c in line.strip("│┃ ").split("│")]) == 4}  # fmt: skip
+    assert rows["basis"] == ["str", '"6-31G*"', DFTParams.model_fields["basis"].description]
+    assert rows["constraints.max_heavy_atoms"][:2] == ["int", "9"]  # nested params as outer.inner
+    assert rows["geometry_source"][0] == "Literal['mmff', 'xtb']"
+    schema = json.loads(_invoke(["tiers", "show", "pyscf-b3lyp", "--json"]).stdout)["params_schema"]
+    assert schema["properties"]["basis"]["default"] == "6-31G*"
