@@ -201,7 +201,7 @@ class TieredReward:
     (default: the suite's objective). ``budget_per_call``:
     CPU-seconds one call may spend across tiers. ``ledger_url``: the
     SQLAlchemy URL of the ledger (default: ``ARL_DATABASE_URL`` or
-    ``~/.arl/arl.db``). ``tiers``: the ladder, cheapest first (names,
+    ``$ARL_HOME/ledger.db``, ``~/.arl/ledger.db``). ``tiers``: the ladder, cheapest first (names,
     ``(name, params)`` pairs or ``{"verifier": ..., "params": ...}``; default:
     the suite's). ``policy``/``routing``: the scheduler's escalation policy
     and what ``voi`` maximises ('advantage' for training, 'discovery' for

@@ -116,7 +116,7 @@ def rerank_command(
     tier_param: list[str] = typer.Option([], "--tier-param", help="VERIFIER.FIELD=VALUE for a verifier in --tiers (repeatable)."),
     policy_path: str | None = typer.Option(None, "--policy-path", help="Local model to sample missing candidates (default: the suite's own policy)."),
     seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of sampling and the scheduler."),
-    ledger_url: str | None = typer.Option(None, "--ledger", help="Ledger URL (default: ARL_DATABASE_URL or ~/.arl/arl.db)."),
+    ledger_url: str | None = typer.Option(None, "--ledger", help="Ledger URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     window: tuple[float, float] | None = typer.Option(None, "--window", hidden=True, help="Same as --goal window=[LOW,HIGH]."),
 ) -> None:

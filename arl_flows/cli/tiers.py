@@ -67,12 +67,33 @@ def list_tiers(
     console.print(table)
 
 
+def _type_text(annotation: Any) -> str:
+    """A field's type as a reader writes it: ``float``, ``int | None``, ``Literal['mmff', 'xtb']``."""
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "").replace("pathlib.", "")
+
+
+def _param_rows(model: Any, values: dict[str, Any], prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """(name, type, default, description) per parameter; a nested params model's fields are listed as ``outer.inner``."""
+    from pydantic import BaseModel
+
+    rows = []
+    for name, field in model.model_fields.items():
+        annotation, value = field.annotation, values.get(name)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(value, dict):
+            rows += _param_rows(annotation, value, f"{prefix}{name}.")
+            continue
+        rows.append((f"{prefix}{name}", _type_text(annotation), json.dumps(value, default=str), field.description or ""))
+    return rows
+
+
 @tiers_app.command("show")
 def show_tier(
     name: str = typer.Argument(..., help="Verifier name, or a 'package.module:Class' reference."),
-    as_json: bool = typer.Option(True, "--json/--no-json", help="Print the params JSON schema (default)."),
+    as_json: bool = typer.Option(False, "--json/--no-json", help="Print metadata and the params JSON schema instead of tables."),
 ) -> None:
-    """Show one verifier's metadata and the JSON schema of its params."""
+    """Show one verifier's metadata and a table of its params (name, type, default, description)."""
     from verifiers import VerifierNotFound
 
     try:
@@ -82,9 +103,20 @@ def show_tier(
     except (ImportError, TypeError, ValueError) as exc:
         raise UserError(str(exc)) from None
     data = _describe(cls)
-    data["params_schema"] = cls.Params.model_json_schema()
-    data["default_params"] = cls.Params().model_dump(mode="json")
+    defaults = cls.Params().model_dump(mode="json")
     if as_json:
-        print_json(data)
-    else:
-        console.print(json.dumps(data, indent=2, default=str), highlight=False, markup=False)
+        print_json(data | {"params_schema": cls.Params.model_json_schema(), "default_params": defaults})
+        return
+    about = Table(title=f"verifier {shown(cls.name)}", show_header=False)
+    about.add_column("field", no_wrap=True)
+    about.add_column("value", overflow="fold")
+    for key in ("suite", "tier", "version", "cost", "origin", "class", "description"):
+        about.add_row(key, shown(data[key]) if data[key] is not None else "any")
+    console.print(about)
+    params = Table(title="params (set them in a run config's tiers entry; --json for the JSON schema)")
+    for column in ("name", "type", "default"):
+        params.add_column(column, overflow="fold")
+    params.add_column("description", overflow="fold")
+    for row in _param_rows(cls.Params, defaults):
+        params.add_row(*(shown(cell, 300) for cell in row))
+    console.print(params)

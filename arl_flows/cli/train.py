@@ -225,7 +225,7 @@ def _check_ladder_and_policy(cfg: Any) -> None:
 def run(
     config: Path | None = typer.Option(None, "--config", "-c", help="Run config (TOML); default: the built-in gap-window design run."),
     name: str | None = typer.Option(None, "--name", help="Run name (overrides the config)."),
-    profile: str = typer.Option("default", "--profile", help="'default', or 'quick' (about 2 minutes once the prior is cached)."),
+    profile: str = typer.Option("default", "--profile", help="'default', or 'quick' (a 3-step smoke test, no DFT; about a minute on an idle machine)."),
     resume: str | None = typer.Option(None, "--resume", help="Continue run RUN_ID from its last completed step."),
     steps: int | None = typer.Option(None, "--steps", min=1, help="Number of training steps (overrides the config)."),
     task_runner: str | None = typer.Option(None, "--task-runner", help="'threads' (default), 'dask' or 'ray'."),

@@ -47,17 +47,32 @@ def _check_readable_file(option: str, path: Path) -> None:
         raise UserError(f"{option} {str(path)[:300]!r} is {size:,} bytes; split it into files under {_MAX_INPUT_BYTES:,}")
 
 
-def _resolve_verifiers(suite: str, tiers: str) -> list[Any]:
-    """Tier names select every verifier of the suite at that tier; other names are verifier names or refs."""
+def _resolve_verifiers(the_suite: Any, tiers: str | None) -> list[tuple[Any, dict[str, Any]]]:
+    """The verifiers to run, each with the params it runs with.
+
+    No ``tiers``: the suite's ladder, with its params. A tier name: the ladder's rung at that tier, or every
+    verifier of the suite registered at it when the ladder has none there. Other names are verifier names
+    or 'module:Class' references, run with their own default params.
+    """
     from storage.records import Tier
     from verifiers import VerifierNotFound, registry
 
-    classes: list[Any] = []
+    suite = the_suite.name
+    ladder: list[tuple[Any, dict[str, Any]]] = []
+    for rung in the_suite.config.tiers:
+        try:
+            ladder.append((registry.get(rung.verifier), dict(rung.params)))
+        except (VerifierNotFound, ImportError, TypeError, ValueError) as exc:
+            raise UserError(f"suite {shown(suite)}: ladder verifier {rung.verifier!r}: {exc}") from None
+    if tiers is None:
+        return ladder
+    chosen: list[tuple[Any, dict[str, Any]]] = []
     for item in (t.strip() for t in tiers.split(",")):
         if not item:
             continue
         if item in Tier.__members__:
-            found = [c for c in registry.for_suite(suite) if c.tier == Tier(item)]
+            found = [(c, p) for c, p in ladder if c.tier == Tier(item)]
+            found = found or [(c, {}) for c in registry.for_suite(suite) if c.tier == Tier(item)]
             if not found:
                 raise UserError(f"no verifier of suite {suite!r} at tier {item!r}; see `arl tiers list --suite {suite}`")
         else:
@@ -69,16 +84,16 @@ def _resolve_verifiers(suite: str, tiers: str) -> list[Any]:
                 raise UserError(str(exc)) from None
             if cls.suite not in (suite, None):
                 raise UserError(f"verifier {cls.name!r} belongs to suite {cls.suite!r}, not {suite!r}")
-            found = [cls]
-        classes += [c for c in found if c not in classes]
-    if not classes:
-        raise UserError("--tiers is empty; e.g. --tiers fast,simulation")
-    return classes
+            found = [(cls, {})]
+        chosen += [(c, p) for c, p in found if c not in [k for k, _ in chosen]]
+    if not chosen:
+        raise UserError("--tiers is empty; e.g. --tiers fast,simulation, or leave it out for the suite's ladder")
+    return chosen
 
 
-def _make_params(cls: Any, threads: int | None, timeout_s: float | None) -> dict[str, Any]:
+def _make_params(cls: Any, base: dict[str, Any], threads: int | None, timeout_s: float | None) -> dict[str, Any]:
     fields = cls.Params.model_fields
-    params: dict[str, Any] = {}
+    params = dict(base)
     if threads is not None and "threads" in fields:
         params["threads"] = threads
     if timeout_s is not None and "timeout_s" in fields:
@@ -111,11 +126,12 @@ def verify(
     goal_items: list[str] = typer.Option(
         [], "--goal", help="KEY=VALUE of the goal the candidates answer (repeatable; `arl suites show NAME` says which keys)."
     ),
-    tiers: str = typer.Option(
-        "fast",
+    tiers: str | None = typer.Option(
+        None,
         "--tiers",
-        help="Comma-separated tier names (all of the suite's verifiers at that tier), verifier names, "
-        "or 'module:Class' references. A tier name wins over a verifier of the same name ('lab').",
+        help="Comma-separated tier names (the ladder's verifier at that tier; all of the suite's verifiers at it "
+        "when the ladder has none), verifier names, or 'module:Class' references. A tier name wins over a "
+        "verifier of the same name ('lab'). Default: the suite's ladder with its params (`arl suites show NAME`).",
     ),
     threads: int | None = typer.Option(None, "--threads", min=1, max=1024, help="Threads per worker for isolated tiers (default: their params)."),
     timeout_s: float | None = typer.Option(None, "--timeout", min=0.001, max=86_400, help="Per-candidate timeout for isolated tiers (s)."),
@@ -127,7 +143,7 @@ def verify(
     goal_low: float | None = typer.Option(None, "--goal-low", hidden=True, help="Same as --goal low=X."),
     goal_high: float | None = typer.Option(None, "--goal-high", hidden=True, help="Same as --goal high=X."),
 ) -> None:
-    """Run the named tiers on candidates and print one verdict per candidate and verifier."""
+    """Run the suite's ladder (or the named tiers) on candidates and print one verdict per candidate and verifier."""
     if timeout_s is not None and not math.isfinite(timeout_s):  # click's range check lets NaN through
         raise UserError(f"--timeout must be a number of seconds, got {timeout_s}")
     the_suite = load_suite(suite)
@@ -158,12 +174,15 @@ def verify(
         raise UserError(f"cannot verify for suite {shown(suite)}: {' '.join(str(message).split())[:400]}") from None
     texts = sources
 
-    classes = _resolve_verifiers(suite, tiers)
+    chosen = _resolve_verifiers(the_suite, tiers)
+    if tiers is None and not as_json:
+        names = ", ".join(shown(cls.name) for cls, _ in chosen)
+        console.print(f"tiers: the {shown(suite)} suite's ladder ({names}); --tiers to choose others")
     all_verdicts: list[tuple[str, Any]] = []
     lab_requests = []
-    for cls in classes:
+    for cls, base in chosen:
         try:
-            verifier = cls(_make_params(cls, threads, timeout_s))
+            verifier = cls(_make_params(cls, base, threads, timeout_s))
         except ValueError as exc:  # pydantic's ValidationError: --threads/--timeout outside what this tier takes
             raise UserError(f"{cls.name}: --threads/--timeout: {' '.join(str(exc).split())[:300]}") from None
         try:

@@ -395,7 +395,7 @@ def _check_cli(case: tuple[str, Any]) -> None:
         else:
             _assert_user_error(code, err)
     elif command == "verify":
-        code, out, err = arl(["verify", "--suite", "molecules", "--smiles", arg, "--json"])
+        code, out, err = arl(["verify", "--suite", "molecules", "--smiles", arg, "--tiers", "fast", "--json"])
         if code == 0:
             import json
 

@@ -98,7 +98,7 @@ SPECS: dict[str, Spec] = {
     "tiers show": ({"--json": FLAG, "--no-json": FLAG}, None, st.one_of(_SAFE_TIERS, st.sampled_from(["pyscf-b3lyp", "gfn2-xtb"]))),
     "suites list": ({"--json": FLAG, "--no-json": FLAG}, None, None),
     "suites show": ({"--json": FLAG, "--no-json": FLAG}, None, st.one_of(st.sampled_from(["molecules", "code", "x:Y", "os:path"]), TEXT)),
-    "tasks list": ({"--suite": st.one_of(st.just("code"), TEXT), "--json": FLAG,
+    "tasks list": ({"--suite": st.one_of(st.just("code"), TEXT), "--json": FLAG, "--long": FLAG,
                     "--source": st.one_of(st.sampled_from(["bundled", "humaneval", "jsonl"]), TEXT), "--path": FILE}, None, None),
     "bench scheduler": ({
         "--pool": FILE, "--window": st.tuples(NUMBER, NUMBER), "--policies": TEXT, "--top-cost": NUMBER, "--step-budget": NUMBER,

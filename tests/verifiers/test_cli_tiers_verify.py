@@ -34,7 +34,7 @@ def test_tiers_list_table() -> None:
 
 
 def test_tiers_show_params_schema() -> None:
-    data = _json(["tiers", "show", "pyscf-b3lyp"])
+    data = _json(["tiers", "show", "pyscf-b3lyp", "--json"])
     assert data["params_schema"]["properties"]["basis"]["default"] == "6-31G*"
     assert "description" in data["params_schema"]["properties"]["threads"]
     assert data["default_params"]["xc"] == "B3LYPG"
