@@ -67,22 +67,21 @@ def test_every_help_and_doc_names_the_ledger_the_settings_open() -> None:
     assert "`ARL_DATABASE_URL` | `sqlite:///$ARL_HOME/ledger.db`" in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-# ---------------------------------------------------------------- the examples use the default DFT basis
+# ---------------------------------------------------------------- the examples use the default ladder's basis
 
 
-def test_the_molecule_examples_and_the_default_ladder_use_the_dft_tiers_default_basis() -> None:
+def test_the_molecule_examples_use_the_default_ladders_dft_basis() -> None:
     import tomllib
 
     from arl_flows.config import RunConfig
-    from arl_flows.suites.molecules.dft import DFTParams
 
-    default = DFTParams().basis
-    ladders = {"suite default": RunConfig.model_validate({"suite": "molecules"}).model_dump()["tiers"]}
-    for name in ("molecules.toml", "objective.toml"):
-        ladders[name] = tomllib.loads((ROOT / "examples" / name).read_text(encoding="utf-8"))["tiers"]
-    for where, tiers in ladders.items():
+    def basis(tiers: list[dict]) -> str:
         (dft,) = [t for t in tiers if t["verifier"] == "pyscf-b3lyp"]
-        assert dft.get("params", {}).get("basis", default) == default, where
+        return dft.get("params", {}).get("basis", "")
+
+    default = basis(RunConfig.model_validate({"suite": "molecules"}).model_dump()["tiers"])
+    for name in ("molecules.toml", "objective.toml"):
+        assert basis(tomllib.loads((ROOT / "examples" / name).read_text(encoding="utf-8"))["tiers"]) == default, name
 
 
 # ---------------------------------------------------------------- "quick" means one thing

@@ -65,7 +65,7 @@ class MoleculeSuite(Suite):
         "tiers": [
             {"verifier": "rdkit-eht"},
             {"verifier": "gfn2-xtb", "params": {"threads": 1}},
-            {"verifier": "pyscf-b3lyp", "params": {"basis": "6-31G*", "threads": 1, "workers": 2}},
+            {"verifier": "pyscf-b3lyp", "params": {"basis": "6-31g", "threads": 1, "workers": 2}},
         ],
         "scheduler": {
             "policy": "voi", "voi_target": "advantage", "target_low": 3.0, "target_high": 4.0, "window_softness": 0.5,
