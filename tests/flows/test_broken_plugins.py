@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,16 @@ def test_naming_it_is_one_error_line(broken_site: Path, tmp_path: Path) -> None:
         errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and what in errors[0] and "pip uninstall fakeplug" in errors[0], result.stderr
         assert len(_warnings(result.stderr, SUITE_EP)) <= 1 and len(_warnings(result.stderr, TIER_EP)) <= 1
+
+
+def test_venvs_the_tests_build_leave_out_plugins_the_user_installed(broken_site: Path, tmp_path: Path) -> None:
+    from tests.conftest import third_party_site
+
+    site = tmp_path / "site"
+    shutil.copytree(broken_site, site)  # the user's plugin, installed into this environment
+    (site / "numpy").mkdir()
+    (site / "arl-0.1.dist-info").mkdir()
+    (site / "arl-0.1.dist-info" / "entry_points.txt").write_text("[arl.suites]\nmolecules = arl_flows.suites:Suite\n")
+    mirror = third_party_site(tmp_path / "deps", source=site)
+    assert sorted(p.name for p in mirror.iterdir()) == ["arl-0.1.dist-info", "numpy"]
+    assert (mirror / "numpy").resolve() == (site / "numpy").resolve()
