@@ -142,8 +142,32 @@ def new_venv(path: Path) -> tuple[Path, Path]:
     python = path / "bin" / "python"
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                check=True, capture_output=True, text=True).stdout.strip())
-    (site / "_arl_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    (site / "_arl_test_deps.pth").write_text(f"{third_party_site(path.parent / f'{path.name}-deps')}\n")
     return python, site
+
+
+def third_party_site(dest: Path, source: Path | None = None) -> Path:
+    """``source`` (this environment's site-packages) as links in ``dest``, less the ARL plugins installed there.
+
+    A venv a test builds reads its third-party packages from here, as a path
+    entry: its ``.pth`` files are not run, so a suite or tier the user
+    installed into this environment in editable mode would show in the venv
+    as entry points without modules. ARL's own distribution stays.
+    """
+    source = source or Path(sysconfig.get_paths()["purelib"])
+    dest.mkdir(parents=True, exist_ok=True)
+    for entry in source.iterdir():
+        if not _is_user_arl_plugin(entry) and not (dest / entry.name).exists():
+            (dest / entry.name).symlink_to(entry)
+    return dest
+
+
+def _is_user_arl_plugin(entry: Path) -> bool:
+    """A distribution's metadata folder that declares ``arl.*`` entry points and is not ARL's own."""
+    if not entry.name.endswith((".dist-info", ".egg-info")) or entry.name.split("-")[0].lower() == "arl":
+        return False
+    points = entry / "entry_points.txt"
+    return points.is_file() and "[arl." in points.read_text(encoding="utf-8", errors="replace")
 
 
 def pip_install(python: Path, wheel: Path, *options: str) -> None:

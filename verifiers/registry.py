@@ -7,7 +7,9 @@
 3. A ``"module:Class"`` reference in a run config.
 
 An import failure is an error that names the reference; nothing is skipped
-silently.
+silently. An entry point that does not load (its package moved or deleted) is
+warned about in one line and recorded as broken (``verifiers.plugins``): other
+verifiers still work, and naming it is an error that says how to fix it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from storage.records import Tier, tier_rank
 from verifiers.base import Verifier
+from verifiers.plugins import BrokenPlugin, broken_message, broken_plugins, load_plugin
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -66,11 +69,12 @@ class VerifierRegistry:
             return
         self._entry_points_loaded = True
         for ep in entry_points(group=ENTRY_POINT_GROUP):
-            try:
-                cls = ep.load()
-            except Exception as exc:  # noqa: BLE001 - re-raised with the entry point named
-                raise ImportError(f"cannot load verifier entry point {ep.name!r} ({ep.value}): {exc}") from exc
-            self.register(cls, origin=_origin(ep))
+            load_plugin(ep, check=lambda cls, ep=ep: self._register_entry_point(cls, ep))
+
+    def _register_entry_point(self, cls: Any, ep: Any) -> None:
+        if not (isinstance(cls, type) and issubclass(cls, Verifier)):
+            raise TypeError(f"{ep.value!r} is not a subclass of verifiers.Verifier")
+        self.register(cls, origin=_origin(ep))
 
     def load_reference(self, ref: str) -> type[Verifier[Any]]:
         """Import and register a ``module:Class`` reference from a run config."""
@@ -98,6 +102,9 @@ class VerifierRegistry:
         try:
             return self._classes[name]
         except KeyError:
+            broken = broken_message(ENTRY_POINT_GROUP, name)
+            if broken is not None:
+                raise VerifierNotFound(f"verifier {name!r} is broken: {broken}") from None
             known = ", ".join(sorted(self._classes)) or "none"
             raise VerifierNotFound(f"no verifier named {name!r}; registered: {known}") from None
 
@@ -109,6 +116,11 @@ class VerifierRegistry:
         self._ensure_loaded()
         classes = [c for c in self._classes.values() if getattr(c, "suite", None) in (suite, None)]
         return sorted(classes, key=lambda c: (tier_rank(c.tier), c.name))
+
+    def broken(self) -> list[BrokenPlugin]:
+        """Entry points of the ``arl.verifiers`` group that did not load (shown as broken by ``arl tiers list``)."""
+        self._ensure_loaded()
+        return broken_plugins(ENTRY_POINT_GROUP)
 
     def __iter__(self) -> Iterator[type[Verifier[Any]]]:
         self._ensure_loaded()

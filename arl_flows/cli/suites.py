@@ -2,8 +2,8 @@
 
 Importing this module also adds each installed suite's own command groups to
 ``arl`` (the molecules suite's ``arl prior``, the code suite's ``arl tasks``).
-A suite that fails to import does not break the CLI: ``arl suites list``
-names it and the error.
+A suite that fails to import does not break the CLI: it is warned about in
+one line, ``arl suites list`` shows it as broken, and only what names it fails.
 """
 
 from __future__ import annotations
@@ -60,22 +60,21 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _installed() -> tuple[dict[str, Any], str | None]:
-    from arl_flows.suites import suite_classes
-
-    try:
-        return suite_classes(), None
-    except (ImportError, ValueError, LookupError) as exc:
-        return {}, " ".join(str(exc).split())
+def _describe_broken(plugin: Any) -> dict[str, Any]:
+    """A suite entry point that did not load: what is known of it, and the fix."""
+    return {
+        "name": plugin.name, "description": f"does not import: {plugin.error}; {plugin.fix}", "origin": "broken", "class": plugin.value, "tiers": [],
+        "status": "broken", "distribution": plugin.distribution, "error": plugin.error,
+    }
 
 
 @suites_app.command("list")
 def list_suites(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """Every installed suite: name, origin, ladder, description."""
-    found, error = _installed()
-    if error:
-        raise UserError(error)
-    rows = [_describe(cls) for cls in found.values()]
+    """Every installed suite: name, origin ('broken': its plugin does not import), ladder, description."""
+    from arl_flows.suites import broken_suites, suite_classes
+
+    rows = [_describe(cls) | {"status": "ok"} for cls in suite_classes().values()]
+    rows += [_describe_broken(plugin) for plugin in broken_suites()]
     if as_json:
         print_json(rows)
         return
@@ -126,7 +125,9 @@ def show_suite(
 
 
 def _add_suite_commands() -> None:
-    found, _error = _installed()
+    from arl_flows.suites import suite_classes
+
+    found = suite_classes()  # a suite that does not import is warned about and left out
     taken = {group.name for group in app.registered_groups} | {c.name for c in app.registered_commands}
     for cls in found.values():
         for name, sub in cls.commands():

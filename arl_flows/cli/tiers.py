@@ -40,6 +40,16 @@ def _describe(cls: Any) -> dict[str, Any]:
         "origin": cls.origin,
         "class": f"{cls.__module__}:{cls.__qualname__}",
         "description": cls.description or (cls.__doc__ or "").strip().split("\n")[0],
+        "status": "ok",
+    }
+
+
+def _describe_broken(plugin: Any) -> dict[str, Any]:
+    """A tier entry point that did not load: what is known of it, and the fix."""
+    return {
+        "name": plugin.name, "suite": "-", "tier": "-", "version": "-", "cost_model": None, "cost": "-",
+        "origin": "broken", "class": plugin.value, "description": f"does not import: {plugin.error}; {plugin.fix}", "status": "broken",
+        "distribution": plugin.distribution, "error": plugin.error,
     }
 
 
@@ -48,10 +58,12 @@ def list_tiers(
     suite: str | None = typer.Option(None, "--suite", help="Only verifiers of this suite."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """List every registered verifier: name, suite, tier, version, cost model, origin."""
+    """List every registered verifier: name, suite, tier, version, cost model, origin ('broken': its plugin does not import)."""
     registry = _registry()
     classes = registry.for_suite(suite) if suite else list(registry)
     rows = [_describe(cls) for cls in classes]
+    if not suite:
+        rows += [_describe_broken(plugin) for plugin in registry.broken()]
     if suite and not rows:
         suites = sorted({str(cls.suite) for cls in registry if cls.suite})
         raise UserError(f"no verifiers of suite {suite[:100]!r}; suites with verifiers: {', '.join(suites)}")

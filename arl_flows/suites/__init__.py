@@ -21,7 +21,9 @@ the generic verifiers and scheduler, policies, the flows) names none:
 
 The built-in ``molecules`` and ``code`` suites live in this folder and are
 registered by the same entry point as a user's (see ``pyproject.toml``); a
-run config may also name a suite by ``"package.module:Class"``. A new suite
+run config may also name a suite by ``"package.module:Class"``. An entry
+point that does not load is warned about and listed as broken; only what
+names it fails. A new suite
 is one folder (or package) plus one entry point: README, "Add a suite".
 """
 
@@ -31,7 +33,7 @@ import hashlib
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -39,6 +41,7 @@ from pydantic import BaseModel, ConfigDict
 
 from storage.records import Prompt, RewardEstimate, Tier, Trajectory, Turn, Verdict
 from verifiers import Candidate
+from verifiers.plugins import BrokenPlugin, broken_message, broken_plugins, load_plugin
 
 if TYPE_CHECKING:  # policies imports torch and transformers: loaded when a suite makes a policy, not to list suites
     import typer
@@ -53,6 +56,7 @@ __all__ = [
     "NoOptions",
     "Suite",
     "SuiteNotFound",
+    "broken_suites",
     "get_suite",
     "standalone_suite",
     "suite_classes",
@@ -247,15 +251,22 @@ def suite_classes() -> dict[str, type[Suite]]:
     """Every suite advertised in the ``arl.suites`` entry point group, by name."""
     found: dict[str, type[Suite]] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            cls = ep.load()
-        except Exception as exc:  # noqa: BLE001 - re-raised with the entry point named
-            raise ImportError(f"cannot load suite entry point {ep.name!r} ({ep.value}): {exc}") from exc
-        _check(cls, ep.value)
-        if cls.name != ep.name:
-            raise ValueError(f"suite entry point {ep.name!r} ({ep.value}) names a suite called {cls.name!r}; make them equal")
-        found[ep.name] = cls
+        cls = load_plugin(ep, check=lambda cls, ep=ep: _check_entry_point(cls, ep))
+        if cls is not None:
+            found[ep.name] = cls
     return found
+
+
+def broken_suites() -> list[BrokenPlugin]:
+    """Entry points of the ``arl.suites`` group that did not load (``arl suites list`` shows them as broken)."""
+    suite_classes()
+    return broken_plugins(ENTRY_POINT_GROUP)
+
+
+def _check_entry_point(cls: object, ep: EntryPoint) -> None:
+    _check(cls, ep.value)
+    if cls.name != ep.name:  # type: ignore[attr-defined]
+        raise ValueError(f"suite entry point {ep.name!r} ({ep.value}) names a suite called {cls.name!r}; make them equal")  # type: ignore[attr-defined]
 
 
 def get_suite(name: str) -> type[Suite]:
@@ -271,6 +282,9 @@ def get_suite(name: str) -> type[Suite]:
             raise SuiteNotFound(f"cannot load suite {name!r}: {exc}") from None
         _check(cls, name)
         return cls
+    broken = broken_message(ENTRY_POINT_GROUP, name)
+    if broken is not None:
+        raise SuiteNotFound(f"suite {name!r} is broken: {broken}")
     listed = ", ".join(sorted(known)) or "none"
     raise SuiteNotFound(f"no suite named {name!r}; installed: {listed} (or give 'package.module:Class')")
 

@@ -12,10 +12,10 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
+from tests.conftest import third_party_site
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,7 +43,7 @@ def math_venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     python = venv / "bin" / "python"
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                check=True, capture_output=True, text=True).stdout.strip())
-    (site / "_arl_test_deps.pth").write_text(f"{sysconfig.get_paths()['purelib']}\n{ROOT}\n")
+    (site / "_arl_test_deps.pth").write_text(f"{third_party_site(work / 'deps')}\n{ROOT}\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-build-isolation",
                     "-q", str(example)], check=True, capture_output=True, text=True, timeout=600)
     return python, example
