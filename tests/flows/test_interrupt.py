@@ -32,6 +32,11 @@ def _setup(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     config.write_text(config.read_text().replace("tier_concurrency = {}", f'tier_concurrency = {{ "{crash.TOP_TIER}" = 1 }}'))
     env = crash.arl_env(home, "", tmp_path / "count.log")
     env.pop("PREFECT_API_URL")  # the temporary server, as a new user's `arl run` gets
+    # An earlier test in this worker may have set up ARL's Prefect environment in-process: the runs and the slot
+    # reader must share this home's Prefect database, not inherit another one.
+    for leaked in ("ARL_PREFECT_LOG", "PREFECT_LOGGING_SETTINGS_PATH"):
+        env.pop(leaked, None)
+    env["PREFECT_HOME"] = str(Path(env["ARL_HOME"]) / "prefect")
     env["ARL_DATABASE_URL"] = f"sqlite:///{tmp_path / 'ledger.db'}"
     env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "300"
     return config, env
