@@ -81,8 +81,9 @@ def test_plugin_appears_in_cli_and_in_a_run(plugin_site: Path) -> None:
     assert rows["crippen-logp"]["origin"] == "entry point"
     assert rows["crippen-logp"]["tier"] == "fast"
     assert rows["rdkit-eht"]["origin"] == "built-in"
+    # "fast" is the ladder's fast verifier; a plugin outside the ladder is run by its name.
 
-    run = _arl(["verify", "--smiles", "CCO", "--smiles", "CCCl", "--tiers", "fast", "--json"], plugin_site)
+    run = _arl(["verify", "--smiles", "CCO", "--smiles", "CCCl", "--tiers", "fast,crippen-logp", "--json"], plugin_site)
     assert run.returncode == 0, run.stderr
     verdicts = {(r["verifier"], r["input"]): r for r in json.loads(run.stdout)}
     assert verdicts[("crippen-logp", "CCO")]["status"] == "ok"
