@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -124,12 +123,15 @@ def test_the_examples_and_tier_docs_use_the_current_verify_syntax() -> None:
 def test_tiers_show_prints_a_parameter_table_and_json_keeps_the_schema() -> None:
     from arl_flows.suites.molecules.dft import DFTParams
 
-    old = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "200"  # one row per parameter, unwrapped
+    from arl_flows.cli._common import console
+
+    # One row per parameter, unwrapped. The console reads COLUMNS once, when it is made, so set its width itself.
+    old = console._width
+    console.width = 200
     try:
         out = _invoke(["tiers", "show", "pyscf-b3lyp"]).stdout
     finally:
-        os.environ.pop("COLUMNS") if old is None else os.environ.update(COLUMNS=old)
+        console._width = old
     assert "params_schema" not in out and '"properties"' not in out
     rows = {cells[0]: cells[1:] for line in out.splitlines()
             if len(cells := [c.strip() for c in line.strip("│┃ ").split("│")]) == 4}  # fmt: skip
