@@ -33,7 +33,7 @@ from arl_flows.suites.molecules.prior import PretrainConfig, build_prior
 from arl_flows.suites.molecules.smiles import build_smiles_tokenizer, goal_prompt_ids
 from arl_flows.suites.molecules.datasets import load_qm9_gaps
 
-HEADING = "## GRPO update throughput (issue 5)"
+HEADING = "## GRPO update throughput"
 
 
 def _trl_side(model, tokenizer, args_ns, out_dir: str):

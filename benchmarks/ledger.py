@@ -8,7 +8,7 @@ For each backend it measures, on a fresh database:
   (the baseline: no ORM, no conflict handling, no domain objects),
 - the latency of ``Ledger.lookup_verdicts`` for a batch of 10k keys (median of 5).
 
-Targets (issue 2): >= 50k verdict rows/s on SQLite; a 10k-key lookup < 100 ms.
+Targets: >= 50k verdict rows/s on SQLite; a 10k-key lookup < 100 ms.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""How far can a better surrogate take `voi` towards the oracle? (issue 4)
+"""How far can a better surrogate take `voi` towards the oracle?
 
     OMP_NUM_THREADS=1 python -m benchmarks.surrogate_ranking --held-out 1000,4000
     OMP_NUM_THREADS=1 python -m benchmarks.surrogate_ranking --held-out 4000,17000 --rankers shipped,graph,stacked

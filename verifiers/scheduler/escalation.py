@@ -91,7 +91,7 @@ class EscalationPolicy(ABC):
         return cls()
 
     def first_round(self, view: PlanView) -> list[Action]:
-        """Round 0: the fast tier on every candidate that lacks it (issue 4, step 2)."""
+        """Round 0: the fast tier on every candidate that lacks it."""
         return [Action(i, 0, None, "fast tier on every candidate") for i in np.flatnonzero(view.level < 0)]
 
     @abstractmethod

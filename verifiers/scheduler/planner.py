@@ -8,7 +8,7 @@
             plan.observe(scheduler.verifier(name).verify_batch(batch))
     result = plan.result()                        # verdicts, reward estimates, spend, lab requests, log
 
-Step 1 of issue 4 is the cache: verdicts passed in ``cached`` are used as
+The cache comes first: verdicts passed in ``cached`` are used as
 they are and their (candidate, verifier) pair is never requested again.
 Round 0 runs the fast tier on the rest; later rounds ask the policy
 (:mod:`verifiers.scheduler.escalation`, :mod:`verifiers.scheduler.policies`)

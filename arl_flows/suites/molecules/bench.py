@@ -32,7 +32,7 @@ bench_app = typer.Typer(
 )
 
 DEFAULT_CACHE = Path("artifacts/bench/tier_verdicts.db")
-# Median CPU-seconds of one pyscf-b3lyp call on QM9 molecules, measured in docs/tiers.md (issue 3).
+# Median CPU-seconds of one pyscf-b3lyp call on QM9 molecules, measured in docs/tiers.md.
 DEFAULT_TOP_COST = 10.5
 
 
@@ -413,7 +413,7 @@ def learning(
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
     png_out: Annotated[Path | None, typer.Option("--png", help="Save the curves (audited top-10 vs spend) here.")] = None,
 ) -> None:
-    """Learning under a verification budget (issue 9): GRPO per verification regime, audited top-10 vs spend."""
+    """Learning under a verification budget: GRPO per verification regime, audited top-10 vs spend."""
     harness = _harness("learning")
 
     if merge:

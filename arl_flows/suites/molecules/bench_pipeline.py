@@ -48,7 +48,7 @@ def bench_pipeline(
     ] = Path("artifacts/bench/pipeline_audit.db"),
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
 ) -> None:
-    """Streaming pipeline (issue 17): sync steps against the async pipeline at equal budget, seed and prior.
+    """Streaming pipeline: sync steps against the async pipeline at equal budget, seed and prior.
 
     Reports per mode the wall-clock seconds, top-10 AUC (as `arl bench learning` defines it), GRPO steps, the
     utilisation of each tier's workers, the learner's idle share and the staleness of what it learned.

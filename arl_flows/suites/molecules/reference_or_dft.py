@@ -45,7 +45,7 @@ from verifiers.registry import register_verifier
 __all__ = ["ReferenceOrDFTParams", "ReferenceOrDFTVerifier"]
 
 # Least-squares fit of QM9's gap on the B3LYP/6-31G (MMFF geometry, density fitting) gap over
-# the first 20 molecules of tests/data/qm9_sample.csv, measured for issue 9 (docs/benchmarks.md).
+# the first 20 molecules of tests/data/qm9_sample.csv, measured in docs/benchmarks.md.
 # Raw: MAE 0.26 eV, mean error -0.19 eV, Pearson r 0.975. Corrected: MAE 0.23 eV, RMSE 0.30 eV.
 _SLOPE, _INTERCEPT, _RMSE = 0.922, 0.676, 0.30
 
