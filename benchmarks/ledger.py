@@ -25,7 +25,7 @@ from storage.records import Tier, Verdict
 
 COLUMNS = (
     "candidate_key", "verifier", "version", "params_hash", "tier", "status", "value", "values",
-    "score", "uncertainty", "feedback", "cost_s", "wall_s", "request_id", "created_at",
+    "uncertainty", "feedback", "cost_s", "wall_s", "request_id", "created_at",
 )
 
 
@@ -46,7 +46,7 @@ def _baseline(url: str, verdicts: list[Verdict]) -> float:
 
     rows = [
         (v.candidate_key + ":raw", v.verifier, v.version, v.params_hash, v.tier.value, v.status.value, v.value,
-         json.dumps(v.values), v.score, v.uncertainty, v.feedback, v.cost_s, v.wall_s, v.request_id,
+         json.dumps(v.values), v.uncertainty, v.feedback, v.cost_s, v.wall_s, v.request_id,
          v.created_at.isoformat())
         for v in verdicts
     ]

@@ -77,7 +77,6 @@ class VerdictRow(Base):
     status: Mapped[str] = mapped_column(String(20))
     value: Mapped[float | None] = mapped_column(Float, nullable=True)
     values: Mapped[dict[str, Any]]
-    score: Mapped[float | None] = mapped_column(Float, nullable=True)
     uncertainty: Mapped[float | None] = mapped_column(Float, nullable=True)
     feedback: Mapped[str] = mapped_column(Text, default="")
     cost_s: Mapped[float] = mapped_column(Float, default=0.0)

@@ -6,7 +6,7 @@ nothing heavier than pydantic (no SQLAlchemy, no RDKit, no torch) so that
 ``verifiers`` and ``policies`` can use it without pulling in the database.
 
 The one rule that shapes everything here: "could not verify" is not a score
-of 0. Only a verdict whose status is ``ok`` carries a value or a score.
+of 0. Only a verdict whose status is ``ok`` carries a value.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def ladder_order(tier: str) -> tuple[int, str]:
 class Status(StrEnum):
     """Outcome of one verifier on one candidate."""
 
-    ok = "ok"  # verified; carries a value and/or score
+    ok = "ok"  # verified; carries a value
     invalid = "invalid"  # the candidate itself is wrong (bad SMILES, malformed code)
     failed = "failed"  # the verifier could not decide (SCF did not converge, crash)
     timeout = "timeout"  # the verifier ran out of time
@@ -235,7 +235,6 @@ class Verdict(_Record):
         default=None, allow_inf_nan=False, description="Primary value, e.g. the gap in eV (finite)."
     )
     values: dict[str, Any] = Field(default_factory=dict, description="All values (HOMO, LUMO, energy, ...).")
-    score: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
     uncertainty: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
     feedback: str = Field(default="", description="Why, in words ('valence error on atom 3').")
     cost_s: float = Field(default=0.0, ge=0.0, description="CPU-seconds charged.")
@@ -245,9 +244,9 @@ class Verdict(_Record):
 
     @model_validator(mode="after")
     def _only_ok_carries_values(self) -> Verdict:
-        if self.status != Status.ok and (self.value is not None or self.score is not None):
+        if self.status != Status.ok and self.value is not None:
             raise ValueError(
-                f"a {self.status.value!r} verdict cannot carry a value or score; "
+                f"a {self.status.value!r} verdict cannot carry a value; "
                 "'could not verify' is not a score of 0"
             )
         return self

@@ -36,12 +36,20 @@ VALUE = "value"  # the ladder's value: what the top tier measures
 
 
 def window_score(y: np.ndarray | float, low: float, high: float, softness: float = 0.0) -> np.ndarray:
-    """Reward of a known value: 1 inside the window, ``exp(-d^2 / 2 softness^2)`` at distance d outside."""
+    """Reward of a known value: 1 inside the window, ``exp(-d^2 / 2 softness^2)`` at distance d outside.
+
+    The one definition of the window reward: objectives, the scheduler's
+    quadrature and the benchmarks all call it. ``softness`` 0 gives a hard 0/1
+    window; above 0 the score and its first derivative are continuous, so a
+    near miss still earns some reward. A NaN value is outside every window (0).
+    """
+    if high < low:
+        raise ValueError(f"window low {low} is above high {high}; swap them")
     y = np.asarray(y, dtype=float)
     if softness <= 0:
         return ((y >= low) & (y <= high)).astype(float)
     distance = np.maximum(np.maximum(low - y, y - high), 0.0)
-    return np.exp(-0.5 * (distance / softness) ** 2)
+    return np.where(np.isnan(y), 0.0, np.exp(-0.5 * (distance / softness) ** 2))
 
 
 _NEEDS = {

@@ -213,7 +213,7 @@ def verify(
         print_json(rows)
         return
     table = Table(title=f"verdicts ({shown(suite)}); cost in CPU-seconds")
-    for column in ("input", "verifier", "tier", "value", "score", "cost"):
+    for column in ("input", "verifier", "tier", "value", "cost"):
         table.add_column(column, no_wrap=True, overflow="ellipsis", max_width=20 if column == "input" else None)
     table.add_column("status: feedback", overflow="fold")
     # Group by candidate: one block of tiers per input, cheapest tier first.
@@ -226,7 +226,6 @@ def verify(
             shown(row["verifier"]),
             shown(row["tier"]),
             "" if row["value"] is None else f"{row['value']:.2f}",
-            "" if row["score"] is None else f"{row['score']:.2f}",
             f"{row['cost_s']:.3g}",
             f"{status}: {shown(row['feedback'], 2000)}" if row["feedback"] else status,
             end_section=False,

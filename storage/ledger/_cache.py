@@ -197,7 +197,6 @@ def _verdict_row(v: Verdict) -> dict[str, Any]:
         "status": v.status.value,
         "value": v.value,
         "values": v.values,
-        "score": v.score,
         "uncertainty": v.uncertainty,
         "feedback": v.feedback,
         "cost_s": v.cost_s,
@@ -209,7 +208,7 @@ def _verdict_row(v: Verdict) -> dict[str, Any]:
 
 _VERDICT_FIELDS = (
     "candidate_key", "verifier", "version", "params_hash", "tier", "status", "value", "values",
-    "score", "uncertainty", "feedback", "cost_s", "wall_s", "request_id", "created_at",
+    "uncertainty", "feedback", "cost_s", "wall_s", "request_id", "created_at",
 )
 _INSERT_COLUMNS = ", ".join(f'"{c}"' for c in _VERDICT_FIELDS)
 _VERDICT_COLUMNS = "id, " + _INSERT_COLUMNS
@@ -225,7 +224,7 @@ def _verdict_tuple(v: Verdict, dialect: str) -> tuple[Any, ...]:
         created = v.created_at.astimezone(timezone.utc).replace(tzinfo=None).isoformat(sep=" ")
     return (
         v.candidate_key, v.verifier, v.version, v.params_hash, v.tier.value, v.status.value, v.value, values,
-        v.score, v.uncertainty, v.feedback, v.cost_s, v.wall_s, v.request_id, created,
+        v.uncertainty, v.feedback, v.cost_s, v.wall_s, v.request_id, created,
     )
 
 
@@ -253,7 +252,7 @@ def _verdict_from_tuple(r: Any) -> Verdict:
             raise UnreadableRow(f"verdict row {r[0]} has values that are not JSON: {str(values)[:40]!r}") from None
     if values is not None and not isinstance(values, dict):
         raise UnreadableRow(f"verdict row {r[0]} has values that are not a JSON object: {str(values)[:40]!r}")
-    created = r[15]
+    created = r[14]
     if isinstance(created, str):
         try:
             created = datetime.fromisoformat(created)
@@ -265,8 +264,8 @@ def _verdict_from_tuple(r: Any) -> Verdict:
     obj = Verdict.__new__(Verdict)
     object.__setattr__(obj, "__dict__", {
         "id": r[0], "candidate_key": r[1], "verifier": r[2], "version": r[3], "params_hash": r[4],
-        "tier": _TIERS[r[5]], "status": _STATUSES[r[6]], "value": r[7], "values": values or {}, "score": r[9],
-        "uncertainty": r[10], "feedback": r[11] or "", "cost_s": r[12], "wall_s": r[13], "request_id": r[14],
+        "tier": _TIERS[r[5]], "status": _STATUSES[r[6]], "value": r[7], "values": values or {},
+        "uncertainty": r[9], "feedback": r[10] or "", "cost_s": r[11], "wall_s": r[12], "request_id": r[13],
         "created_at": _utc(created),
     })
     # Every field is set, so one shared set serves all rows (assignment only re-adds a member).

@@ -158,11 +158,11 @@ class _Integrity(_Database):
                 problems.append(f"{unbacked} reward estimates claim a fidelity but cite no verdicts")
             bad = s.scalar(
                 select(func.count()).select_from(VerdictRow).where(
-                    VerdictRow.status != Status.ok.value, (VerdictRow.value.is_not(None)) | (VerdictRow.score.is_not(None))
+                    VerdictRow.status != Status.ok.value, VerdictRow.value.is_not(None)
                 )
             )
             if bad:
-                problems.append(f"{bad} verdicts that are not 'ok' carry a value or score")
+                problems.append(f"{bad} verdicts that are not 'ok' carry a value")
             for run in s.scalars(select(RunRow)):
                 steps = set(s.scalars(select(TrainingStepRow.step).where(TrainingStepRow.run_id == run.id)))
                 if steps and steps != set(range(max(steps) + 1)):

@@ -142,7 +142,7 @@ class _LabRequests(_VerdictCache):
                     [{
                         "candidate_key": key[0], "verifier": key[1], "version": key[2], "params_hash": key[3],
                         "tier": Tier.lab.value, "status": Status.ok.value, "value": value, "values": {"value": value},
-                        "score": None, "uncertainty": None, "feedback": feedback, "cost_s": 0.0, "wall_s": 0.0,
+                        "uncertainty": None, "feedback": feedback, "cost_s": 0.0, "wall_s": 0.0,
                         "request_id": request_id, "created_at": now,
                     }],
                 )

@@ -11,15 +11,43 @@ from scipy.stats import norm
 from verifiers.scheduler import hit_probability, reward_moments, window_score
 
 
-@pytest.mark.parametrize(
-    ("y", "softness", "expected"),
-    [(3.5, 0.5, 1.0), (4.5, 0.5, math.exp(-0.5)), (2.0, 0.5, math.exp(-2.0)), (4.5, 0.0, 0.0), (4.0, 0.0, 1.0)],
-)
-def test_window_score_matches_the_chemistry_suite_shape(y, softness, expected) -> None:
-    assert float(window_score(y, 3.0, 4.0, softness)) == pytest.approx(expected)
-    from arl_flows.suites.molecules.chemistry import window_score as chem_score
+# (value, softness, expected score) for the window [3, 4]: inside, on an edge, one and two softness outside,
+# hard edges, far away, and values that are no number.
+WINDOW_TABLE = [
+    (3.5, 0.5, 1.0),
+    (3.0, 0.5, 1.0),
+    (4.0, 0.0, 1.0),
+    (3.0, 0.0, 1.0),
+    (4.5, 0.5, math.exp(-0.5)),
+    (2.0, 0.5, math.exp(-2.0)),
+    (4.5, 0.0, 0.0),
+    (2.999, 0.0, 0.0),
+    (40.0, 0.5, 0.0),
+    (math.inf, 0.5, 0.0),
+    (-math.inf, 0.0, 0.0),
+    (math.nan, 0.5, 0.0),
+    (math.nan, 0.0, 0.0),
+]
 
-    assert float(window_score(y, 3.0, 4.0, softness)) == pytest.approx(chem_score(y, 3.0, 4.0, softness))
+
+@pytest.mark.parametrize(("y", "softness", "expected"), WINDOW_TABLE)
+def test_window_score_table(y, softness, expected) -> None:
+    assert float(window_score(y, 3.0, 4.0, softness)) == pytest.approx(expected, abs=1e-12)
+
+
+def test_window_score_is_elementwise_and_the_window_term_uses_it() -> None:
+    from verifiers.objectives import Term
+
+    ys = np.array([row[0] for row in WINDOW_TABLE if row[1] == 0.5])
+    expected = [row[2] for row in WINDOW_TABLE if row[1] == 0.5]
+    assert window_score(ys, 3.0, 4.0, 0.5) == pytest.approx(expected, abs=1e-12)
+    term = Term(property="gap_ev", kind="window", low=3.0, high=4.0, softness=0.5)
+    assert term.desirability(ys) == pytest.approx(expected, abs=1e-12)
+
+
+def test_window_score_refuses_a_reversed_window() -> None:
+    with pytest.raises(ValueError, match="low 4.0 is above high 3.0; swap them"):
+        window_score(3.5, 4.0, 3.0)
 
 
 def test_hit_probability() -> None:

@@ -89,7 +89,7 @@ def test_verdict_cache_is_idempotent_and_batch_lookup(ledger: Ledger) -> None:
 def test_failed_verdict_keeps_feedback_and_no_value(ledger: Ledger) -> None:
     ledger.put_verdicts([_verdict("molecules:X", status="failed", feedback="SCF did not converge", tier=Tier.high_fidelity)])
     v = ledger.lookup_verdicts(["molecules:X"], "rdkit-eht", "1", "p0")["molecules:X"]
-    assert v.status == Status.failed and v.value is None and v.score is None
+    assert v.status == Status.failed and v.value is None
     assert v.feedback == "SCF did not converge"
 
 

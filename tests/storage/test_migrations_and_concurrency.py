@@ -18,8 +18,11 @@ def test_upgrade_from_empty_downgrade_one_step_upgrade_again(db_url: str) -> Non
     head = ledger.current_revision()
     tables = set(inspect(create_engine(db_url)).get_table_names())
     assert {"runs", "verdicts", "trajectories", "lab_requests", "spend", "checkpoints"} <= tables
+    assert "score" not in {c["name"] for c in inspect(create_engine(db_url)).get_columns("verdicts")}
     ledger.downgrade("-1")
     assert ledger.current_revision() != head
+    assert "score" in {c["name"] for c in inspect(create_engine(db_url)).get_columns("verdicts")}
+    ledger.downgrade("-1")
     assert "policy_version" not in {c["name"] for c in inspect(create_engine(db_url)).get_columns("trajectories")}
     ledger.downgrade("-1")
     assert "value_mean" not in {c["name"] for c in inspect(create_engine(db_url)).get_columns("reward_estimates")}
@@ -28,6 +31,27 @@ def test_upgrade_from_empty_downgrade_one_step_upgrade_again(db_url: str) -> Non
     ledger.upgrade()
     assert ledger.current_revision() == head
     ledger.create_run("after-migrations")
+    ledger.close()
+
+
+def test_verdict_rows_written_with_a_score_column_read_back_after_it_is_dropped(db_url: str) -> None:
+    """Rows from before revision 0005 keep their value, values and cache key; the score column goes."""
+    from storage.records import Status, Tier
+
+    ledger = Ledger(db_url, migrate=False)
+    ledger.upgrade("0004")
+    with create_engine(db_url).begin() as conn:
+        conn.execute(text(
+            'INSERT INTO verdicts (candidate_key, verifier, version, params_hash, tier, status, value, "values", score, '
+            "uncertainty, feedback, cost_s, wall_s, request_id, created_at) VALUES ('molecules:CO', 'gfn2-xtb', '1', "
+            "'abcd', 'simulation', 'ok', 3.5, '{\"gap_ev\": 3.5}', 1.0, NULL, '', 0.25, 0.5, NULL, "
+            "'2026-11-30 12:00:00')"
+        ))
+    ledger.upgrade()
+    assert "score" not in {c["name"] for c in inspect(create_engine(db_url)).get_columns("verdicts")}
+    (old,) = ledger.lookup_verdicts(["molecules:CO"], "gfn2-xtb", "1", "abcd").values()
+    assert (old.status, old.tier, old.value, old.values, old.cost_s) == (Status.ok, Tier.simulation, 3.5, {"gap_ev": 3.5}, 0.25)
+    assert "score" not in old.model_dump()
     ledger.close()
 
 

@@ -19,7 +19,7 @@ def test_turn_trainable_marks_policy_tokens() -> None:
     assert not Turn(role="user", content="x").trainable
 
 
-@pytest.mark.parametrize("field", ["value", "score", "uncertainty"])
+@pytest.mark.parametrize("field", ["value", "uncertainty"])
 @pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
 def test_verdict_numbers_must_be_finite(field: str, number: float) -> None:
     """NaN is "could not verify" (a failed verdict), and SQLite would read it back as NULL."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from storage.records import LabRequest, Status, Tier
@@ -14,7 +12,6 @@ from arl_flows.suites.molecules import (
     ReferenceTableVerifier,
     XTBGapVerifier,
     make_candidate,
-    window_score,
 )
 
 # (input, expected status for every tier, words the feedback must contain)
@@ -59,7 +56,7 @@ def test_invalid_inputs_are_invalid_at_every_tier(verifier_cls, text: str, reaso
         getattr(verifier, "close", lambda: None)()
     assert verdict.status == Status.invalid
     assert reason in verdict.feedback
-    assert verdict.value is None and verdict.score is None
+    assert verdict.value is None
 
 
 def test_valid_molecule_statuses_per_tier(xtb: XTBGapVerifier) -> None:
@@ -78,15 +75,14 @@ def test_batch_mixes_valid_and_invalid(xtb: XTBGapVerifier) -> None:
     assert [v.status for v in verdicts] == [Status.ok, Status.invalid, Status.ok, Status.invalid, Status.ok]
 
 
-def test_fast_tier_gap_and_goal_score() -> None:
+def test_fast_tier_gap_with_and_without_a_goal() -> None:
     goal = {"property": "gap_ev", "low": 3.0, "high": 3.5}
     (with_goal,) = EHTGapVerifier().verify_batch([make_candidate("c1ccncc1", goal=goal)])
     (without,) = EHTGapVerifier().verify_batch([make_candidate("c1ccncc1")])
     assert with_goal.status == Status.ok
     assert with_goal.value == pytest.approx(with_goal.values["lumo_ev"] - with_goal.values["homo_ev"])
     assert 1.0 < with_goal.value < 10.0
-    assert with_goal.score == pytest.approx(window_score(with_goal.value, 3.0, 3.5))
-    assert without.score is None
+    assert without.value == with_goal.value  # the goal is for the objective, not the tier
     assert with_goal.cost_s > 0
 
 
@@ -145,7 +141,7 @@ def test_reference_table(tmp_path) -> None:
     table.write_text("# test table\nsmiles,gap_ev\nOCC,7.5\n")
     verifier = ReferenceTableVerifier({"path": str(table), "cost_per_call": 12.5})
     verdicts = verifier.verify_batch([make_candidate("CCO", goal={"low": 7, "high": 8}), make_candidate("CCN")])
-    assert verdicts[0].status == Status.ok and verdicts[0].value == 7.5 and verdicts[0].score == 1.0
+    assert verdicts[0].status == Status.ok and verdicts[0].value == 7.5
     assert verdicts[0].cost_s == 12.5
     assert verdicts[1].status == Status.failed and verdicts[1].feedback == "not in reference table"
     assert verifier.expected_cost(make_candidate("CCO")) == 12.5
@@ -175,16 +171,6 @@ def test_candidate_keys() -> None:
     assert garbage.key == make_candidate("not a smiles").key != make_candidate("also not").key
     assert garbage.meta["valid"] is False
     assert make_candidate("c1ccncc1").meta["heavy_atoms"] == 6
-
-
-def test_window_score() -> None:
-    assert window_score(3.2, 3.0, 4.0) == 1.0
-    assert window_score(2.5, 3.0, 4.0, softness=0.5) == pytest.approx(math.exp(-0.5))
-    assert window_score(5.0, 3.0, 4.0, softness=0.5) == pytest.approx(math.exp(-2.0))
-    assert window_score(10.0, 3.0, 4.0) < window_score(5.0, 3.0, 4.0) < 1.0
-    assert window_score(float("nan"), 3.0, 4.0) == 0.0
-    with pytest.raises(ValueError, match="above high"):
-        window_score(3.0, 4.0, 3.0)
 
 
 def test_cost_models_grow_with_size() -> None:

@@ -176,7 +176,6 @@ class CodeExecution(Verifier[CodeExecutionParams]):
             cand,
             Status.ok,
             value=1.0 if correct else 0.0,
-            score=1.0 if correct else 0.0,
             values={
                 "outcome": final["outcome"] if final["outcome"] != "success" or correct else "wrong",
                 "exit": final["outcome"],

@@ -423,7 +423,6 @@ class CodeFormat(Verifier[CodeFormatParams]):
             cand,
             Status.ok,
             value=1.0,
-            score=1.0,
             values={"turns": len(result.turns), "code_chars": sum(len(c) for c in result.codes)},
             feedback="well-formed; syntax and static policy ok (not a security verdict: the sandbox is the boundary)",
             cost_s=t.cpu_s,

@@ -308,7 +308,6 @@ class CodeTests(Verifier[CodeTestsParams]):
             cand,
             Status.ok,
             value=1.0 if all_passed else 0.0,
-            score=report.passed / report.total if report.total else 0.0,
             values={
                 "passed": report.passed,
                 "total": report.total,

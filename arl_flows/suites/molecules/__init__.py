@@ -26,10 +26,8 @@ from arl_flows.suites.molecules.chemistry import (
     canonical_smiles,
     check_molecule,
     embed_molecule,
-    goal_score,
     make_candidate,
     parse_smiles,
-    window_score,
 )
 from arl_flows.suites.molecules.reference_or_dft import ReferenceOrDFTParams, ReferenceOrDFTVerifier  # noqa: F401 - registers it
 from arl_flows.suites.molecules.xtb import XTBGapVerifier, XTBParams, xtb_gap
@@ -57,10 +55,8 @@ __all__ = [
     "check_molecule",
     "dft_gap",
     "embed_molecule",
-    "goal_score",
     "load_reference_table",
     "make_candidate",
     "parse_smiles",
-    "window_score",
     "xtb_gap",
 ]

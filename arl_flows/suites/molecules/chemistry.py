@@ -1,4 +1,4 @@
-"""Shared chemistry of the molecules suite: parsing, constraints, geometry, goal score.
+"""Shared chemistry of the molecules suite: parsing, constraints, geometry.
 
 Every tier of the ladder starts the same way: parse the policy's SMILES with
 RDKit, say precisely why it is not a molecule (RDKit's own message, e.g.
@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -38,10 +37,8 @@ __all__ = [
     "canonical_smiles",
     "check_molecule",
     "embed_molecule",
-    "goal_score",
     "make_candidate",
     "parse_smiles",
-    "window_score",
     "xyz_of",
 ]
 
@@ -301,32 +298,6 @@ def xyz_of(molh: Chem.Mol) -> tuple[list[int], list[str], list[tuple[float, floa
         symbols.append(atom.GetSymbol())
         coords.append((pos.x, pos.y, pos.z))
     return numbers, symbols, coords
-
-
-def window_score(value: float, low: float, high: float, softness: float = 0.5) -> float:
-    """Smooth window score in [0, 1]: 1 inside ``[low, high]``, a Gaussian fall-off outside.
-
-    ``softness`` is the Gaussian's width (same unit as ``value``): a gap one
-    ``softness`` outside the window scores exp(-1/2) ~ 0.61. The score and its
-    first derivative are continuous, so nearby misses still give a gradient of
-    reward instead of a cliff.
-    """
-    if not math.isfinite(value):
-        return 0.0
-    if high < low:
-        raise ValueError(f"window low {low} is above high {high}")
-    if softness <= 0:
-        return 1.0 if low <= value <= high else 0.0
-    distance = max(low - value, value - high, 0.0)
-    return math.exp(-0.5 * (distance / softness) ** 2)
-
-
-def goal_score(candidate: Candidate, gap_ev: float) -> float | None:
-    """Window score of ``gap_ev`` against the candidate's goal, or None without a gap goal."""
-    goal = candidate.goal or {}
-    if goal.get("property", "gap_ev") != "gap_ev" or "low" not in goal or "high" not in goal:
-        return None
-    return window_score(gap_ev, float(goal["low"]), float(goal["high"]), float(goal.get("softness", 0.5)))
 
 
 # Longer text is keyed by its hash without parsing: parsing a 10,000-atom chain

@@ -28,7 +28,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arl_flows.suites.molecules.chemistry import SUITE, InvalidMolecule, MoleculeConstraints, check_molecule, goal_score
+from arl_flows.suites.molecules.chemistry import SUITE, InvalidMolecule, MoleculeConstraints, check_molecule
 from arl_flows.suites.molecules.datasets import QM9_GAP_CSV
 from arl_flows.suites.molecules.lab import load_reference_table
 from storage.records import Status, Tier, Verdict, params_hash
@@ -153,7 +153,6 @@ class SimulatedClusterVerifier(Verifier[SimulatedClusterParams]):
             Status.ok,
             value=gap,
             values={"gap_ev": gap, "canonical_smiles": parsed.canonical, "source": Path(p.path).name},
-            score=goal_score(candidate, gap),
             cost_s=p.cost_per_call,
             wall_s=wall,
         )

@@ -29,7 +29,6 @@ from arl_flows.suites.molecules.chemistry import (
     MoleculeConstraints,
     check_molecule,
     embed_molecule,
-    goal_score,
     xyz_of,
 )
 from arl_flows.suites.molecules.xtb import ANGSTROM_TO_BOHR, HARTREE_TO_EV, xtb_optimize
@@ -160,4 +159,4 @@ class DFTGapVerifier(IsolatedVerifier):
                 **costs,
             )
         gap = result["gap_ev"]
-        return self.verdict(candidate, Status.ok, value=gap, values=result, score=goal_score(candidate, gap), **costs)
+        return self.verdict(candidate, Status.ok, value=gap, values=result, **costs)

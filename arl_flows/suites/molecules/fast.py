@@ -38,7 +38,6 @@ from arl_flows.suites.molecules.chemistry import (
     MoleculeConstraints,
     check_molecule,
     embed_molecule,
-    goal_score,
 )
 from verifiers.registry import register_verifier
 
@@ -148,7 +147,6 @@ class EHTGapVerifier(Verifier[EHTParams]):
                 "sa_score": sa_score,
                 "force_field": force_field,
             },
-            score=goal_score(candidate, gap),
             cost_s=t.cpu_s,
             wall_s=t.wall_s,
         )

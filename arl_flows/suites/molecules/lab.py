@@ -24,7 +24,7 @@ from rdkit import Chem
 from arl_flows.suites.molecules.datasets import QM9_GAP_CSV
 from storage.records import LabRequest, Status, Tier, Verdict, new_id
 from verifiers.base import Candidate, CostModel, Verifier
-from arl_flows.suites.molecules.chemistry import SUITE, InvalidMolecule, MoleculeConstraints, check_molecule, goal_score
+from arl_flows.suites.molecules.chemistry import SUITE, InvalidMolecule, MoleculeConstraints, check_molecule
 from verifiers.registry import register_verifier
 
 __all__ = ["LabParams", "LabVerifier", "ReferenceTableParams", "ReferenceTableVerifier", "load_reference_table"]
@@ -186,7 +186,6 @@ class ReferenceTableVerifier(Verifier[ReferenceTableParams]):
                         Status.ok,
                         value=gap,
                         values={"gap_ev": gap, "canonical_smiles": parsed.canonical, "source": Path(p.path).name},
-                        score=goal_score(candidate, gap),
                         cost_s=p.cost_per_call,
                         wall_s=t.wall_s,
                     )

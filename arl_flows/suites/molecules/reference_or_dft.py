@@ -38,7 +38,7 @@ from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel
 from arl_flows.suites.molecules.dft import DFTGapVerifier, DFTParams
 from arl_flows.suites.molecules.lab import load_reference_table
-from arl_flows.suites.molecules.chemistry import InvalidMolecule, check_molecule, goal_score
+from arl_flows.suites.molecules.chemistry import InvalidMolecule, check_molecule
 from verifiers.isolation import TaskOutcome
 from verifiers.registry import register_verifier
 
@@ -104,7 +104,6 @@ class ReferenceOrDFTVerifier(DFTGapVerifier):
                 Status.ok,
                 value=known,
                 values={"gap_ev": known, "canonical_smiles": parsed.canonical, "source": Path(p.table_path).name},
-                score=goal_score(candidate, known),
                 feedback="from the reference table, charged as DFT",
                 cost_s=self.table_charge(parsed.heavy_atoms),
             )
@@ -124,7 +123,6 @@ class ReferenceOrDFTVerifier(DFTGapVerifier):
             update={
                 "value": gap,
                 "values": values,
-                "score": goal_score(candidate, gap),
                 "uncertainty": p.correction_rmse or None,
             }
         )

@@ -27,7 +27,6 @@ from arl_flows.suites.molecules.chemistry import (
     MoleculeConstraints,
     check_molecule,
     embed_molecule,
-    goal_score,
     xyz_of,
 )
 from verifiers.isolation import IsolatedVerifier, IsolationParams, TaskOutcome
@@ -161,7 +160,6 @@ class XTBGapVerifier(IsolatedVerifier):
             Status.ok,
             value=gap,
             values=values,
-            score=goal_score(candidate, gap),
             cost_s=outcome.cpu_s,
             wall_s=outcome.wall_s,
         )

@@ -15,15 +15,13 @@ from rdkit.Chem import Crippen
 
 from storage.records import Status, Tier, Verdict
 from verifiers import Candidate, CostModel, Verifier
-from arl_flows.suites.molecules import InvalidMolecule, MoleculeConstraints, check_molecule, window_score
+from arl_flows.suites.molecules import InvalidMolecule, MoleculeConstraints, check_molecule
 
 
 class LogPParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     constraints: MoleculeConstraints = Field(default_factory=MoleculeConstraints, description="Validity rules.")
-    low: float | None = Field(default=None, description="Optional target window for the score: low logP.")
-    high: float | None = Field(default=None, description="Optional target window for the score: high logP.")
 
 
 class CrippenLogPVerifier(Verifier[LogPParams]):
@@ -49,9 +47,7 @@ class CrippenLogPVerifier(Verifier[LogPParams]):
             if parsed is None:
                 verdicts.append(self.verdict(candidate, Status.invalid, feedback=reason, cost_s=t.cpu_s))
                 continue
-            p = self.params
-            score = window_score(logp, p.low, p.high) if p.low is not None and p.high is not None else None
             verdicts.append(
-                self.verdict(candidate, Status.ok, value=logp, values={"logp": logp}, score=score, cost_s=t.cpu_s)
+                self.verdict(candidate, Status.ok, value=logp, values={"logp": logp}, cost_s=t.cpu_s)
             )
         return verdicts
