@@ -69,7 +69,13 @@ from arl_flows.cli import rerank as _rerank  # noqa: E402,F401
 from arl_flows.cli import suites as _suites  # noqa: E402,F401
 from arl_flows.cli import config as _config  # noqa: E402,F401
 
-__all__ = ["app", "main", "UserError", "console"]
+# `arl --help` lists the core's commands under one panel and each suite's under its own ("Molecules suite").
+CORE_PANEL = "Core"
+for _registered in (*app.registered_commands, *app.registered_groups):
+    if not isinstance(_registered.rich_help_panel, str):  # unset (typer's default placeholder): a core command
+        _registered.rich_help_panel = CORE_PANEL
+
+__all__ = ["CORE_PANEL", "app", "main", "UserError", "console"]
 
 
 def main() -> None:

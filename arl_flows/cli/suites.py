@@ -124,6 +124,11 @@ def show_suite(
     console.print(table)
 
 
+def suite_panel(suite: str) -> str:
+    """The ``arl --help`` panel of a suite's commands, e.g. "Molecules suite"; the core's are under "Core"."""
+    return f"{suite.capitalize()} suite"
+
+
 def _add_suite_commands() -> None:
     from arl_flows.suites import suite_classes
 
@@ -132,7 +137,7 @@ def _add_suite_commands() -> None:
     for cls in found.values():
         for name, sub in cls.commands():
             if name not in taken:  # a suite cannot shadow a core command or another suite's
-                app.add_typer(sub, name=name)
+                app.add_typer(sub, name=name, rich_help_panel=suite_panel(cls.name))
                 taken.add(name)
 
 

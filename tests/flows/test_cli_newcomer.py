@@ -140,3 +140,24 @@ def test_tiers_show_prints_a_parameter_table_and_json_keeps_the_schema() -> None
     assert rows["geometry_source"][0] == "Literal['mmff', 'xtb']"
     schema = json.loads(_invoke(["tiers", "show", "pyscf-b3lyp", "--json"]).stdout)["params_schema"]
     assert schema["properties"]["basis"]["default"] == "6-31G*"
+
+
+# ---------------------------------------------------------------- arl --help: the core apart from the suites
+
+
+def test_help_groups_the_suites_commands_apart_from_the_core() -> None:
+    import typer
+
+    from arl_flows.cli import CORE_PANEL
+    from arl_flows.cli.suites import suite_panel
+
+    group = typer.main.get_command(app)
+    panels = {name: command.rich_help_panel for name, command in group.commands.items()}
+    core = {"run", "verify", "rerank", "report", "ui", "deploy", "db", "runs", "tiers", "lab", "suites", "config"}
+    assert {panels[name] for name in core} == {CORE_PANEL}
+    assert (panels["prior"], panels["bench"]) == (suite_panel("molecules"),) * 2 == ("Molecules suite",) * 2
+    assert panels["tasks"] == suite_panel("code") == "Code suite"
+    assert all(isinstance(panel, str) for panel in panels.values()), panels  # nothing falls back to "Commands"
+    out = _invoke(["--help"]).stdout
+    assert out.index(CORE_PANEL) < out.index("Code suite") and out.index(CORE_PANEL) < out.index("Molecules suite")
+    assert "─ Commands ─" not in out
