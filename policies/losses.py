@@ -137,6 +137,36 @@ def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * mask).sum() / mask.sum().clamp(min=1.0)
 
 
+def _mask_and_advantages(
+    mask: torch.Tensor,
+    advantages: torch.Tensor,
+    config: GRPOLossConfig,
+    truncated: torch.Tensor | None,
+    reward_std: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (B, T) mask without truncated rows (``mask_truncated``) and the (B,) advantages weighted by reward certainty."""
+    if config.mask_truncated and truncated is not None:
+        mask = mask * (~truncated.bool()).to(mask.dtype).unsqueeze(1)  # (B, T)
+    if config.uncertainty_scale is not None and reward_std is not None:
+        advantages = advantages * uncertainty_weights(reward_std, config.uncertainty_scale)  # (B,)
+    return mask, advantages
+
+
+def _clip_metrics(
+    loss: torch.Tensor, ratio: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, config: GRPOLossConfig
+) -> dict[str, float]:
+    """Metrics every clipped surrogate reports: the loss, the share of tokens clipped on each side, the mean ratio."""
+    low = ((ratio < 1 - config.epsilon_low) & (adv < 0)).float()  # (B, T)
+    high = ((ratio > 1 + config.epsilon_high) & (adv > 0)).float()  # (B, T)
+    return {
+        "loss/policy": loss.item(),
+        "clip/low": _masked_mean(low, mask).item(),
+        "clip/high": _masked_mean(high, mask).item(),
+        "clip/region": _masked_mean(torch.maximum(low, high), mask).item(),
+        "policy/ratio_mean": _masked_mean(ratio, mask).item(),
+    }
+
+
 def grpo_loss(
     logps: torch.Tensor,
     old_logps: torch.Tensor,
@@ -157,12 +187,7 @@ def grpo_loss(
     micro-batches (the mask total over all of them); by default this batch's mask total.
     """
     config = config or GRPOLossConfig()
-    mask = mask.to(logps.dtype)
-    if config.mask_truncated and truncated is not None:
-        mask = mask * (~truncated.bool()).to(mask.dtype).unsqueeze(1)  # (B, T)
-    adv = advantages
-    if config.uncertainty_scale is not None and reward_std is not None:
-        adv = adv * uncertainty_weights(reward_std, config.uncertainty_scale)  # (B,)
+    mask, adv = _mask_and_advantages(mask.to(logps.dtype), advantages, config, truncated, reward_std)
     adv = adv.unsqueeze(1)  # (B, 1)
 
     ratio = torch.exp(logps - old_logps)  # (B, T)
@@ -181,15 +206,9 @@ def grpo_loss(
     loss = _aggregate(per_token, mask, config, num_items_in_batch)  # ()
 
     with torch.no_grad():
-        low = ((ratio < 1 - config.epsilon_low) & (adv < 0)).float()  # (B, T)
-        high = ((ratio > 1 + config.epsilon_high) & (adv > 0)).float()  # (B, T)
         ent = entropies if entropies is not None else -logps  # -logp is a one-sample entropy estimate
         metrics = {
-            "loss/policy": loss.item(),
-            "clip/low": _masked_mean(low, mask).item(),
-            "clip/high": _masked_mean(high, mask).item(),
-            "clip/region": _masked_mean(torch.maximum(low, high), mask).item(),
-            "policy/ratio_mean": _masked_mean(ratio, mask).item(),
+            **_clip_metrics(loss, ratio, adv, mask, config),
             "policy/entropy": _masked_mean(ent, mask).item(),
             "advantage/mean": advantages.float().mean().item(),
             "advantage/std": advantages.float().std().item() if advantages.numel() > 1 else 0.0,
@@ -276,12 +295,7 @@ def decoupled_ppo_loss(
     config = config or GRPOLossConfig()
     if config.beta != 0.0:
         raise ValueError("the decoupled loss has no KL term to a reference model: set loss.beta = 0")
-    mask = mask.to(logps.dtype)
-    if config.mask_truncated and truncated is not None:
-        mask = mask * (~truncated.bool()).to(mask.dtype).unsqueeze(1)  # (B, T)
-    adv = advantages
-    if config.uncertainty_scale is not None and reward_std is not None:
-        adv = adv * uncertainty_weights(reward_std, config.uncertainty_scale)  # (B,)
+    mask, adv = _mask_and_advantages(mask.to(logps.dtype), advantages, config, truncated, reward_std)
     if sample_weights is not None:
         adv = adv * sample_weights  # (B,)
     adv = adv.unsqueeze(1)  # (B, 1)
@@ -299,14 +313,8 @@ def decoupled_ppo_loss(
     loss = _aggregate(per_token, mask, config, num_items_in_batch)  # ()
 
     with torch.no_grad():
-        low = ((ratio < 1 - config.epsilon_low) & (adv < 0)).float()  # (B, T)
-        high = ((ratio > 1 + config.epsilon_high) & (adv > 0)).float()  # (B, T)
         metrics = {
-            "loss/policy": loss.item(),
-            "clip/low": _masked_mean(low, mask).item(),
-            "clip/high": _masked_mean(high, mask).item(),
-            "clip/region": _masked_mean(torch.maximum(low, high), mask).item(),
-            "policy/ratio_mean": _masked_mean(ratio, mask).item(),
+            **_clip_metrics(loss, ratio, adv, mask, config),
             "offpolicy/behaviour_weight_mean": _masked_mean(behav_w, mask).item(),
             "offpolicy/behaviour_capped": _masked_mean(capped.float(), mask).item(),
             "advantage/mean": advantages.float().mean().item(),

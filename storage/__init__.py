@@ -6,55 +6,10 @@
 
 from typing import Any
 
-from storage.records import (
-    TIER_ORDER,
-    CheckpointRecord,
-    LabRequest,
-    Prompt,
-    RewardEstimate,
-    RunRecord,
-    RunStatus,
-    SpendRecord,
-    Status,
-    Tier,
-    TrainingStepRecord,
-    Trajectory,
-    Turn,
-    TurnKind,
-    Verdict,
-    VerifierSpec,
-    candidate_key,
-    new_id,
-    params_hash,
-    ladder_order,
-    tier_rank,
-)
+from storage import records as _records
+from storage.records import *  # noqa: F403 - the package exports every record; records.__all__ lists them
 
-__all__ = [
-    "TIER_ORDER",
-    "CheckpointRecord",
-    "LabRequest",
-    "Ledger",
-    "LedgerError",
-    "Prompt",
-    "RewardEstimate",
-    "RunRecord",
-    "RunStatus",
-    "SpendRecord",
-    "Status",
-    "Tier",
-    "TrainingStepRecord",
-    "Trajectory",
-    "Turn",
-    "TurnKind",
-    "Verdict",
-    "VerifierSpec",
-    "candidate_key",
-    "new_id",
-    "params_hash",
-    "ladder_order",
-    "tier_rank",
-]
+__all__ = [*_records.__all__, "Ledger", "LedgerError"]
 
 
 def __getattr__(name: str) -> Any:

@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from arl_flows.suites.code import get_task
+from tests.reliability.cli_runner import arl
 
 
 def _main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    from arl_flows.cli import main
-
-    old, sys.argv = sys.argv, ["arl", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    finally:
-        sys.argv = old
-    out = capsys.readouterr()
-    return code, out.out + out.err
+    code, out, err = arl(args)
+    return code, out + err
 
 
 def test_verify_a_code_answer_file_at_every_tier(tmp_path: Path, capsys) -> None:

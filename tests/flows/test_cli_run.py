@@ -3,30 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from storage.ledger import Ledger
 from storage.records import LabRequest, Status, Tier, Verdict
+from tests.reliability.cli_runner import arl, arl_run_subprocess
 
 def _main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     """Run the console-script entry point (which maps user errors to one line and exit code 2)."""
-    from arl_flows.cli import main
-
-    old = sys.argv
-    sys.argv = ["arl", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    finally:
-        sys.argv = old
-    out = capsys.readouterr()
-    return code, out.out + out.err
+    code, out, err = arl(args)
+    return code, out + err
 
 
 @pytest.mark.parametrize(
@@ -78,12 +65,7 @@ def test_arl_run_end_to_end_then_show_report_and_lab(prefect_harness, flow_home,
     cfg = tmp_path / "run.toml"
     cfg.write_text(tomli_w.dumps(overrides(steps=2, name="cli-run")))
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    # In a subprocess, as a user runs it (and so Prefect's log handlers never see pytest's captured streams).
-    env = os.environ | {"PREFECT_API_URL": prefect_harness, "ARL_HOME": str(flow_home), "COLUMNS": "200"}
-    done = subprocess.run([sys.executable, "-c", "from arl_flows.cli import main; main()", "run", "--config", str(cfg),
-                           "--url", url], env=env, capture_output=True, text=True, timeout=600)
-    out = done.stdout + done.stderr
-    assert done.returncode == 0, out[-3000:]
+    out = arl_run_subprocess(cfg, url, prefect_harness, flow_home)
     assert "run id:" in out and "completed" in out and "Traceback" not in out
     assert "reward mean " in out and "sampling noise" in out
     # Output to a pipe: a line per step, not a bar that only a terminal redraws.

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 
 from storage.ledger import Ledger
+from tests.reliability.cli_runner import arl_run_subprocess
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "objective.toml"
 
@@ -30,11 +28,7 @@ def test_composite_objective_runs_end_to_end(prefect_harness, flow_home, overrid
     assert objective == load_config(EXAMPLE).objective  # the example's objective, untouched
 
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    env = os.environ | {"PREFECT_API_URL": prefect_harness, "ARL_HOME": str(flow_home), "COLUMNS": "200"}
-    done = subprocess.run([sys.executable, "-c", "from arl_flows.cli import main; main()", "run", "--config", str(cfg),
-                           "--url", url], env=env, capture_output=True, text=True, timeout=600)
-    out = done.stdout + done.stderr
-    assert done.returncode == 0, out[-3000:]
+    out = arl_run_subprocess(cfg, url, prefect_harness, flow_home)
     assert "completed" in out and "Traceback" not in out
 
     ledger = Ledger(url)

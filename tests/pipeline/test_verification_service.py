@@ -89,12 +89,7 @@ def test_a_call_in_flight_at_a_crash_is_continued_not_repaid(ledger) -> None:
         s.get(LabRequestRow, req.id).created_at = req.created_at.replace(year=req.created_at.year - 1)
     suite2, _, _, _, cluster2, sched2 = _setup_resume(ledger, run.id)
     second = VerificationService(ledger, sched2, suite2, run.id, slots={"rdkit-eht": 4, "simulated-cluster": 1})
-    assert second.resume_in_flight() == 1
-    for _ in range(200):
-        second.pump(0.05)
-        if not second.busy:
-            break
-    second.close()
+    _resume_and_drain(second)
     (final,) = [v for v in ledger.verdicts_for([req.candidate_key]) if v.verifier == "simulated-cluster"]
     assert final.status == Status.ok and final.request_id == req.id
     assert final.wall_s < 3600.0  # it waited for no fresh latency
@@ -173,12 +168,7 @@ def test_a_computed_lab_tier_call_in_flight_at_a_crash_is_run_again_and_billed_o
     release.set()
 
     second = VerificationService(ledger, scheduler(), suite, run.id, slots={"rdkit-eht": 4, "reference-table": 1})
-    assert second.resume_in_flight() == 1
-    for _ in range(200):
-        second.pump(0.05)
-        if not second.busy:
-            break
-    second.close()
+    _resume_and_drain(second)
     (final,) = [v for v in ledger.verdicts_for([req.candidate_key]) if v.verifier == "reference-table"]
     assert final.status == Status.ok and final.request_id == req.id
     assert ledger.lab_requests(Status.pending, run_id=run.id) == []  # nobody is asked to measure it by hand
@@ -229,4 +219,14 @@ def test_groups_sampled_too_many_versions_ago_are_taken_as_they_stand(ledger) ->
     assert sorted(g.group_id for g in taken) == ["g0", "g1"] and all(g.policy_version == 3 for g in taken)
     assert service.take_settled(sampled_before=10) == []  # each group handed out once
     cluster.close()
+    service.close()
+
+
+def _resume_and_drain(service: VerificationService) -> None:
+    """Resume the one request the ledger holds in flight and pump the service until it is idle, then close it."""
+    assert service.resume_in_flight() == 1
+    for _ in range(200):
+        service.pump(0.05)
+        if not service.busy:
+            break
     service.close()

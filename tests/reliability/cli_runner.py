@@ -1,7 +1,8 @@
 """Run the real ``arl`` entry point in process and check the shape of its failures.
 
 ``arl(args)`` calls ``arl_flows.cli.main`` with ``sys.argv`` set (as the
-console script does) and returns the exit code, stdout and stderr.
+console script does) and returns the exit code, stdout and stderr;
+``arl_run_subprocess`` runs ``arl run`` in a child process, as a user does.
 ``assert_user_error`` is the contract for a user mistake: exit code 2, no
 traceback, and either one ``error: ...`` line or click's usage text ending in
 one ``Error: ...`` line. An ``internal error:`` line (the last-resort guard)
@@ -10,11 +11,14 @@ fails it: that is a bug the guard only kept off the terminal.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 from typer.testing import CliRunner
 
-__all__ = ["arl", "assert_no_traceback", "assert_user_error"]
+__all__ = ["arl", "arl_run_subprocess", "assert_no_traceback", "assert_user_error"]
 
 
 def arl(args: list[str]) -> tuple[int, str, str]:
@@ -35,6 +39,17 @@ def arl(args: list[str]) -> tuple[int, str, str]:
             sys.stdout.flush()  # print() output sits in the text wrapper until flushed
             sys.stderr.flush()
         return code, out.getvalue().decode("utf-8", "replace"), err.getvalue().decode("utf-8", "replace")
+
+
+def arl_run_subprocess(config: Path, url: str, prefect_api_url: str, home: Path) -> str:
+    """``arl run --config CONFIG --url URL`` in a child process (Prefect's log handlers never see pytest's
+    captured streams); asserts exit code 0 and returns stdout and stderr together."""
+    env = os.environ | {"PREFECT_API_URL": prefect_api_url, "ARL_HOME": str(home), "COLUMNS": "200"}
+    done = subprocess.run([sys.executable, "-c", "from arl_flows.cli import main; main()", "run", "--config", str(config),
+                           "--url", url], env=env, capture_output=True, text=True, timeout=600)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    return out
 
 
 def assert_no_traceback(code: int, out: str, err: str) -> None:

@@ -4,24 +4,7 @@ Suite-independent: a suite that executes generated programs (the built-in
 ``code`` suite, a user's own) builds its tiers on :func:`run_python`.
 """
 
-from verifiers.sandbox.runtime import (
-    IsolationSupport,
-    SandboxError,
-    SandboxLimits,
-    SandboxResult,
-    channel_fd_placeholder,
-    describe_support,
-    isolation_support,
-    run_python,
-)
+from verifiers.sandbox import runtime as _runtime
+from verifiers.sandbox.runtime import *  # noqa: F403 - the package is the runtime's public surface, runtime.__all__
 
-__all__ = [
-    "IsolationSupport",
-    "SandboxError",
-    "SandboxLimits",
-    "SandboxResult",
-    "channel_fd_placeholder",
-    "describe_support",
-    "isolation_support",
-    "run_python",
-]
+__all__ = list(_runtime.__all__)

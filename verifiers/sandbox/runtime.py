@@ -91,7 +91,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -394,18 +394,16 @@ def _probe(python: str, *, netns: bool, mountns: bool, uid: int | None) -> bool:
             os.setgid(uid)
             os.setuid(uid)
 
+    proc = _run_probe([python, "-I", "-S", "-c", "import math"], preexec_fn=pre)
+    return proc is not None and proc.returncode == 0
+
+
+def _run_probe(argv: list[str], **popen: Any) -> subprocess.CompletedProcess[bytes] | None:
+    """Run a capability probe from ``/`` with a bare PATH, 30 s at most; None when it could not run at all."""
     try:
-        proc = subprocess.run(
-            [python, "-I", "-S", "-c", "import math"],
-            preexec_fn=pre,
-            cwd="/",
-            env={"PATH": "/usr/bin:/bin"},
-            capture_output=True,
-            timeout=30,
-        )
+        return subprocess.run(argv, cwd="/", env={"PATH": "/usr/bin:/bin"}, capture_output=True, timeout=30, **popen)
     except (OSError, subprocess.SubprocessError):
-        return False
-    return proc.returncode == 0
+        return None
 
 
 # The namespace's init (see _namespace_init.py): run with ``python -I -S -c`` in the child, as root.
@@ -485,19 +483,9 @@ def _probe_pidns(python: str) -> bool:
         python, netns=False, ipc_mb=1, work="", work_opts="", hide=[], rlimits=[], uid=None, bpf="", token="probe",
         root=None, newroot="", own_keyring=False, cgroup="", argv=[python, "-I", "-S", "-c", probe],
     )  # fmt: skip
-    try:
-        proc = subprocess.run(
-            argv,
-            start_new_session=True,
-            cwd="/",
-            env={"PATH": "/usr/bin:/bin"},
-            capture_output=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
+    proc = _run_probe(argv, start_new_session=True)
     # Run as root in the probe, so hidepid hides nothing: the init and the program.
-    return proc.returncode == 0 and proc.stdout.split() == [b"2", b"2"]
+    return proc is not None and proc.returncode == 0 and proc.stdout.split() == [b"2", b"2"]
 
 
 @functools.cache

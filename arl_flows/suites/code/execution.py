@@ -26,14 +26,13 @@ per-turn (process) rewards; the verdict's value is the final turn's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from storage.records import Status, Tier, Verdict
-from verifiers.base import Candidate, CostModel, Verifier
-from arl_flows.suites.code.fast import CodeFormatParams, gate_for_execution, verify_each
+from verifiers.base import Candidate, CostModel
+from arl_flows.suites.code.fast import CodeFormatParams, CodeTier, gate_for_execution
 from verifiers.sandbox.runtime import SandboxError, SandboxLimits, SandboxResult, run_python
 from verifiers.registry import register_verifier
 
@@ -113,21 +112,14 @@ def _visible_calls(code: str, task: Any, limits: SandboxLimits) -> tuple[str | N
 
 
 @register_verifier
-class CodeExecution(Verifier[CodeExecutionParams]):
+class CodeExecution(CodeTier[CodeExecutionParams]):
     """Runs each code turn in a fresh sandbox and compares stdout with the task's expected output."""
 
     name = "code-exec"
     tier = Tier.simulation
     version = "2"
-    suite = "code"
     Params = CodeExecutionParams
     cost_model = CostModel(base=0.03, per_unit=1e-6)
-
-    def size(self, candidate: Candidate) -> float:
-        return float(len(candidate.payload))
-
-    def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
-        return verify_each(self, candidates, self._verify_one)
 
     def _verify_one(self, cand: Candidate) -> Verdict:
         with self.timed() as t:

@@ -34,8 +34,9 @@ import re
 import string
 import sys
 import types
+from abc import abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,6 +49,7 @@ from verifiers.registry import register_verifier
 __all__ = [
     "DEFAULT_ALLOWED_IMPORTS",
     "CodeFormat",
+    "CodeTier",
     "CodeFormatParams",
     "check_code",
     "check_trajectory",
@@ -55,6 +57,8 @@ __all__ = [
     "task_of",
     "verify_each",
 ]
+
+P = TypeVar("P", bound=BaseModel)  # a code tier's params model
 
 DEFAULT_ALLOWED_IMPORTS = (
     "math", "cmath", "itertools", "functools", "operator", "collections", "string", "re", "heapq",
@@ -397,22 +401,34 @@ def check_trajectory(
     return parsed
 
 
-@register_verifier
-class CodeFormat(Verifier[CodeFormatParams]):
-    """Format, syntax, import allow-list and length of a code trajectory."""
+class CodeTier(Verifier[P]):
+    """A code-suite tier: sized by the answer's length, judging each candidate alone (``verify_each``).
 
-    name = "code-format"
-    tier = Tier.fast
-    version = "2"
+    A subclass declares its metadata and ``_verify_one``; the batch, the size and the suite are the same for all.
+    """
+
     suite = "code"
-    Params = CodeFormatParams
-    cost_model = CostModel(base=0.0005, per_unit=2e-7)
 
     def size(self, candidate: Candidate) -> float:
         return float(len(candidate.payload))
 
     def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
         return verify_each(self, candidates, self._verify_one)
+
+    @abstractmethod
+    def _verify_one(self, cand: Candidate) -> Verdict:
+        """The verdict on one candidate; an exception becomes its ``failed`` verdict."""
+
+
+@register_verifier
+class CodeFormat(CodeTier[CodeFormatParams]):
+    """Format, syntax, import allow-list and length of a code trajectory."""
+
+    name = "code-format"
+    tier = Tier.fast
+    version = "2"
+    Params = CodeFormatParams
+    cost_model = CostModel(base=0.0005, per_unit=2e-7)
 
     def _verify_one(self, cand: Candidate) -> Verdict:
         with self.timed() as t:

@@ -41,9 +41,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from storage.records import Status, Tier, Verdict
-from verifiers.base import Candidate, CostModel, Verifier
+from verifiers.base import Candidate, CostModel
 from arl_flows.suites.code.execution import run_feedback
-from arl_flows.suites.code.fast import CodeFormatParams, gate_for_execution, verify_each
+from arl_flows.suites.code.fast import CodeFormatParams, CodeTier, gate_for_execution
 from verifiers.sandbox.runtime import SandboxError, SandboxLimits, channel_fd_placeholder, run_python
 from arl_flows.suites.code.tasks import CodeTask, HiddenTest
 from verifiers.registry import register_verifier
@@ -263,21 +263,14 @@ def run_hidden_tests(
 
 
 @register_verifier
-class CodeTests(Verifier[CodeTestsParams]):
+class CodeTests(CodeTier[CodeTestsParams]):
     """Runs the task's hidden tests against the final code in a fresh sandbox, after the program's own run."""
 
     name = "code-tests"
     tier = Tier.high_fidelity
     version = "2"
-    suite = "code"
     Params = CodeTestsParams
     cost_model = CostModel(base=0.08, per_unit=1e-6)
-
-    def size(self, candidate: Candidate) -> float:
-        return float(len(candidate.payload))
-
-    def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
-        return verify_each(self, candidates, self._verify_one)
 
     def _verify_one(self, cand: Candidate) -> Verdict:
         with self.timed() as t:

@@ -17,15 +17,17 @@ import contextlib
 import hashlib
 import io
 import re
+from abc import abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rdkit import Chem, rdBase
 from rdkit.Chem import AllChem
 
-from storage.records import candidate_key
+from storage.records import Status, Verdict, candidate_key
 from verifiers.base import Candidate
+from verifiers.isolation import IsolatedVerifier, IsolationParams
 
 __all__ = [
     "SUITE",
@@ -33,6 +35,8 @@ __all__ = [
     "GeometryParams",
     "InvalidMolecule",
     "MoleculeConstraints",
+    "MoleculeJobParams",
+    "MoleculeJobVerifier",
     "ParsedMolecule",
     "canonical_smiles",
     "check_molecule",
@@ -303,6 +307,37 @@ def xyz_of(molh: Chem.Mol) -> tuple[list[int], list[str], list[tuple[float, floa
 # Longer text is keyed by its hash without parsing: parsing a 10,000-atom chain
 # only to build a cache key would cost more than rejecting it.
 _KEY_PARSE_LIMIT = 1000
+
+
+class MoleculeJobParams(IsolationParams):
+    """What every tier that computes on a molecule's 3D geometry in a worker process needs."""
+
+    constraints: MoleculeConstraints = Field(default_factory=MoleculeConstraints, description="Validity rules.")
+    geometry: GeometryParams = Field(default_factory=GeometryParams, description="3D embedding settings.")
+
+
+class MoleculeJobVerifier(IsolatedVerifier):
+    """A worker-process tier on one molecule's 3D geometry (xTB, DFT).
+
+    ``prepare`` checks the SMILES against the constraints in this process (an
+    invalid molecule is a verdict; no worker is asked) and starts the job with
+    what every geometry needs; ``job_settings`` adds the tier's own.
+    """
+
+    suite: ClassVar[str | None] = SUITE
+
+    def prepare(self, candidate: Candidate) -> dict[str, Any] | Verdict:
+        p = self.params
+        try:
+            parsed = check_molecule(candidate.payload, p.constraints)
+        except InvalidMolecule as exc:
+            return self.verdict(candidate, Status.invalid, feedback=str(exc))
+        job = {"smiles": parsed.canonical, "charge": p.constraints.formal_charge, "geometry": p.geometry.model_dump()}
+        return job | self.job_settings()
+
+    @abstractmethod
+    def job_settings(self) -> dict[str, Any]:
+        """The tier's own entries of the job its work function reads (method, basis, limits)."""
 
 
 def make_candidate(smiles: str, goal: dict[str, Any] | None = None) -> Candidate:

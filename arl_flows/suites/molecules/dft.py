@@ -23,26 +23,22 @@ from pydantic import BaseModel, Field
 from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel
 from arl_flows.suites.molecules.chemistry import (
-    SUITE,
     GeometryParams,
-    InvalidMolecule,
-    MoleculeConstraints,
-    check_molecule,
+    MoleculeJobParams,
+    MoleculeJobVerifier,
     embed_molecule,
     xyz_of,
 )
 from arl_flows.suites.molecules.xtb import ANGSTROM_TO_BOHR, HARTREE_TO_EV, xtb_optimize
-from verifiers.isolation import IsolatedVerifier, IsolationParams, TaskOutcome
+from verifiers.isolation import TaskOutcome
 from verifiers.registry import register_verifier
 
 __all__ = ["DFTGapVerifier", "DFTParams", "dft_gap"]
 
 
-class DFTParams(IsolationParams):
+class DFTParams(MoleculeJobParams):
     """Parameters of the DFT tier."""
 
-    constraints: MoleculeConstraints = Field(default_factory=MoleculeConstraints, description="Validity rules.")
-    geometry: GeometryParams = Field(default_factory=GeometryParams, description="3D embedding settings.")
     xc: str = Field(default="B3LYPG", description="Exchange-correlation functional (PySCF name).")
     basis: str = Field(default="6-31G*", description="Gaussian basis set (PySCF name).")
     density_fitting: bool = Field(
@@ -112,13 +108,12 @@ def dft_gap(job: dict[str, Any]) -> dict[str, Any]:
 
 
 @register_verifier
-class DFTGapVerifier(IsolatedVerifier):
+class DFTGapVerifier(MoleculeJobVerifier):
     """DFT (PySCF RKS, B3LYP/6-31G* by default) HOMO-LUMO gap (eV)."""
 
     name: ClassVar[str] = "pyscf-b3lyp"
     tier: ClassVar[Tier] = Tier.high_fidelity
     version: ClassVar[str] = "1"
-    suite: ClassVar[str | None] = SUITE
     Params: ClassVar[type[BaseModel]] = DFTParams
     work_function = staticmethod(dft_gap)
     preload_modules: ClassVar[tuple[str, ...]] = ("pyscf.dft", "pyscf.df", "arl_flows.suites.molecules.dft")
@@ -126,16 +121,9 @@ class DFTGapVerifier(IsolatedVerifier):
     # 0.3 s for water, 4.4 s for pyridine (6 heavy atoms), median 10.5 s (7-17 s) at 7-9.
     cost_model: ClassVar[CostModel] = CostModel(base=0.3, per_unit=0.014, exponent=3.0)
 
-    def prepare(self, candidate: Candidate) -> dict[str, Any] | Verdict:
+    def job_settings(self) -> dict[str, Any]:
         p = self.params
-        try:
-            parsed = check_molecule(candidate.payload, p.constraints)
-        except InvalidMolecule as exc:
-            return self.verdict(candidate, Status.invalid, feedback=str(exc))
         return {
-            "smiles": parsed.canonical,
-            "charge": p.constraints.formal_charge,
-            "geometry": p.geometry.model_dump(),
             "geometry_source": p.geometry_source,
             "xc": p.xc,
             "basis": p.basis,

@@ -21,15 +21,13 @@ from pydantic import BaseModel, Field
 from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel
 from arl_flows.suites.molecules.chemistry import (
-    SUITE,
     GeometryParams,
-    InvalidMolecule,
-    MoleculeConstraints,
-    check_molecule,
+    MoleculeJobParams,
+    MoleculeJobVerifier,
     embed_molecule,
     xyz_of,
 )
-from verifiers.isolation import IsolatedVerifier, IsolationParams, TaskOutcome
+from verifiers.isolation import TaskOutcome
 from verifiers.registry import register_verifier
 
 __all__ = ["HARTREE_TO_EV", "XTBGapVerifier", "XTBParams", "xtb_gap", "xtb_optimize"]
@@ -38,11 +36,9 @@ HARTREE_TO_EV = 27.211386245988  # CODATA 2018
 ANGSTROM_TO_BOHR = 1.0 / 0.529177210903
 
 
-class XTBParams(IsolationParams):
+class XTBParams(MoleculeJobParams):
     """Parameters of the GFN2-xTB tier."""
 
-    constraints: MoleculeConstraints = Field(default_factory=MoleculeConstraints, description="Validity rules.")
-    geometry: GeometryParams = Field(default_factory=GeometryParams, description="3D embedding settings.")
     optimize: bool = Field(default=False, description="Relax the MMFF geometry with GFN2-xTB before the gap.")
     max_opt_steps: int = Field(default=200, ge=1, description="L-BFGS steps of the xTB relaxation.")
     accuracy: float = Field(default=1.0, gt=0, description="tblite numerical accuracy (lower is tighter).")
@@ -115,13 +111,12 @@ def xtb_gap(job: dict[str, Any]) -> dict[str, Any]:
 
 
 @register_verifier
-class XTBGapVerifier(IsolatedVerifier):
+class XTBGapVerifier(MoleculeJobVerifier):
     """GFN2-xTB HOMO-LUMO gap (eV) with tblite on the MMFF (or xTB-relaxed) geometry."""
 
     name: ClassVar[str] = "gfn2-xtb"
     tier: ClassVar[Tier] = Tier.simulation
     version: ClassVar[str] = "1"
-    suite: ClassVar[str | None] = SUITE
     Params: ClassVar[type[BaseModel]] = XTBParams
     work_function = staticmethod(xtb_gap)
     preload_modules: ClassVar[tuple[str, ...]] = ("tblite.interface", "scipy.optimize", "arl_flows.suites.molecules.xtb")
@@ -135,16 +130,9 @@ class XTBGapVerifier(IsolatedVerifier):
         if self.params.optimize:
             self.costs = CostModel(base=0.01, per_unit=0.022, exponent=1.0)
 
-    def prepare(self, candidate: Candidate) -> dict[str, Any] | Verdict:
+    def job_settings(self) -> dict[str, Any]:
         p = self.params
-        try:
-            parsed = check_molecule(candidate.payload, p.constraints)
-        except InvalidMolecule as exc:
-            return self.verdict(candidate, Status.invalid, feedback=str(exc))
         return {
-            "smiles": parsed.canonical,
-            "charge": p.constraints.formal_charge,
-            "geometry": p.geometry.model_dump(),
             "optimize": p.optimize,
             "max_opt_steps": p.max_opt_steps,
             "accuracy": p.accuracy,
