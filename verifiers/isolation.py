@@ -491,7 +491,7 @@ class IsolatedVerifier(Verifier[Any]):
         costs = {"cost_s": max(outcome.cpu_s, 0.0), "wall_s": max(outcome.wall_s, 0.0)}
         if outcome.kind == "ok":
             # A malformed result is this candidate's failure, never the batch's. That includes
-            # a NaN or infinite value or score, which Verdict refuses ("could not verify").
+            # a NaN or infinite value, which Verdict refuses ("could not verify").
             try:
                 return self.interpret(candidate, outcome.result, outcome)
             except ValidationError as exc:
