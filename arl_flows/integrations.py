@@ -349,7 +349,7 @@ class TieredReward:
             for traj, cand, est in zip(trajectories, candidates, result.estimates, strict=True):
                 used = result.verdicts_used.get(traj.id, [])
                 new = sum(1 for k in used if k in new_keys)
-                invalid = Status.invalid in statuses.get(cand.key, set()) or not cand.meta.get("valid", True)
+                invalid = Status.invalid in statuses.get(cand.key, set()) or not cand.valid
                 details.append(
                     RewardDetail(
                         completion=traj.final_answer,
@@ -372,7 +372,7 @@ class TieredReward:
                 "reward/mean": sum(rewards) / max(len(rewards), 1),
                 "reward/max": max(rewards, default=math.nan),
                 "reward/std_mean": sum(d.std for d in details) / max(len(details), 1),
-                "reward/validity": sum(1 for c in candidates if c.meta.get("valid", True)) / max(len(candidates), 1),
+                "reward/validity": sum(1 for c in candidates if c.valid) / max(len(candidates), 1),
                 "reward/unique": len({c.key for c in candidates}) / max(len(candidates), 1),
                 "verify/spend": result.total_spend,
                 "verify/cache_hits": float(hits),

@@ -300,7 +300,7 @@ class RunSession:
         rewards = [by_traj[t.id].mean for t in state.trajectories]
         stds = [by_traj[t.id].std for t in state.trajectories]
         metrics = self.trainer.step(state.rollout, rewards, stds, staleness=state.staleness)
-        metrics["reward/validity"] = sum(1 for c in state.candidates if c.meta.get("valid")) / max(len(state.candidates), 1)
+        metrics["reward/validity"] = sum(1 for c in state.candidates if c.valid) / max(len(state.candidates), 1)
         if state.result is not None and state.result.unavailable:
             metrics["tiers/unavailable"] = list(state.result.unavailable)  # reported in the run's artifacts
         metrics["reward/unique"] = len({c.key for c in state.candidates}) / max(len(state.candidates), 1)

@@ -196,7 +196,7 @@ class _Recorder:
             for c in candidates:
                 self.candidates.setdefault(c.key, c)
                 self.out.samples += 1
-                if c.meta.get("valid"):
+                if c.valid:
                     self.out.valid += 1
                     self.out.valid_keys.add(c.key)
 
@@ -246,7 +246,7 @@ class _Recorder:
             self.snapshot()
 
     def cheapest_top(self, candidates: Sequence[Candidate]) -> float:
-        valid = [c for c in candidates if c.meta.get("valid")]
+        valid = [c for c in candidates if c.valid]
         return min((self.top.expected_cost(c) for c in valid), default=0.0)
 
 

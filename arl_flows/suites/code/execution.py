@@ -123,9 +123,6 @@ class CodeExecution(Verifier[CodeExecutionParams]):
     Params = CodeExecutionParams
     cost_model = CostModel(base=0.03, per_unit=1e-6)
 
-    def size(self, candidate: Candidate) -> float:
-        return float(len(candidate.payload))
-
     def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
         return verify_each(self, candidates, self._verify_one)
 

@@ -408,9 +408,6 @@ class CodeFormat(Verifier[CodeFormatParams]):
     Params = CodeFormatParams
     cost_model = CostModel(base=0.0005, per_unit=2e-7)
 
-    def size(self, candidate: Candidate) -> float:
-        return float(len(candidate.payload))
-
     def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
         return verify_each(self, candidates, self._verify_one)
 

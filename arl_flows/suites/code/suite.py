@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from arl_flows.suites import Failure, Suite
@@ -145,6 +146,10 @@ class CodeSuite(Suite):
             raise ValueError("a code candidate needs its task: give the task id")
         get_task(task_id)  # an unknown task id is the caller's mistake: say so before verifying
         return make_candidate(task_id, text)
+
+    def featurize(self, candidate: Candidate) -> np.ndarray:
+        """No features: a program's length (its ``size``, what the cost models scale with) says nothing of its tests."""
+        return np.zeros(0)
 
     def rewards(self, trajectories, candidates, verdicts, estimates):  # noqa: ANN001, ANN201 - see Suite.rewards
         """The composed code reward replaces the window estimate; its std is that of the hidden tests not yet run."""

@@ -273,9 +273,6 @@ class CodeTests(Verifier[CodeTestsParams]):
     Params = CodeTestsParams
     cost_model = CostModel(base=0.08, per_unit=1e-6)
 
-    def size(self, candidate: Candidate) -> float:
-        return float(len(candidate.payload))
-
     def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
         return verify_each(self, candidates, self._verify_one)
 

@@ -240,7 +240,7 @@ class MoleculeSuite(Suite):
 
         prompt = self.external_prompt("warm start", {})
         pool = [self.completion(prompt, smiles)[0] for smiles, _ in load_qm9_gaps()]
-        return [c for c in pool if c.meta.get("valid")]
+        return [c for c in pool if c.valid]
 
     def featurize(self, candidate: Candidate) -> np.ndarray:
         from arl_flows.suites.molecules.features import molecule_features
