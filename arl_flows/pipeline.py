@@ -56,9 +56,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arl_flows.step import StepHooks, checkpoint, learn
-from arl_flows.training import RunSession, StepState, StepSummary, _rollout_from_tokens
+from arl_flows.training import LateTrajectory, RunSession, StepState, StepSummary, _rollout_from_tokens
 from arl_flows.verification_service import LateVerdict, SettledGroup, VerificationService
-from storage.records import Prompt, RewardEstimate, Trajectory, Verdict
+from storage.records import Trajectory, Verdict
 from verifiers import Candidate, Verifier
 
 __all__ = ["GROUPS_KEY", "Pipeline", "PipelineHooks", "PipelineReport", "run_pipeline"]
@@ -87,6 +87,16 @@ class PipelineHooks(StepHooks):
 
     def progress(self, session: RunSession, stats: dict[str, Any]) -> None:
         """Live state every ``streaming.progress_every_s``: queue depths, calls in flight per tier, policy version."""
+
+
+@dataclass(frozen=True)
+class SampledBatch:
+    """A batch the sampler wrote to the ledger, waiting for the verification service to open it."""
+
+    index: int  # the batch's number in sampling order
+    trajectories: list[Trajectory]
+    candidates: list[Candidate]  # one per trajectory, in order
+    policy_version: int  # learner updates behind the weights that sampled it
 
 
 @dataclass
@@ -135,9 +145,9 @@ class Pipeline:
         self._turn = threading.Condition()  # the sampler waits here for the learner to free a batch slot
         self._stop = threading.Event()
         self._errors: list[BaseException] = []
-        self._inbox: queue.Queue[tuple[int, list[Trajectory], list[Candidate], int]] = queue.Queue()  # batches to open
+        self._inbox: queue.Queue[SampledBatch] = queue.Queue()  # batches to open
         self._settled: queue.Queue[SettledGroup] = queue.Queue()
-        self._late: list[tuple[Trajectory, Prompt, RewardEstimate]] = []
+        self._late: list[LateTrajectory] = []
         self._sampling_done = threading.Event()
         self._service_done = threading.Event()
         self._groups_out = 0  # sampled (or re-opened) and not yet learned
@@ -233,7 +243,7 @@ class Pipeline:
         for index, trajs in sorted(by_batch.items()):
             cands = [session.suite.completion(prompts[t.prompt_id], t.final_answer)[0] for t in trajs]
             version = min((t.policy_version for t in trajs if t.policy_version is not None), default=self.version)
-            self._inbox.put((index, trajs, cands, version))
+            self._inbox.put(SampledBatch(index, trajs, cands, version))
             self.report.resumed_groups += len({t.group_id for t in trajs})
 
     # ------------------------------------------------------------------ sampler
@@ -258,7 +268,7 @@ class Pipeline:
                     self._groups_wanted -= groups
                     self._groups_sampled += groups
                 self.report.batches_sampled += 1
-                self._inbox.put((index, state.trajectories, state.candidates, version))
+                self._inbox.put(SampledBatch(index, state.trajectories, state.candidates, version))
         finally:
             self._sampling_done.set()
 
@@ -285,10 +295,10 @@ class Pipeline:
     def _open_waiting(self) -> None:
         while True:
             try:
-                index, trajs, cands, version = self._inbox.get_nowait()
+                batch = self._inbox.get_nowait()
             except queue.Empty:
                 return
-            self.service.open_batch(index, trajs, cands, policy_version=version)
+            self.service.open_batch(batch.index, batch.trajectories, batch.candidates, policy_version=batch.policy_version)
 
     def _publish(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -344,7 +354,7 @@ class Pipeline:
                 return
             self.report.late_verdicts += 1
             prompts = self.session.ledger.get_prompts({t.prompt_id for t in late.trajectories})
-            self._late += [(t, prompts[t.prompt_id], e) for t, e in zip(late.trajectories, late.estimates, strict=True)]
+            self._late += [LateTrajectory(t, prompts[t.prompt_id], e) for t, e in zip(late.trajectories, late.estimates, strict=True)]
 
     def _idle_distill(self) -> bool:
         """Hindsight on late verdicts while no group is settled (at most once per step's wait)."""

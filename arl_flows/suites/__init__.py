@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -53,6 +54,7 @@ if TYPE_CHECKING:  # policies imports torch and transformers: loaded when a suit
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "Failure",
     "NoOptions",
     "Suite",
     "SuiteNotFound",
@@ -66,8 +68,15 @@ __all__ = [
 
 ENTRY_POINT_GROUP = "arl.suites"
 
-Failure = tuple[Trajectory, Prompt, list[int], list[Verdict], RewardEstimate]
-"""One failed trajectory handed to ``Suite.hindsight``: with its prompt, completion ids, verdicts and estimate."""
+@dataclass(frozen=True)
+class Failure:
+    """One failed trajectory handed to ``Suite.hindsight``, with what it was asked and how it was judged."""
+
+    trajectory: Trajectory
+    prompt: Prompt
+    completion_ids: list[int]  # the policy's tokens of the completion (what a relabelled example trains on)
+    verdicts: list[Verdict]  # every ladder verdict about its candidate, lab answers included
+    estimate: RewardEstimate  # the scheduler's estimate the learner used
 
 
 class NoOptions(BaseModel):

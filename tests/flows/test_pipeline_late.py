@@ -42,7 +42,7 @@ def test_a_verdict_after_its_group_was_learned_updates_the_ledger_and_feeds_hind
     suite_hindsight = session.suite.hindsight
 
     def spy(policy, failures):  # noqa: ANN001, ANN202
-        given.update(traj.candidate_key for traj, *_ in failures)
+        given.update(f.trajectory.candidate_key for f in failures)
         return suite_hindsight(policy, failures)
 
     session.suite.hindsight = spy  # type: ignore[method-assign]
@@ -71,7 +71,7 @@ def test_a_verdict_after_its_group_was_learned_updates_the_ledger_and_feeds_hind
     assert late_trajs
     assert all(e is not None and e.value_std is not None and e.value_std <= 0.5 for _, e in late_trajs)
     # Every late-verdict trajectory the learner picked up that still counts as failed went to hindsight.
-    failed = {t.candidate_key for t, _, e in drained if e.mean < 1.0 and t.completion_ids}
+    failed = {x.trajectory.candidate_key for x in drained if x.estimate.mean < 1.0 and x.trajectory.completion_ids}
     assert failed and failed <= given
     used = sum(r.metrics.get("pipeline/late_used", 0.0) for r in ledger.training_steps(run_id))
     assert used + report.idle_distill_steps > 0

@@ -178,11 +178,11 @@ class CodeSuite(Suite):
         if not self.config.hindsight.hint_teacher:
             return [], []
         hinted = []
-        for _traj, prompt, completion_ids, verdicts, _estimate in failures:
-            problems = [v.feedback for v in verdicts if v.status != Status.ok or (v.value is not None and v.value < 1.0)]
+        for failure in failures:
+            problems = [v.feedback for v in failure.verdicts if v.status != Status.ok or (v.value is not None and v.value < 1.0)]
             if not problems:
                 continue
             hint = feedback_hint(error=problems[0][:300])
-            teacher_text = hint_prompt(prompt.text, hint)
-            hinted.append(HintedExample(policy.encode(prompt.text), policy.encode(teacher_text), completion_ids))
+            teacher_text = hint_prompt(failure.prompt.text, hint)
+            hinted.append(HintedExample(policy.encode(failure.prompt.text), policy.encode(teacher_text), failure.completion_ids))
         return [], hinted

@@ -300,12 +300,12 @@ class MoleculeSuite(Suite):
             return [], []
         min_rank = tier_rank(hcfg.min_fidelity)
         relabeled = []
-        for _traj, _prompt, completion_ids, verdicts, estimate in failures:
-            if achieved_value([v for v in verdicts if tier_rank(v.tier) >= min_rank]) is None:
+        for failure in failures:
+            if achieved_value([v for v in failure.verdicts if tier_rank(v.tier) >= min_rank]) is None:
                 continue
-            achieved = top_scale_value(estimate, hcfg.max_value_std)
+            achieved = top_scale_value(failure.estimate, hcfg.max_value_std)
             if achieved is not None:
-                relabeled.append(relabel(completion_ids, achieved, policy.tokenizer))
+                relabeled.append(relabel(failure.completion_ids, achieved, policy.tokenizer))
         return relabeled, []
 
     def show_candidate(self, key: str, answer: str) -> str:
