@@ -50,6 +50,7 @@ from arl_flows.suites import Suite, SuiteNotFound, get_suite, suite_for
 from arl_flows.training import TierRunner, build_ladder, teach_from_ledger, verify_candidates
 from storage.ledger import Ledger
 from storage.records import Prompt, RunStatus, Status, TrainingStepRecord, Trajectory, tier_rank
+from verifiers import Closable
 from verifiers.scheduler import Scheduler, VoiTarget, charge_one, spend_records
 
 __all__ = [
@@ -474,9 +475,8 @@ class TieredReward:
             if self.run_id is not None:
                 self.ledger.set_run_status(self.run_id, RunStatus.completed)
             for v in self.ladder:
-                stop = getattr(v, "close", None)
-                if stop is not None:
-                    stop()
+                if isinstance(v, Closable):
+                    v.close()
 
     def __enter__(self) -> TieredReward:
         return self

@@ -59,12 +59,11 @@ from arl_flows.step import StepHooks, checkpoint, learn
 from arl_flows.training import LateTrajectory, RunSession, StepState, StepSummary, _rollout_from_tokens
 from arl_flows.verification_service import LateVerdict, SettledGroup, VerificationService
 from storage.records import Trajectory, Verdict
-from verifiers import Candidate, Verifier
+from verifiers import Candidate, RemoteVerifier, Verifier
 
-__all__ = ["GROUPS_KEY", "Pipeline", "PipelineHooks", "PipelineReport", "run_pipeline"]
+__all__ = ["Pipeline", "PipelineHooks", "PipelineReport", "run_pipeline"]
 
 DRAIN_S = 60.0  # how long a stopped pipeline waits for the local calls it has out
-GROUPS_KEY = "pipeline/groups"  # the step's metrics: ids of the groups it learned from (what a resume skips)
 log = logging.getLogger("arl.pipeline")
 
 
@@ -232,7 +231,7 @@ class Pipeline:
         session = self.session
         learned: set[str] = set()
         for record in session.ledger.training_steps(session.run.id):
-            learned.update(record.metrics.get(GROUPS_KEY) or [])
+            learned.update(record.group_ids)
         rows = session.ledger.run_trajectories(session.run.id)
         self._next_batch = max((t.step for t, _ in rows), default=-1) + 1
         by_batch: dict[int, list[Trajectory]] = {}
@@ -382,7 +381,6 @@ class Pipeline:
         self.report.late_distilled += len(state.late)
         stats = self.service.stats()
         metrics |= {
-            GROUPS_KEY: [g.group_id for g in groups],
             "pipeline/policy_version": self.version,
             "pipeline/staleness_mean": sum(state.staleness or [0]) / max(len(state.staleness or [0]), 1),
             "pipeline/learner_idle_s": self.report.learner_idle_s,
@@ -432,6 +430,7 @@ class Pipeline:
             estimates=[e for g in groups for e in g.estimates],
             prompts=[prompts[p] for p in order],
             staleness=staleness,
+            group_ids=[g.group_id for g in groups],
         )
 
     def _finish(self) -> None:
@@ -454,7 +453,7 @@ class Pipeline:
             return
         self.service.draining = True
         self.stop_sampling()
-        local = [v.name for v in self.session.ladder if getattr(v, "answer", None) is None]
+        local = [v.name for v in self.session.ladder if not isinstance(v, RemoteVerifier)]
         deadline = time.monotonic() + DRAIN_S
         while time.monotonic() < deadline and not self._service_done.is_set() and any(self.service.in_flight[n] for n in local):
             time.sleep(0.05)

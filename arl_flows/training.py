@@ -51,7 +51,7 @@ from storage.records import (
     Verdict,
     tier_rank,
 )
-from verifiers import Candidate, Verifier, registry
+from verifiers import Candidate, Closable, Verifier, registry
 from verifiers.scheduler import Scheduler, StepResult, spend_records
 
 __all__ = [
@@ -127,6 +127,8 @@ class StepState:
     staleness: list[int] | None = None
     # Trajectories of groups learned earlier whose verdict came in late, with their prompt and new estimate: hindsight data.
     late: list[LateTrajectory] = field(default_factory=list)
+    # The asynchronous learner's: ids of the settled groups the step learns from (recorded with the step).
+    group_ids: list[str] = field(default_factory=list)
 
 
 class RunSession:
@@ -385,7 +387,9 @@ class RunSession:
         os.replace(tmp, final)
         record = CheckpointRecord(run_id=self.run.id, step=step, path=str(final), sha256=sha)
         # One transaction: the step counts as done exactly when its checkpoint is registered.
-        self.ledger.record_step(TrainingStepRecord(run_id=self.run.id, step=step, metrics=_finite(metrics)), checkpoint=record)
+        groups = self.steps[step].group_ids if step in self.steps else []
+        self.ledger.record_step(TrainingStepRecord(run_id=self.run.id, step=step, metrics=_finite(metrics), group_ids=groups),
+                                checkpoint=record)
         self.run = self.ledger.get_run(self.run.id)
         self.steps.pop(step - 1, None)  # keep memory bounded: only the current step's tensors
         return record
@@ -393,9 +397,8 @@ class RunSession:
     def finish(self, status: RunStatus = RunStatus.completed) -> RunRecord:
         self.run = self.ledger.set_run_status(self.run.id, status)
         for v in self.ladder:
-            close = getattr(v, "close", None)
-            if close is not None:
-                close()
+            if isinstance(v, Closable):
+                v.close()
         return self.run
 
     # ------------------------------------------------------------------ one whole step

@@ -71,7 +71,7 @@ from arl_flows.step import StepHooks, run_step
 from arl_flows.training import RunSession, StepState, StepSummary
 from storage.records import RewardEstimate, Status, Verdict
 from storage.settings import settings
-from verifiers import Candidate, Verifier
+from verifiers import Candidate, Closable, Verifier
 from benchmarks.replay import surrogate_kind
 from verifiers.scheduler import CascadePolicy, Observation, VoiTarget, charge, window_score
 
@@ -573,9 +573,8 @@ def learning_benchmark(
                 f"in {row['steps']} steps ({row['seconds']:.0f}s wall)"
             )
     for v in ladder:
-        close = getattr(v, "close", None)
-        if close is not None:
-            close()
+        if isinstance(v, Closable):
+            v.close()
     memo.close()
     regimes = {r: _aggregate(rows) | {"per_seed": rows} for r, rows in runs.items()}
     report: dict[str, Any] = {

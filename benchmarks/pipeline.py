@@ -61,7 +61,7 @@ from benchmarks.learning import (
 )
 from storage.records import RewardEstimate, Status, Trajectory, Verdict
 from storage.settings import settings
-from verifiers import Candidate, Verifier, registry
+from verifiers import Candidate, Closable, Verifier, registry
 from verifiers.scheduler import window_score
 
 __all__ = ["MODES", "PipelineBenchConfig", "pipeline_benchmark", "summary_table", "write_json"]
@@ -414,9 +414,8 @@ def _run_mode(
         ledger.close()
         if dask is not None:
             dask.busy_s = 0.0
-        close = getattr(top, "close", None)
-        if close is not None:
-            close()
+        if isinstance(top, Closable):
+            top.close()
     shutil.rmtree(settings().run_dir(session.run.id), ignore_errors=True)
     return rec, row
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from storage.records import Status, Tier, Verdict, VerifierSpec, params_hash
+from storage.records import LabRequest, Status, Tier, Verdict, VerifierSpec, params_hash
 
-__all__ = ["Candidate", "CostModel", "NoParams", "Verifier"]
+__all__ = ["Candidate", "Closable", "CostModel", "LabRequester", "NoParams", "RemoteVerifier", "Verifier"]
 
 
 class NoParams(BaseModel):
@@ -208,3 +208,38 @@ class _Timer:
     def __exit__(self, *exc: object) -> None:
         self.cpu_s = max(time.process_time() - self._cpu, 0.0)
         self.wall_s = max(time.perf_counter() - self._wall, 0.0)
+
+
+# -- optional capabilities of a verifier ----------------------------------------
+# A verifier opts in by defining the method; callers test ``isinstance(v, Closable)`` etc.
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """A verifier that holds resources (worker processes, a thread pool): whoever built it calls ``close`` when done."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class RemoteVerifier(Protocol):
+    """A verifier whose calls run elsewhere (a cluster): ``answer`` waits for one job on one candidate.
+
+    ``submitted_at`` (``time.time()`` when the job was sent) lets a job sent before a restart finish when
+    it would have; the asynchronous service calls ``answer`` instead of ``verify_batch`` and does not wait
+    for such a call on a stop (it stays recorded in flight and a resume continues it).
+    """
+
+    def answer(self, candidate: Candidate, submitted_at: float | None = None) -> Verdict: ...
+
+
+@runtime_checkable
+class LabRequester(Protocol):
+    """A verifier whose answers come from outside (a lab): its ``pending`` verdicts become requests to store.
+
+    The tier does not say it: a reference table sits on the lab tier but answers when called.
+    """
+
+    def lab_requests(
+        self, candidates: Sequence[Candidate], verdicts: Sequence[Verdict], run_id: str | None = None
+    ) -> list[LabRequest]: ...

@@ -66,7 +66,7 @@ def test_a_verdict_after_its_group_was_learned_updates_the_ledger_and_feeds_hind
     top = {v.candidate_key: v for v in ledger.verdicts_for({t.candidate_key for t, _ in rows}) if v.verifier == "simulated-cluster"}
     assert top and all(v.status != Status.pending for v in top.values())
     # The ledger's estimates of learned trajectories with a top-tier verdict cite it: updated after the group was taken.
-    learned = {g for r in ledger.training_steps(run_id) for g in r.metrics["pipeline/groups"]}
+    learned = {g for r in ledger.training_steps(run_id) for g in r.group_ids}
     late_trajs = [(t, e) for t, e in rows if t.group_id in learned and t.candidate_key in top and top[t.candidate_key].status == Status.ok]
     assert late_trajs
     assert all(e is not None and e.value_std is not None and e.value_std <= 0.5 for _, e in late_trajs)

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     import typer
 
     from policies import Policy, PolicyConfig
+    from verifiers.scheduler import SurrogateLearner
+    from verifiers.scheduler.config import LearnedSurrogateConfig
 
     from arl_flows.config import RunConfig
 
@@ -90,7 +92,7 @@ class MoleculeSuite(Suite):
         return [("prior", prior_app), ("bench", bench_app)]
 
     @staticmethod
-    def surrogate_learner(tiers: Sequence[str], learned: Any, seed: int) -> Any:
+    def surrogate_learner(tiers: Sequence[str], learned: LearnedSurrogateConfig, seed: int) -> SurrogateLearner:
         """A graph network on the molecule and the lower tiers' values (``graph.py``)."""
         from arl_flows.suites.molecules.graph import GraphLearner
 
