@@ -50,6 +50,7 @@ from arl_flows.suites import Suite, SuiteNotFound, get_suite, suite_for
 from arl_flows.training import TierRunner, build_ladder, teach_from_ledger, verify_candidates
 from storage.ledger import Ledger
 from storage.records import Prompt, RunStatus, Status, TrainingStepRecord, Trajectory, tier_rank
+from verifiers import Closable
 from verifiers.scheduler import Scheduler, VoiTarget, charge_one, spend_records
 
 __all__ = [
@@ -349,7 +350,7 @@ class TieredReward:
             for traj, cand, est in zip(trajectories, candidates, result.estimates, strict=True):
                 used = result.verdicts_used.get(traj.id, [])
                 new = sum(1 for k in used if k in new_keys)
-                invalid = Status.invalid in statuses.get(cand.key, set()) or not cand.meta.get("valid", True)
+                invalid = Status.invalid in statuses.get(cand.key, set()) or not cand.valid
                 details.append(
                     RewardDetail(
                         completion=traj.final_answer,
@@ -372,7 +373,7 @@ class TieredReward:
                 "reward/mean": sum(rewards) / max(len(rewards), 1),
                 "reward/max": max(rewards, default=math.nan),
                 "reward/std_mean": sum(d.std for d in details) / max(len(details), 1),
-                "reward/validity": sum(1 for c in candidates if c.meta.get("valid", True)) / max(len(candidates), 1),
+                "reward/validity": sum(1 for c in candidates if c.valid) / max(len(candidates), 1),
                 "reward/unique": len({c.key for c in candidates}) / max(len(candidates), 1),
                 "verify/spend": result.total_spend,
                 "verify/cache_hits": float(hits),
@@ -474,9 +475,8 @@ class TieredReward:
             if self.run_id is not None:
                 self.ledger.set_run_status(self.run_id, RunStatus.completed)
             for v in self.ladder:
-                stop = getattr(v, "close", None)
-                if stop is not None:
-                    stop()
+                if isinstance(v, Closable):
+                    v.close()
 
     def __enter__(self) -> TieredReward:
         return self

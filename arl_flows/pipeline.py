@@ -56,15 +56,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arl_flows.step import StepHooks, checkpoint, learn
-from arl_flows.training import RunSession, StepState, StepSummary, _rollout_from_tokens
+from arl_flows.training import LateTrajectory, RunSession, StepState, StepSummary, _rollout_from_tokens
 from arl_flows.verification_service import LateVerdict, SettledGroup, VerificationService
-from storage.records import Prompt, RewardEstimate, Trajectory, Verdict
-from verifiers import Candidate, Verifier
+from storage.records import Trajectory, Verdict
+from verifiers import Candidate, RemoteVerifier, Verifier
 
-__all__ = ["GROUPS_KEY", "Pipeline", "PipelineHooks", "PipelineReport", "run_pipeline"]
+__all__ = ["Pipeline", "PipelineHooks", "PipelineReport", "run_pipeline"]
 
 DRAIN_S = 60.0  # how long a stopped pipeline waits for the local calls it has out
-GROUPS_KEY = "pipeline/groups"  # the step's metrics: ids of the groups it learned from (what a resume skips)
 log = logging.getLogger("arl.pipeline")
 
 
@@ -87,6 +86,16 @@ class PipelineHooks(StepHooks):
 
     def progress(self, session: RunSession, stats: dict[str, Any]) -> None:
         """Live state every ``streaming.progress_every_s``: queue depths, calls in flight per tier, policy version."""
+
+
+@dataclass(frozen=True)
+class SampledBatch:
+    """A batch the sampler wrote to the ledger, waiting for the verification service to open it."""
+
+    index: int  # the batch's number in sampling order
+    trajectories: list[Trajectory]
+    candidates: list[Candidate]  # one per trajectory, in order
+    policy_version: int  # learner updates behind the weights that sampled it
 
 
 @dataclass
@@ -135,9 +144,9 @@ class Pipeline:
         self._turn = threading.Condition()  # the sampler waits here for the learner to free a batch slot
         self._stop = threading.Event()
         self._errors: list[BaseException] = []
-        self._inbox: queue.Queue[tuple[int, list[Trajectory], list[Candidate], int]] = queue.Queue()  # batches to open
+        self._inbox: queue.Queue[SampledBatch] = queue.Queue()  # batches to open
         self._settled: queue.Queue[SettledGroup] = queue.Queue()
-        self._late: list[tuple[Trajectory, Prompt, RewardEstimate]] = []
+        self._late: list[LateTrajectory] = []
         self._sampling_done = threading.Event()
         self._service_done = threading.Event()
         self._groups_out = 0  # sampled (or re-opened) and not yet learned
@@ -222,7 +231,7 @@ class Pipeline:
         session = self.session
         learned: set[str] = set()
         for record in session.ledger.training_steps(session.run.id):
-            learned.update(record.metrics.get(GROUPS_KEY) or [])
+            learned.update(record.group_ids)
         rows = session.ledger.run_trajectories(session.run.id)
         self._next_batch = max((t.step for t, _ in rows), default=-1) + 1
         by_batch: dict[int, list[Trajectory]] = {}
@@ -233,7 +242,7 @@ class Pipeline:
         for index, trajs in sorted(by_batch.items()):
             cands = [session.suite.completion(prompts[t.prompt_id], t.final_answer)[0] for t in trajs]
             version = min((t.policy_version for t in trajs if t.policy_version is not None), default=self.version)
-            self._inbox.put((index, trajs, cands, version))
+            self._inbox.put(SampledBatch(index, trajs, cands, version))
             self.report.resumed_groups += len({t.group_id for t in trajs})
 
     # ------------------------------------------------------------------ sampler
@@ -258,7 +267,7 @@ class Pipeline:
                     self._groups_wanted -= groups
                     self._groups_sampled += groups
                 self.report.batches_sampled += 1
-                self._inbox.put((index, state.trajectories, state.candidates, version))
+                self._inbox.put(SampledBatch(index, state.trajectories, state.candidates, version))
         finally:
             self._sampling_done.set()
 
@@ -285,10 +294,10 @@ class Pipeline:
     def _open_waiting(self) -> None:
         while True:
             try:
-                index, trajs, cands, version = self._inbox.get_nowait()
+                batch = self._inbox.get_nowait()
             except queue.Empty:
                 return
-            self.service.open_batch(index, trajs, cands, policy_version=version)
+            self.service.open_batch(batch.index, batch.trajectories, batch.candidates, policy_version=batch.policy_version)
 
     def _publish(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -344,7 +353,7 @@ class Pipeline:
                 return
             self.report.late_verdicts += 1
             prompts = self.session.ledger.get_prompts({t.prompt_id for t in late.trajectories})
-            self._late += [(t, prompts[t.prompt_id], e) for t, e in zip(late.trajectories, late.estimates, strict=True)]
+            self._late += [LateTrajectory(t, prompts[t.prompt_id], e) for t, e in zip(late.trajectories, late.estimates, strict=True)]
 
     def _idle_distill(self) -> bool:
         """Hindsight on late verdicts while no group is settled (at most once per step's wait)."""
@@ -372,7 +381,6 @@ class Pipeline:
         self.report.late_distilled += len(state.late)
         stats = self.service.stats()
         metrics |= {
-            GROUPS_KEY: [g.group_id for g in groups],
             "pipeline/policy_version": self.version,
             "pipeline/staleness_mean": sum(state.staleness or [0]) / max(len(state.staleness or [0]), 1),
             "pipeline/learner_idle_s": self.report.learner_idle_s,
@@ -422,6 +430,7 @@ class Pipeline:
             estimates=[e for g in groups for e in g.estimates],
             prompts=[prompts[p] for p in order],
             staleness=staleness,
+            group_ids=[g.group_id for g in groups],
         )
 
     def _finish(self) -> None:
@@ -444,7 +453,7 @@ class Pipeline:
             return
         self.service.draining = True
         self.stop_sampling()
-        local = [v.name for v in self.session.ladder if getattr(v, "answer", None) is None]
+        local = [v.name for v in self.session.ladder if not isinstance(v, RemoteVerifier)]
         deadline = time.monotonic() + DRAIN_S
         while time.monotonic() < deadline and not self._service_done.is_set() and any(self.service.in_flight[n] for n in local):
             time.sleep(0.05)

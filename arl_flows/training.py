@@ -28,14 +28,14 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from arl_flows.config import RunConfig
-from arl_flows.suites import Suite, suite_for
+from arl_flows.suites import Failure, Suite, suite_for
 from policies import Policy, PolicyConfig, PolicyTrainer, Rollout
 from storage.ledger import Ledger, LedgerError
 from storage.settings import settings
@@ -51,10 +51,11 @@ from storage.records import (
     Verdict,
     tier_rank,
 )
-from verifiers import Candidate, Verifier, registry
+from verifiers import Candidate, Closable, Verifier, registry
 from verifiers.scheduler import Scheduler, StepResult, spend_records
 
 __all__ = [
+    "LateTrajectory",
     "RunSession",
     "StepState",
     "StepSummary",
@@ -103,6 +104,15 @@ class StepSummary:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class LateTrajectory:
+    """A trajectory of a group learned earlier whose verdict came in late: hindsight data with its new estimate."""
+
+    trajectory: Trajectory
+    prompt: Prompt
+    estimate: RewardEstimate
+
+
 @dataclass
 class StepState:
     """What one step holds in memory between its stages (the ledger holds the durable part)."""
@@ -116,7 +126,9 @@ class StepState:
     # The asynchronous pipeline's: per trajectory, policy versions between its sampler and the learner (None: on-policy).
     staleness: list[int] | None = None
     # Trajectories of groups learned earlier whose verdict came in late, with their prompt and new estimate: hindsight data.
-    late: list[tuple[Trajectory, Prompt, RewardEstimate]] = field(default_factory=list)
+    late: list[LateTrajectory] = field(default_factory=list)
+    # The asynchronous learner's: ids of the settled groups the step learns from (recorded with the step).
+    group_ids: list[str] = field(default_factory=list)
 
 
 class RunSession:
@@ -299,8 +311,9 @@ class RunSession:
         by_traj = {e.trajectory_id: e for e in state.estimates}
         rewards = [by_traj[t.id].mean for t in state.trajectories]
         stds = [by_traj[t.id].std for t in state.trajectories]
-        metrics = self.trainer.step(state.rollout, rewards, stds, staleness=state.staleness)
-        metrics["reward/validity"] = sum(1 for c in state.candidates if c.meta.get("valid")) / max(len(state.candidates), 1)
+        metrics = self.trainer.step(state.rollout, rewards, stds, staleness=state.staleness,
+                                    group_ids=[t.group_id for t in state.trajectories])
+        metrics["reward/validity"] = sum(1 for c in state.candidates if c.valid) / max(len(state.candidates), 1)
         if state.result is not None and state.result.unavailable:
             metrics["tiers/unavailable"] = list(state.result.unavailable)  # reported in the run's artifacts
         metrics["reward/unique"] = len({c.key for c in state.candidates}) / max(len(state.candidates), 1)
@@ -317,36 +330,37 @@ class RunSession:
         by_traj = {e.trajectory_id: e for e in state.estimates}
         prompts = {p.id: p for p in state.prompts}
         mask = state.rollout.completion_mask
-        rows = [(t, prompts[t.prompt_id], by_traj[t.id], state.rollout.completion_ids[r, : int(mask[r].sum())].tolist())
+        rows = [Failure(t, prompts[t.prompt_id], state.rollout.completion_ids[r, : int(mask[r].sum())].tolist(), [], by_traj[t.id])
                 for r, t in enumerate(state.trajectories)]
         # Late verdicts first: a top-tier answer that came after its group was learned makes its relabel exact.
         return self._distill(self._recorded(state.late) + rows)
 
-    def distill_late(self, late: list[tuple[Trajectory, Prompt, RewardEstimate]]) -> dict[str, float]:
+    def distill_late(self, late: list[LateTrajectory]) -> dict[str, float]:
         """Hindsight on late-verdict trajectories alone (the asynchronous learner's use of idle time)."""
         if not self.config.hindsight.enabled or not late:
             return {}
         return self._distill(self._recorded(late))
 
     @staticmethod
-    def _recorded(late: list[tuple[Trajectory, Prompt, RewardEstimate]]) -> list[tuple[Trajectory, Prompt, RewardEstimate, list[int]]]:
-        return [(t, p, e, list(t.completion_ids or [])) for t, p, e in late]
+    def _recorded(late: list[LateTrajectory]) -> list[Failure]:
+        return [Failure(x.trajectory, x.prompt, list(x.trajectory.completion_ids or []), [], x.estimate) for x in late]
 
-    def _distill(self, rows: list[tuple[Trajectory, Prompt, RewardEstimate, list[int]]]) -> dict[str, float]:
-        """One distillation step on the failures among ``rows`` (trajectory, prompt, estimate, completion tokens)."""
+    def _distill(self, rows: list[Failure]) -> dict[str, float]:
+        """One distillation step on the failures among ``rows`` (their verdicts are read here, from the ledger)."""
         hcfg = self.config.hindsight
-        verdicts = self.ledger.verdicts_for([t.candidate_key for t, _, _, _ in rows], verifiers=[v.name for v in self.ladder])
+        verdicts = self.ledger.verdicts_for([r.trajectory.candidate_key for r in rows], verifiers=[v.name for v in self.ladder])
         verdicts += self._new_lab_verdicts()
         by_key: dict[str, list[Verdict]] = {}
         for v in verdicts:
             by_key.setdefault(v.candidate_key, []).append(v)
         failures, seen = [], set()
-        for traj, prompt, estimate, ids in rows:
-            if estimate.mean >= hcfg.threshold or traj.candidate_key in seen:
+        for row in rows:
+            key = row.trajectory.candidate_key
+            if row.estimate.mean >= hcfg.threshold or key in seen:
                 continue
-            seen.add(traj.candidate_key)
-            if ids:
-                failures.append((traj, prompt, ids, by_key.get(traj.candidate_key, []), estimate))
+            seen.add(key)
+            if row.completion_ids:
+                failures.append(replace(row, verdicts=by_key.get(key, [])))
         relabeled, hinted = self.suite.hindsight(self.policy, failures)
         relabeled, hinted = relabeled[: hcfg.max_examples], hinted[: hcfg.max_examples]
         if not relabeled and not hinted:
@@ -373,7 +387,9 @@ class RunSession:
         os.replace(tmp, final)
         record = CheckpointRecord(run_id=self.run.id, step=step, path=str(final), sha256=sha)
         # One transaction: the step counts as done exactly when its checkpoint is registered.
-        self.ledger.record_step(TrainingStepRecord(run_id=self.run.id, step=step, metrics=_finite(metrics)), checkpoint=record)
+        groups = self.steps[step].group_ids if step in self.steps else []
+        self.ledger.record_step(TrainingStepRecord(run_id=self.run.id, step=step, metrics=_finite(metrics), group_ids=groups),
+                                checkpoint=record)
         self.run = self.ledger.get_run(self.run.id)
         self.steps.pop(step - 1, None)  # keep memory bounded: only the current step's tensors
         return record
@@ -381,9 +397,8 @@ class RunSession:
     def finish(self, status: RunStatus = RunStatus.completed) -> RunRecord:
         self.run = self.ledger.set_run_status(self.run.id, status)
         for v in self.ladder:
-            close = getattr(v, "close", None)
-            if close is not None:
-                close()
+            if isinstance(v, Closable):
+                v.close()
         return self.run
 
     # ------------------------------------------------------------------ one whole step

@@ -38,7 +38,7 @@ from arl_flows.suites import Suite
 
 from storage.ledger import Ledger
 from storage.records import LabRequest, RewardEstimate, Status, Tier, Trajectory, Verdict, new_id, tier_rank
-from verifiers import Candidate, Verifier
+from verifiers import Candidate, LabRequester, RemoteVerifier, Verifier
 from verifiers.scheduler import Scheduler, StepPlan
 from verifiers.scheduler.spend import spend_records
 
@@ -283,9 +283,8 @@ class VerificationService:
     def _run(self, call: _Call) -> None:
         call.started = time.monotonic()
         try:
-            answer = getattr(call.verifier, "answer", None)
-            if answer is not None:
-                call.verdict = answer(call.candidate, submitted_at=call.submitted_at)
+            if isinstance(call.verifier, RemoteVerifier):
+                call.verdict = call.verifier.answer(call.candidate, submitted_at=call.submitted_at)
             else:
                 call.verdict = self.execute(call.verifier, call.candidate)
         except BaseException as exc:  # noqa: BLE001 - handed to the service thread, which abandons the call
@@ -364,7 +363,7 @@ def _external(verifier: Verifier) -> bool:
 
     The tier does not say it: a reference table sits on the lab tier but answers when called.
     """
-    return hasattr(verifier, "lab_requests")
+    return isinstance(verifier, LabRequester)
 
 
 def _verify_one(verifier: Verifier, candidate: Candidate) -> Verdict:

@@ -808,7 +808,6 @@ def _chain_top_calls(segments: list[list[tuple[str, int, str, str]]], stored_bef
 
 def _async_problems(url: str, run_id: str, segments: list[list[tuple[str, int, str, str]]]) -> list[str]:
     """What an async chain must hold at the end besides a sync one's (see :func:`run_chain`)."""
-    from arl_flows.pipeline import GROUPS_KEY
     from storage.ledger import Ledger
     from storage.records import Status
 
@@ -819,7 +818,7 @@ def _async_problems(url: str, run_id: str, segments: list[list[tuple[str, int, s
         spent = sum(ledger.spend_by_tier(run_id).values())
         requests = [r for r in ledger.lab_requests(run_id=run_id) if r.verifier == TOP_TIER]
         rows = ledger.run_trajectories(run_id)
-        learned = [(r.step, r.metrics.get(GROUPS_KEY) or []) for r in ledger.training_steps(run_id)]
+        learned = [(r.step, r.group_ids) for r in ledger.training_steps(run_id)]
         keys = {t.candidate_key for t, _ in rows}
         top = [v for v in ledger.verdicts_for(keys) if v.verifier == TOP_TIER]
     billed = sum(n for n, _ in _spend_calls(sqlite_path(url), run_id, TOP_TIER))

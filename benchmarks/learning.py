@@ -71,7 +71,7 @@ from arl_flows.step import StepHooks, run_step
 from arl_flows.training import RunSession, StepState, StepSummary
 from storage.records import RewardEstimate, Status, Verdict
 from storage.settings import settings
-from verifiers import Candidate, Verifier
+from verifiers import Candidate, Closable, Verifier
 from benchmarks.replay import surrogate_kind
 from verifiers.scheduler import CascadePolicy, Observation, VoiTarget, charge, window_score
 
@@ -373,7 +373,7 @@ class _RegimeDriver(StepHooks):
         """
         if self.regime in PROXY_REGIMES:
             return False
-        valid = [c for c in candidates if c.meta.get("valid")]
+        valid = [c for c in candidates if c.valid]
         cheapest = min((self.top.expected_cost(c) for c in valid), default=0.0)
         return self.bench.budget - self.session.scheduler.run_spent < cheapest
 
@@ -382,7 +382,7 @@ class _RegimeDriver(StepHooks):
         for c in state.candidates:
             self.candidates.setdefault(c.key, c)
             out.samples += 1
-            if c.meta.get("valid"):
+            if c.valid:
                 out.valid += 1
                 out.valid_keys.add(c.key)
 
@@ -490,7 +490,7 @@ def _held_out(top: Verifier, ladder: Sequence[Verifier], memo: VerdictMemo, n: i
     data = load_qm9_gaps()
     rng = random.Random(seed)
     picks = [make_candidate(s) for s, _ in rng.sample(data, min(n, len(data)))]
-    picks = [c for c in picks if c.meta.get("valid")]
+    picks = [c for c in picks if c.valid]
     values: dict[str, dict[str, float]] = {c.key: {} for c in picks}
     for v in ladder:
         for verdict in memo.get(v, picks):
@@ -573,9 +573,8 @@ def learning_benchmark(
                 f"in {row['steps']} steps ({row['seconds']:.0f}s wall)"
             )
     for v in ladder:
-        close = getattr(v, "close", None)
-        if close is not None:
-            close()
+        if isinstance(v, Closable):
+            v.close()
     memo.close()
     regimes = {r: _aggregate(rows) | {"per_seed": rows} for r, rows in runs.items()}
     report: dict[str, Any] = {

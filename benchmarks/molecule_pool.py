@@ -126,7 +126,7 @@ def molecule_pool(
     by_key: dict[str, tuple[Any, float]] = {}
     for smiles, gap in rows:
         c = make_candidate(smiles, {"property": "gap_ev", "low": low, "high": high})
-        if not c.meta.get("valid") or c.key in by_key:
+        if not c.valid or c.key in by_key:
             continue
         try:  # the pool holds what the suite accepts (QM9 has ions, which the suite's constraints reject)
             check_molecule(smiles, constraints)

@@ -61,7 +61,7 @@ from benchmarks.learning import (
 )
 from storage.records import RewardEstimate, Status, Trajectory, Verdict
 from storage.settings import settings
-from verifiers import Candidate, Verifier, registry
+from verifiers import Candidate, Closable, Verifier, registry
 from verifiers.scheduler import window_score
 
 __all__ = ["MODES", "PipelineBenchConfig", "pipeline_benchmark", "summary_table", "write_json"]
@@ -196,7 +196,7 @@ class _Recorder:
             for c in candidates:
                 self.candidates.setdefault(c.key, c)
                 self.out.samples += 1
-                if c.meta.get("valid"):
+                if c.valid:
                     self.out.valid += 1
                     self.out.valid_keys.add(c.key)
 
@@ -246,7 +246,7 @@ class _Recorder:
             self.snapshot()
 
     def cheapest_top(self, candidates: Sequence[Candidate]) -> float:
-        valid = [c for c in candidates if c.meta.get("valid")]
+        valid = [c for c in candidates if c.valid]
         return min((self.top.expected_cost(c) for c in valid), default=0.0)
 
 
@@ -414,9 +414,8 @@ def _run_mode(
         ledger.close()
         if dask is not None:
             dask.busy_s = 0.0
-        close = getattr(top, "close", None)
-        if close is not None:
-            close()
+        if isinstance(top, Closable):
+            top.close()
     shutil.rmtree(settings().run_dir(session.run.id), ignore_errors=True)
     return rec, row
 

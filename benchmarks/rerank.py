@@ -67,7 +67,7 @@ def molecules(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     pool = []
     for smiles, gap in load_qm9_gaps():
         c = make_candidate(smiles)
-        if c.meta.get("valid") and c.key not in history and c.key not in table:
+        if c.valid and c.key not in history and c.key not in table:
             table[c.key] = gap
             pool.append(c.payload)
     rng = random.Random(args.seed)

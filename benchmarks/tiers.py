@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 from arl_flows.suites.molecules.datasets import QM9_GAP_CSV, load_qm9_gaps
 from storage.records import Status
-from verifiers import registry
+from verifiers import Closable, registry
 from arl_flows.suites.molecules import (
     DFTGapVerifier,
     EHTGapVerifier,
@@ -111,9 +111,8 @@ def run_tier(spec: str, molecules: list[tuple[str, float]], threads: int) -> dic
     start = time.perf_counter()
     verdicts = verifier.verify_batch(candidates)
     wall = time.perf_counter() - start
-    close = getattr(verifier, "close", None)
-    if close:
-        close()
+    if isinstance(verifier, Closable):
+        verifier.close()
     pairs = [(v.value, ref) for v, (_, ref) in zip(verdicts, molecules) if v.status == Status.ok and v.value is not None]
     preds, refs = [p for p, _ in pairs], [r for _, r in pairs]
     statuses: dict[str, int] = {}

@@ -201,7 +201,7 @@ def main() -> None:
         table = {}
         for smiles, gap in load_qm9_gaps():
             c = make_candidate(smiles)
-            if c.meta.get("valid"):
+            if c.valid:
                 table.setdefault(c.key, gap)
         for seed in [int(s) for s in args.seeds.split(",")]:
             for regime in ("tiered", "top-only"):

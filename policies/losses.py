@@ -23,6 +23,7 @@ agree to float precision (tested in tests/policies/test_losses_vs_trl.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import torch
@@ -119,6 +120,25 @@ def group_advantages(
         raise ValueError(f"scale must be 'group', 'batch' or 'none', got {scale!r}")
     flat = grouped.amax(dim=1, keepdim=True) == grouped.amin(dim=1, keepdim=True)  # (B/G, 1)
     return adv.masked_fill(flat, 0.0).reshape(-1)  # (B,)
+
+
+def group_order(group_ids: Sequence[str], group_size: int) -> torch.Tensor:
+    """(B,) long permutation that puts each group's rows next to each other, groups in order of first appearance.
+
+    ``group_advantages`` and ``spread_mask`` take groups of ``group_size`` consecutive rows;
+    ``rewards[order]`` is that layout whatever order the rows came in (a ledger read, a
+    merged batch). A group with other than ``group_size`` rows is an error that names it.
+    """
+    rows: dict[str, list[int]] = {}
+    for i, g in enumerate(group_ids):
+        rows.setdefault(g, []).append(i)
+    wrong = next(((g, len(r)) for g, r in rows.items() if len(r) != group_size), None)
+    if wrong is not None:
+        raise ValueError(
+            f"group {wrong[0]!r} has {wrong[1]} rows, GRPO needs group_size={group_size}: pass every completion of a group, "
+            "and group ids that one prompt's samples share"
+        )
+    return torch.tensor([i for r in rows.values() for i in r], dtype=torch.long)  # (B,)
 
 
 def spread_mask(rewards: torch.Tensor, group_size: int) -> torch.Tensor:

@@ -21,6 +21,7 @@ from .losses import (
     GRPOLossConfig,
     decoupled_ppo_loss,
     group_advantages,
+    group_order,
     grpo_loss,
     reverse_kl_distill_loss,
     sft_loss,
@@ -123,8 +124,13 @@ class PolicyTrainer:
         rewards: Sequence[float],
         reward_stds: Sequence[float] | None = None,
         staleness: Sequence[int] | None = None,
+        group_ids: Sequence[str] | None = None,
     ) -> dict[str, float]:
         """One GRPO update from a rollout and its reward estimates (mean and optional std per completion).
+
+        ``group_ids`` (per completion: the group it was sampled in, e.g. ``Trajectory.group_id``)
+        groups rows by id, in whatever order they come; every row of a group must answer the same
+        prompt. Without them a group is ``rollout.group_size`` consecutive rows, as sampled.
 
         ``staleness`` (per completion: policy versions between the weights that sampled it and
         these) switches to the decoupled loss: ``rollout.logps`` are then the behaviour
@@ -145,9 +151,12 @@ class PolicyTrainer:
             "completions/mean_length": rollout.completion_mask.sum(1).mean().item(),
         }
 
-        # advantages, then keep only groups that can teach something
-        advantages = group_advantages(reward_t, rollout.group_size, scale=c.advantage_scale)  # (N,)
-        keep = spread_mask(reward_t, rollout.group_size) if c.dynamic_sampling else torch.ones(n, dtype=torch.bool)
+        # advantages per group (rows put in group order and back), then keep only groups that can teach something
+        order = self._group_order(rollout, group_ids)  # (N,)
+        back = torch.empty_like(order)
+        back[order] = torch.arange(n)  # (N,) inverse permutation
+        advantages = group_advantages(reward_t[order], rollout.group_size, scale=c.advantage_scale)[back]  # (N,)
+        keep = spread_mask(reward_t[order], rollout.group_size)[back] if c.dynamic_sampling else torch.ones(n, dtype=torch.bool)
         weights = None
         if staleness is not None:
             if len(staleness) != n:
@@ -214,6 +223,22 @@ class PolicyTrainer:
         return metrics
 
     # ----------------------------------------------------------------- hindsight distillation
+    @staticmethod
+    def _group_order(rollout: Rollout, group_ids: Sequence[str] | None) -> torch.Tensor:
+        """(N,) the rows in group order: by ``group_ids`` when given (checked against the prompts), else as sampled."""
+        n = rollout.completion_ids.shape[0]
+        if group_ids is None:
+            return torch.arange(n)
+        if len(group_ids) != n:
+            raise ValueError(f"need one group id per completion: {n} completions, {len(group_ids)} group ids")
+        order = group_order(group_ids, rollout.group_size)  # (N,)
+        prompts = rollout.prompt_index[order].view(-1, rollout.group_size)  # (N/G, G)
+        mixed = (prompts != prompts[:, :1]).any(dim=1).nonzero()
+        if len(mixed):
+            first = group_ids[int(order[int(mixed[0]) * rollout.group_size])]
+            raise ValueError(f"group {first!r} holds completions of different prompts: group ids must follow the prompts")
+        return order
+
     def distill_step(
         self,
         relabeled: Sequence[RelabeledExample] = (),

@@ -108,6 +108,7 @@ class TrainingStepRow(Base):
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
     step: Mapped[int] = mapped_column(Integer, primary_key=True)
     metrics: Mapped[dict[str, Any]]
+    group_ids: Mapped[list[Any] | None] = mapped_column(nullable=True)  # NULL: written before the column existed
     created_at: Mapped[datetime]
 
 

@@ -322,7 +322,12 @@ class RunRecord(_Record):
 class TrainingStepRecord(_Record):
     run_id: str
     step: int = Field(ge=0)
-    metrics: dict[str, Any] = Field(default_factory=dict)
+    metrics: dict[str, Any] = Field(default_factory=dict, description="The step's namespaced metrics (for reports).")
+    group_ids: list[str] = Field(
+        default_factory=list,
+        description="Ids of the groups the step learned from (the asynchronous learner's; what a resume skips). "
+        "Empty for a synchronous step.",
+    )
     created_at: datetime = Field(default_factory=utcnow)
 
 

@@ -13,7 +13,7 @@ is installed beside ARL.
 import warnings as _warnings
 from importlib import metadata as _metadata
 
-from verifiers.base import Candidate, CostModel, NoParams, Verifier
+from verifiers.base import Candidate, Closable, CostModel, LabRequester, NoParams, RemoteVerifier, Verifier
 from verifiers.registry import ENTRY_POINT_GROUP, VerifierNotFound, register_verifier, registry
 
 __arl__ = True  # this ``verifiers`` is ARL's, not the PyPI package of the same import name
@@ -21,8 +21,11 @@ __arl__ = True  # this ``verifiers`` is ARL's, not the PyPI package of the same 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "Candidate",
+    "Closable",
     "CostModel",
+    "LabRequester",
     "NoParams",
+    "RemoteVerifier",
     "Verifier",
     "VerifierNotFound",
     "VerifiersNameClash",

@@ -12,13 +12,13 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from storage.records import Status, Tier, Verdict, VerifierSpec, params_hash
+from storage.records import LabRequest, Status, Tier, Verdict, VerifierSpec, params_hash
 
-__all__ = ["Candidate", "CostModel", "NoParams", "Verifier"]
+__all__ = ["Candidate", "Closable", "CostModel", "LabRequester", "NoParams", "RemoteVerifier", "Verifier"]
 
 
 class NoParams(BaseModel):
@@ -37,19 +37,39 @@ class Candidate(BaseModel):
     payload: str = Field(description="The text to verify, e.g. a trajectory's final answer.")
     task_id: str | None = None
     goal: dict[str, Any] = Field(default_factory=dict)
+    valid: bool = Field(
+        default=True,
+        description="Whether the completion parsed into a well-formed candidate (a molecule, a program of the expected "
+        "shape). A run's validity (`reward/validity`, the summary's 'validity' column) is the share of candidates with "
+        "valid true. The suite sets it in Suite.completion; a verifier may still find a valid candidate wrong.",
+    )
+    size: float | None = Field(
+        default=None,
+        description="The candidate's size as its suite measures it (heavy atoms, characters, expression nodes): what "
+        "the cost models and the default scheduler features scale with. None: the suite gives none (read as 0).",
+    )
     meta: dict[str, Any] = Field(
         default_factory=dict,
-        description="Suite-specific extras, two of them read by the core: 'size' (a number) is the size the cost "
-        "model and the default features use; 'valid' (a bool) says whether the completion parsed into a well-formed "
-        "candidate: a run's validity (`reward/validity`, the summary's 'validity' column) counts candidates with "
-        "meta['valid'] true, so a suite that leaves it out reads 0% in a training run. Set it in Suite.completion.",
+        description="Suite-specific extras the core never reads (e.g. a molecule's canonical SMILES).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _typed_from_meta(cls, data: Any) -> Any:
+        """A candidate written before ``valid`` and ``size`` were fields carried them in ``meta``: lift them out."""
+        if not isinstance(data, dict) or not isinstance(data.get("meta"), dict):
+            return data
+        meta = dict(data["meta"])
+        lifted = {name: meta.pop(name) for name in ("valid", "size") if name in meta}
+        if not lifted:
+            return data
+        return {**data, **{k: v for k, v in lifted.items() if data.get(k) is None}, "meta": meta}
 
 
 class CostModel(BaseModel):
     """Expected CPU-seconds per candidate: ``base + per_unit * size``.
 
-    ``size`` is suite-specific (``Candidate.meta['size']``: e.g. heavy atoms
+    ``size`` is suite-specific (``Candidate.size``: e.g. heavy atoms
     of a molecule). ``refine`` fits both numbers to costs measured in the ledger, so
     the scheduler's budget arithmetic follows the machine it runs on.
     """
@@ -129,7 +149,7 @@ class Verifier(ABC, Generic[P]):
     # -- cost -------------------------------------------------------------
     def size(self, candidate: Candidate) -> float:
         """Size of a candidate for the cost model (override per suite)."""
-        return float(candidate.meta.get("size", 0) or 0)
+        return float(candidate.size or 0.0)
 
     def expected_cost(self, candidate: Candidate) -> float:
         """Expected CPU-seconds to verify ``candidate``."""
@@ -186,3 +206,38 @@ class _Timer:
     def __exit__(self, *exc: object) -> None:
         self.cpu_s = max(time.process_time() - self._cpu, 0.0)
         self.wall_s = max(time.perf_counter() - self._wall, 0.0)
+
+
+# -- optional capabilities of a verifier ----------------------------------------
+# A verifier opts in by defining the method; callers test ``isinstance(v, Closable)`` etc.
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """A verifier that holds resources (worker processes, a thread pool): whoever built it calls ``close`` when done."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class RemoteVerifier(Protocol):
+    """A verifier whose calls run elsewhere (a cluster): ``answer`` waits for one job on one candidate.
+
+    ``submitted_at`` (``time.time()`` when the job was sent) lets a job sent before a restart finish when
+    it would have; the asynchronous service calls ``answer`` instead of ``verify_batch`` and does not wait
+    for such a call on a stop (it stays recorded in flight and a resume continues it).
+    """
+
+    def answer(self, candidate: Candidate, submitted_at: float | None = None) -> Verdict: ...
+
+
+@runtime_checkable
+class LabRequester(Protocol):
+    """A verifier whose answers come from outside (a lab): its ``pending`` verdicts become requests to store.
+
+    The tier does not say it: a reference table sits on the lab tier but answers when called.
+    """
+
+    def lab_requests(
+        self, candidates: Sequence[Candidate], verdicts: Sequence[Verdict], run_id: str | None = None
+    ) -> list[LabRequest]: ...

@@ -207,7 +207,7 @@ def _flat_reward_note(rows: list[Any]) -> str:
 def _check_ladder_and_policy(cfg: Any) -> None:
     """Fail before Prefect starts when a tier or the policy path cannot work (one line, exit 2)."""
     from arl_flows.training import build_ladder
-    from verifiers import VerifierNotFound
+    from verifiers import Closable, VerifierNotFound
 
     if cfg.policy_path and not (Path(cfg.policy_path) / "config.json").is_file():
         raise UserError(f"policy_path {cfg.policy_path!r} is not a local transformers model directory (no config.json)")
@@ -216,9 +216,8 @@ def _check_ladder_and_policy(cfg: Any) -> None:
     except (VerifierNotFound, ImportError, TypeError, ValueError) as exc:
         raise UserError(f"tiers: {' '.join(str(exc).split())}") from None
     for verifier in ladder:
-        close = getattr(verifier, "close", None)
-        if close is not None:
-            close()
+        if isinstance(verifier, Closable):
+            verifier.close()
 
 
 @app.command("run")

@@ -178,6 +178,8 @@ def verify(
     if tiers is None and not as_json:
         names = ", ".join(shown(cls.name) for cls, _ in chosen)
         console.print(f"tiers: the {shown(suite)} suite's ladder ({names}); --tiers to choose others")
+    from verifiers import Closable, LabRequester
+
     all_verdicts: list[tuple[str, Any]] = []
     lab_requests = []
     for cls, base in chosen:
@@ -188,11 +190,10 @@ def verify(
         try:
             verdicts = verifier.verify_batch(candidates)
         finally:
-            close = getattr(verifier, "close", None)
-            if close is not None:
-                close()
+            if isinstance(verifier, Closable):
+                verifier.close()
         all_verdicts += [(text, v) for text, v in zip(texts, verdicts, strict=True)]
-        if hasattr(verifier, "lab_requests"):
+        if isinstance(verifier, LabRequester):
             lab_requests += verifier.lab_requests(candidates, verdicts)
 
     stored = ""

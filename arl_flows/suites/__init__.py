@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -49,10 +50,11 @@ if TYPE_CHECKING:  # policies imports torch and transformers: loaded when a suit
     from policies import HintedExample, Policy, PolicyConfig, RelabeledExample
 
     from arl_flows.config import RunConfig
-    from verifiers.scheduler import Scheduler
+    from verifiers.scheduler import Scheduler, SurrogateLearnerFactory
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "Failure",
     "NoOptions",
     "Suite",
     "SuiteNotFound",
@@ -66,8 +68,15 @@ __all__ = [
 
 ENTRY_POINT_GROUP = "arl.suites"
 
-Failure = tuple[Trajectory, Prompt, list[int], list[Verdict], RewardEstimate]
-"""One failed trajectory handed to ``Suite.hindsight``: with its prompt, completion ids, verdicts and estimate."""
+@dataclass(frozen=True)
+class Failure:
+    """One failed trajectory handed to ``Suite.hindsight``, with what it was asked and how it was judged."""
+
+    trajectory: Trajectory
+    prompt: Prompt
+    completion_ids: list[int]  # the policy's tokens of the completion (what a relabelled example trains on)
+    verdicts: list[Verdict]  # every ladder verdict about its candidate, lab answers included
+    estimate: RewardEstimate  # the scheduler's estimate the learner used
 
 
 class NoOptions(BaseModel):
@@ -188,11 +197,11 @@ class Suite:
 
         return size_features(candidate)
 
-    surrogate_learner: ClassVar[Callable[[Sequence[str], Any, int], Any] | None] = None
+    surrogate_learner: ClassVar[SurrogateLearnerFactory | None] = None
     """Makes the learned model the scheduler's surrogate stacks on its linear one once the history is large:
-    ``surrogate_learner(lower_tiers, scheduler.learned, seed)`` returns an object whose ``fit(payloads, values,
-    target, progress)`` gives a model with ``predict(payloads, values) -> (mean, std)`` (or None if it cannot
-    read the payloads). None: the linear surrogate only. The molecules suite's is a graph network."""
+    ``surrogate_learner(lower_tiers, scheduler.learned, seed)`` returns a ``SurrogateLearner`` whose ``fit``
+    gives a ``LearnedModel`` (or None if it cannot read the payloads); see ``verifiers.scheduler.learned``.
+    None: the linear surrogate only. The molecules suite's is a graph network."""
 
     def history_candidate(self, key: str) -> Candidate | None:
         """A candidate rebuilt from a cache key, to teach the surrogate from the ledger (None: cannot)."""

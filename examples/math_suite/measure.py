@@ -52,7 +52,7 @@ def main() -> None:
             getattr(verifier, "close", lambda: None)()
         verdicts[cls.name] = got
         costs = [v.cost_s for v in got]
-        fit = CostModel(base=0.001, per_unit=0.0001).refine([c.meta["size"] for c in candidates], costs)
+        fit = CostModel(base=0.001, per_unit=0.0001).refine([c.size for c in candidates], costs)
         print(f"{cls.name:15s} calls {len(got)}  CPU-s per call: median {statistics.median(costs):.4f} "
               f"mean {statistics.mean(costs):.4f} max {max(costs):.3f}  fit {fit.base:.4f} + {fit.per_unit:.5f} * size  "
               f"statuses {dict((s, sum(v.status.value == s for v in got)) for s in ('ok', 'invalid', 'failed', 'timeout'))}")

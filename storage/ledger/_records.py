@@ -205,7 +205,7 @@ class _Records(_Database):
                 s.add(CheckpointRow(**checkpoint.model_dump()))
             stmt = self._insert(TrainingStepRow.__table__)
             stmt = stmt.on_conflict_do_update(
-                index_elements=["run_id", "step"], set_={"metrics": stmt.excluded.metrics}
+                index_elements=["run_id", "step"], set_={"metrics": stmt.excluded.metrics, "group_ids": stmt.excluded.group_ids}
             )
             s.execute(stmt, [record.model_dump(mode="python")])
             run = s.get(RunRow, record.run_id)
@@ -218,7 +218,8 @@ class _Records(_Database):
         with self._read() as s:
             q = select(TrainingStepRow).where(TrainingStepRow.run_id == run_id).order_by(TrainingStepRow.step)
             return [
-                TrainingStepRecord(run_id=r.run_id, step=r.step, metrics=r.metrics, created_at=_utc(r.created_at))
+                TrainingStepRecord(run_id=r.run_id, step=r.step, metrics=r.metrics, group_ids=r.group_ids or [],
+                                   created_at=_utc(r.created_at))
                 for r in s.scalars(q)
             ]
 

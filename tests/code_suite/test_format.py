@@ -67,13 +67,13 @@ def test_candidate_key_depends_on_code_not_thinking():
     assert a.key == b.key
     assert a.key != c.key and a.key != d.key
     assert a.key.startswith("code:sum-to-n:c3-") and len(a.key.split(":")[-1]) == 3 + 17 + 64
-    assert a.suite == "code" and a.task_id == "sum-to-n" and a.meta["format_ok"] is True
+    assert a.suite == "code" and a.task_id == "sum-to-n" and a.valid is True
 
 
 def test_malformed_candidates_key_on_text():
     a = make_candidate("sum-to-n", "<think>x</think><code>print(1)")
     b = make_candidate("sum-to-n", "<think>y</think><code>print(1)")
-    assert a.key != b.key and a.meta["format_ok"] is False
+    assert a.key != b.key and a.valid is False
     assert json.loads(canonical_code("<think>x</think><code>print(1)")) == {"malformed": "<think>x</think><code>print(1)"}
 
 

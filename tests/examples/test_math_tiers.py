@@ -184,9 +184,10 @@ def test_arl_verify_says_in_one_line_which_goal_keys_the_suite_needs() -> None:
 def test_hindsight_relabels_a_wrong_antiderivative_with_the_task_it_solves() -> None:
     from transformers import GPT2Config
 
-    from arl_flows.suites import standalone_suite
+    from arl_flows.suites import Failure, standalone_suite
     from arl_math.prior import build_tokenizer, prompt_ids
     from policies import Policy
+    from storage.records import Prompt, RewardEstimate, Trajectory
 
     suite = standalone_suite("arl_math.suite:MathSuite")
     tok = build_tokenizer()
@@ -196,9 +197,11 @@ def test_hindsight_relabels_a_wrong_antiderivative_with_the_task_it_solves() -> 
     wrong = tok("x*sin(x)", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
     derivative_task = suite._prompt(type("T", (), {"id": "derivative:x", "kind": "derivative", "expr": "x", "text": "d/dx x"})())
     long = tok("x**5*sin(x**3)*exp(x**2)*cos(x)", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-    relabeled, hinted = suite.hindsight(
-        policy, [(None, asked, wrong, [], None), (None, derivative_task, wrong, [], None), (None, asked, long, [], None)]
-    )
+    def failed(prompt: Prompt, completion_ids: list[int]) -> Failure:
+        traj = Trajectory(prompt_id=prompt.id, step=0, group_id="g", final_answer="", candidate_key="math:k")
+        return Failure(traj, prompt, completion_ids, [], RewardEstimate(trajectory_id=traj.id, mean=0.0, std=0.0))
+
+    relabeled, hinted = suite.hindsight(policy, [failed(asked, wrong), failed(derivative_task, wrong), failed(asked, long)])
     # derivative answers have no task they solve for sure; a new task too long for the context is left out
     assert hinted == [] and len(relabeled) == 1
     assert relabeled[0].prompt_ids == prompt_ids(tok, "antiderivative", "x*cos(x)+sin(x)")

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from arl_flows.config import load_config
-from arl_flows.pipeline import GROUPS_KEY, Pipeline, PipelineHooks
+from arl_flows.pipeline import Pipeline, PipelineHooks
 from arl_flows.training import RunSession
 from storage.ledger import Ledger
 from storage.records import RunStatus, Status
@@ -31,7 +31,7 @@ def _async(overrides, *, latency: float, steps: int = 3, **streaming: object) ->
 
 
 def _learned(ledger: Ledger, run_id: str) -> list[str]:
-    return [g for record in ledger.training_steps(run_id) for g in record.metrics[GROUPS_KEY]]
+    return [g for record in ledger.training_steps(run_id) for g in record.group_ids]
 
 
 def test_async_run_learns_every_group_once_from_the_policy_that_sampled_it(prefect_harness, flow_home, overrides, sqlite_url) -> None:

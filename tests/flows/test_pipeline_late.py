@@ -42,7 +42,7 @@ def test_a_verdict_after_its_group_was_learned_updates_the_ledger_and_feeds_hind
     suite_hindsight = session.suite.hindsight
 
     def spy(policy, failures):  # noqa: ANN001, ANN202
-        given.update(traj.candidate_key for traj, *_ in failures)
+        given.update(f.trajectory.candidate_key for f in failures)
         return suite_hindsight(policy, failures)
 
     session.suite.hindsight = spy  # type: ignore[method-assign]
@@ -66,12 +66,12 @@ def test_a_verdict_after_its_group_was_learned_updates_the_ledger_and_feeds_hind
     top = {v.candidate_key: v for v in ledger.verdicts_for({t.candidate_key for t, _ in rows}) if v.verifier == "simulated-cluster"}
     assert top and all(v.status != Status.pending for v in top.values())
     # The ledger's estimates of learned trajectories with a top-tier verdict cite it: updated after the group was taken.
-    learned = {g for r in ledger.training_steps(run_id) for g in r.metrics["pipeline/groups"]}
+    learned = {g for r in ledger.training_steps(run_id) for g in r.group_ids}
     late_trajs = [(t, e) for t, e in rows if t.group_id in learned and t.candidate_key in top and top[t.candidate_key].status == Status.ok]
     assert late_trajs
     assert all(e is not None and e.value_std is not None and e.value_std <= 0.5 for _, e in late_trajs)
     # Every late-verdict trajectory the learner picked up that still counts as failed went to hindsight.
-    failed = {t.candidate_key for t, _, e in drained if e.mean < 1.0 and t.completion_ids}
+    failed = {x.trajectory.candidate_key for x in drained if x.estimate.mean < 1.0 and x.trajectory.completion_ids}
     assert failed and failed <= given
     used = sum(r.metrics.get("pipeline/late_used", 0.0) for r in ledger.training_steps(run_id))
     assert used + report.idle_distill_steps > 0

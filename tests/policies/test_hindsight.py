@@ -48,6 +48,7 @@ def test_molecule_relabels_use_the_top_tier_scale_not_a_lower_tiers_raw_value(sm
     from types import SimpleNamespace
 
     from arl_flows.config import RunConfig
+    from arl_flows.suites import Failure
     from arl_flows.suites.molecules.suite import MoleculeSuite
 
     tok = smiles_tokenizer
@@ -57,9 +58,9 @@ def test_molecule_relabels_use_the_top_tier_scale_not_a_lower_tiers_raw_value(sm
     traj = Trajectory(id="t", prompt_id="p", step=0, group_id="g", final_answer="CCO", candidate_key="molecules:CCO")
     fast, xtb = _verdict(Tier.fast, Status.ok, 4.9), _verdict(Tier.simulation, Status.ok, 4.2)
     failures = [
-        (traj, prompt, completion, [fast, xtb], _estimate(6.3, 0.4)),  # relabelled at 6.0-6.5, not 4.0-4.5
-        (traj, prompt, completion, [fast, xtb], _estimate(6.3, 0.8)),  # posterior too wide: skipped
-        (traj, prompt, completion, [fast], _estimate(6.3, 0.3)),  # only the fast tier answered: skipped
+        Failure(traj, prompt, completion, [fast, xtb], _estimate(6.3, 0.4)),  # relabelled at 6.0-6.5, not 4.0-4.5
+        Failure(traj, prompt, completion, [fast, xtb], _estimate(6.3, 0.8)),  # posterior too wide: skipped
+        Failure(traj, prompt, completion, [fast], _estimate(6.3, 0.3)),  # only the fast tier answered: skipped
     ]
     relabeled, hinted = suite.hindsight(SimpleNamespace(tokenizer=tok), failures)
     assert [ex.goal for ex in relabeled] == [(6.0, 6.5)] and not hinted

@@ -10,6 +10,7 @@ import torch
 from policies import (
     GRPOLossConfig,
     group_advantages,
+    group_order,
     grpo_loss,
     reverse_kl_distill_loss,
     sft_loss,
@@ -90,6 +91,15 @@ def test_group_advantages_hand_computed_and_zero_spread():
 def test_group_advantages_rejects_ragged_groups():
     with pytest.raises(ValueError, match="divisible"):
         group_advantages(torch.zeros(5), group_size=2)
+
+
+def test_group_order_gathers_each_groups_rows_in_order_of_first_appearance():
+    assert group_order(["b", "a", "b", "a"], group_size=2).tolist() == [0, 2, 1, 3]
+    rewards = torch.tensor([1.0, 0.0, 3.0, 2.0])  # b: 1, 3; a: 0, 2
+    order = group_order(["b", "a", "b", "a"], group_size=2)
+    assert group_advantages(rewards[order], 2, scale="none").tolist() == [-1.0, 1.0, -1.0, 1.0]
+    with pytest.raises(ValueError, match="group 'a' has 1 rows"):
+        group_order(["a", "b", "b"], group_size=2)
 
 
 def test_sft_loss_is_masked_token_mean():

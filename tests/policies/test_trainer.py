@@ -82,3 +82,26 @@ def test_stale_rows_use_the_decoupled_loss_and_beyond_the_bound_are_dropped(tiny
     assert any(not torch.equal(a, b) for a, b in zip(before, tiny_policy.model.parameters(), strict=True))
     with pytest.raises(ValueError, match="one staleness"):
         trainer.step(rollout, rewards, staleness=[0])
+
+
+def test_groups_follow_their_ids_not_the_row_order(tiny_policy):
+    """Rows of two groups interleaved (as a ledger read may return them) get the advantages of their own group."""
+    rollout = _rollout(tiny_policy)
+    rewards = [0.0, 1.0, 0.5, 0.2, 1.0, 0.0, 0.0, 0.3]
+    ids = ["a"] * 4 + ["b"] * 4
+    shuffled = [4, 0, 5, 1, 6, 2, 7, 3]  # a, b alternating: positional groups of 4 would mix the prompts
+    cfg = TrainerConfig(group_size=4, max_grad_norm=None, loss=GRPOLossConfig(max_completion_length=8))
+    grads = []
+    for rows in (list(range(8)), shuffled):
+        policy = copy.deepcopy(tiny_policy)
+        PolicyTrainer(policy, cfg).step(rollout.select(rows), [rewards[r] for r in rows], group_ids=[ids[r] for r in rows])
+        grads.append(torch.cat([p.grad.flatten() for p in policy.model.parameters() if p.grad is not None]))
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-6, rtol=1e-4)
+
+    trainer = PolicyTrainer(copy.deepcopy(tiny_policy), cfg)
+    with pytest.raises(ValueError, match="group 'a' has 3 rows"):
+        trainer.step(rollout, rewards, group_ids=["a"] * 3 + ["b"] * 5)
+    with pytest.raises(ValueError, match="different prompts"):
+        trainer.step(rollout, rewards, group_ids=["a", "b"] * 4)
+    with pytest.raises(ValueError, match="one group id per completion"):
+        trainer.step(rollout, rewards, group_ids=ids[:7])

@@ -38,7 +38,7 @@ class ExactMassVerifier(IsolatedVerifier):
     preload_modules: ClassVar[tuple[str, ...]] = ("rdkit.Chem.rdMolDescriptors",)
 
     def prepare(self, candidate: Candidate) -> Any:
-        if not candidate.meta.get("valid"):
+        if not candidate.valid:
             return self.verdict(candidate, Status.invalid, feedback=candidate.meta.get("reason", "not a molecule"))
         return candidate.meta["canonical"]
 

@@ -232,7 +232,7 @@ def test_scheduler_step_survives_a_simulation_tier_that_always_fails() -> None:
                 # Estimates rest on the tiers that work: never on the dead one.
                 assert est.fidelity in (None, Tier.fast, Tier.lab), est
                 assert math.isfinite(est.mean) and math.isfinite(est.std)
-                if not c.meta["valid"]:
+                if not c.valid:
                     assert est.fidelity is None and est.invalid and est.components == {}
                 else:
                     assert by_key[c.key][fast.name].status == Status.ok
@@ -252,7 +252,7 @@ def test_scheduler_step_survives_a_simulation_tier_that_always_fails() -> None:
         step3 = s.run_step(fresh, group_ids=[f"h{i // 8}" for i in range(len(fresh))], budget=math.inf)
         assert sum(1 for v in step3.verdicts if v.verifier == dead.name) <= s.config.dead_after
         assert any("recent calls all failed" in d.reason for d in step3.decisions)
-        valid = [c for c in fresh if c.meta["valid"]]
+        valid = [c for c in fresh if c.valid]
         assert sum(1 for v in step3.verdicts if v.verifier == top.name) == len(valid)  # fell back to the top tier
     finally:
         dead.close()

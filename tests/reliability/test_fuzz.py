@@ -141,7 +141,7 @@ def _check_smiles(text: str) -> None:
         assert str(exc) and "\n" not in str(exc), repr(str(exc))
         parsed = None
     candidate = molecule_candidate(text)
-    assert candidate.meta["valid"] in (True, False)
+    assert candidate.valid in (True, False)
     if parsed is not None:
         assert candidate.key == f"molecules:{parsed.canonical}"
         assert parsed.heavy_atoms <= 9
@@ -180,7 +180,7 @@ def _check_code(text: str) -> None:
     if isinstance(parsed, FormatError):
         assert isinstance(result, str) and result.startswith("format: ")
     candidate = code_candidate(_TASK_ID, text)
-    assert candidate.meta["format_ok"] == isinstance(parsed, ParsedTrajectory)
+    assert candidate.valid == isinstance(parsed, ParsedTrajectory)
     assert candidate.key == code_candidate(_TASK_ID, text).key  # deterministic
     verdict = _code_fast.verify_batch([candidate])[0]
     if isinstance(result, str):

@@ -21,6 +21,8 @@ def test_upgrade_from_empty_downgrade_one_step_upgrade_again(db_url: str) -> Non
     assert "score" not in {c["name"] for c in inspect(create_engine(db_url)).get_columns("verdicts")}
     ledger.downgrade("-1")
     assert ledger.current_revision() != head
+    assert "group_ids" not in {c["name"] for c in inspect(create_engine(db_url)).get_columns("training_steps")}
+    ledger.downgrade("-1")
     assert "score" in {c["name"] for c in inspect(create_engine(db_url)).get_columns("verdicts")}
     ledger.downgrade("-1")
     assert "policy_version" not in {c["name"] for c in inspect(create_engine(db_url)).get_columns("trajectories")}
@@ -105,6 +107,34 @@ def test_reward_rows_from_before_the_posterior_columns_read_back_from_their_comp
     assert got[trajs[0].id].components == {"p_hit": 0.6}
     assert got[trajs[1].id].invalid and got[trajs[1].id].value_mean is None and got[trajs[1].id].components == {}
     ledger.close()
+
+def test_step_group_ids_are_a_column_and_old_steps_with_them_in_the_metrics_read_back(db_url: str) -> None:
+    """Before revision 0006 a step's learned group ids sat in its metrics blob; the upgrade moves them to the column."""
+    import json
+
+    from storage.records import TrainingStepRecord
+
+    ledger = Ledger(db_url)
+    run = ledger.create_run("async")
+    ledger.record_step(TrainingStepRecord(run_id=run.id, step=0, metrics={"reward/mean": 0.5}, group_ids=["g0", "g1"]))
+    (new,) = ledger.training_steps(run.id)
+    assert new.group_ids == ["g0", "g1"] and new.metrics == {"reward/mean": 0.5}
+    ledger.downgrade("0005")
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        blob = conn.execute(text("SELECT metrics FROM training_steps")).scalar_one()  # PostgreSQL decodes JSON, SQLite not
+        assert (blob if isinstance(blob, dict) else json.loads(blob))["pipeline/groups"] == ["g0", "g1"]
+        conn.execute(text("INSERT INTO training_steps (run_id, step, metrics, created_at) VALUES (:r, 1, :m, :t)"),
+                     {"r": run.id, "m": json.dumps({"reward/mean": 0.25, "pipeline/groups": ["g2"]}), "t": "2026-01-01 00:00:00"})
+        conn.execute(text("INSERT INTO training_steps (run_id, step, metrics, created_at) VALUES (:r, 2, :m, :t)"),
+                     {"r": run.id, "m": json.dumps({"reward/mean": 0.0}), "t": "2026-01-01 00:00:00"})
+    engine.dispose()
+    ledger.upgrade()
+    steps = ledger.training_steps(run.id)
+    assert [(s.step, s.group_ids) for s in steps] == [(0, ["g0", "g1"]), (1, ["g2"]), (2, [])]
+    assert all("pipeline/groups" not in s.metrics for s in steps) and steps[1].metrics == {"reward/mean": 0.25}
+    ledger.close()
+
 
 def test_a_database_of_someone_else_is_refused_and_left_unchanged(db_url: str) -> None:
     engine = create_engine(db_url)

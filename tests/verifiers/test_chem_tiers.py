@@ -169,7 +169,7 @@ def test_candidate_keys() -> None:
     assert make_candidate("OCC").key == make_candidate("CCO").key == "molecules:CCO"
     garbage = make_candidate("not a smiles")
     assert garbage.key == make_candidate("not a smiles").key != make_candidate("also not").key
-    assert garbage.meta["valid"] is False
+    assert garbage.valid is False
     assert make_candidate("c1ccncc1").meta["heavy_atoms"] == 6
 
 

@@ -23,6 +23,7 @@ from verifiers.scheduler.policies.voi import VoiPolicy
 from verifiers.scheduler.config import SchedulerConfig, TierCaps, VoiTarget
 from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView
 from verifiers.scheduler.features import size_features
+from verifiers.scheduler.learned import LearnedModel, PretrainedLearner, SurrogateLearner, SurrogateLearnerFactory
 from verifiers.scheduler.planner import Decision, Scheduler, StepPlan, StepResult
 from verifiers.scheduler.reward import discovery_value, objective_moments
 from verifiers.scheduler.spend import charge, charge_one, spend_records
@@ -36,15 +37,19 @@ __all__ = [
     "Decision",
     "EscalationPolicy",
     "FastOnlyPolicy",
+    "LearnedModel",
     "Observation",
     "OraclePolicy",
     "PlanView",
+    "PretrainedLearner",
     "RandomPolicy",
     "Scheduler",
     "SchedulerConfig",
     "StepPlan",
     "StepResult",
     "Surrogate",
+    "SurrogateLearner",
+    "SurrogateLearnerFactory",
     "SurrogatePrior",
     "TierCaps",
     "VoiPolicy",

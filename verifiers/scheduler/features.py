@@ -18,5 +18,5 @@ Featurizer = Callable[[Candidate], np.ndarray]
 
 
 def size_features(candidate: Candidate) -> np.ndarray:
-    """One feature: the candidate's size as its suite measures it (``meta['size']``), scaled to about 1."""
-    return np.array([float(candidate.meta.get("size", 0) or 0) / 10.0])
+    """One feature: the candidate's size as its suite measures it (``Candidate.size``), scaled to about 1."""
+    return np.array([float(candidate.size or 0.0) / 10.0])

@@ -35,7 +35,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -44,6 +43,7 @@ from verifiers.base import Candidate, Verifier
 from verifiers.scheduler.config import SchedulerConfig
 from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView
 from verifiers.scheduler.features import Featurizer
+from verifiers.scheduler.learned import PretrainedLearner, SurrogateLearnerFactory
 from verifiers.scheduler.reward import discovery_value, objective_moments
 from verifiers.scheduler.spend import charge_one
 from verifiers.scheduler.surrogate import Observation, Surrogate, SurrogatePrior
@@ -117,7 +117,7 @@ class Scheduler:
         policy: EscalationPolicy | None = None,
         surrogate_prior: SurrogatePrior | None = None,
         run_spent: float = 0.0,
-        learner: Callable[[Sequence[str], Any, int], Any] | None = None,
+        learner: SurrogateLearnerFactory | None = None,
     ) -> None:
         if len(ladder) < 2:
             raise ValueError("a ladder needs at least two verifiers (a fast one and a top one)")
@@ -140,8 +140,8 @@ class Scheduler:
         self.consecutive_failures: dict[str, int] = {}
         self._learned_at = 0  # history size at the last training of the surrogate's network
         if self.config.learned.shipped and learner is not None:
-            pretrained = getattr(learner(names[:-1], self.config.learned, self.config.seed), "pretrained", None)
-            shipped = pretrained() if pretrained is not None else None
+            maker = learner(names[:-1], self.config.learned, self.config.seed)
+            shipped = maker.pretrained() if isinstance(maker, PretrainedLearner) else None
             if shipped is not None:  # the suite's network, trained once on its data: used from step 0
                 self.surrogate.attach_learned(shipped)
                 self._learned_at = -1  # never replaced by a network trained on the run's history alone

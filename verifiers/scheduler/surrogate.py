@@ -38,6 +38,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.stats import norm
 
+from verifiers.scheduler.learned import LearnedModel, SurrogateLearner
+
 __all__ = ["Observation", "Surrogate", "SurrogatePrior"]
 
 
@@ -217,7 +219,7 @@ class Surrogate:
         """How many pairs the learned model was trained on (0 without one)."""
         return len(self._learned_keys)
 
-    def fit_learned(self, learner: Any, calibration_share: float = 0.15, progress: Any = None) -> bool:
+    def fit_learned(self, learner: SurrogateLearner, calibration_share: float = 0.15, progress: Any = None) -> bool:
         """Train a learned model on the pairs so far and stack it under the per-pattern linear models.
 
         ``learner`` comes from the candidates' suite (``Suite.surrogate_learner``; the molecules suite's is
@@ -249,7 +251,7 @@ class Surrogate:
         self._models.clear()
         return True
 
-    def attach_learned(self, model: Any) -> None:
+    def attach_learned(self, model: LearnedModel) -> None:
         """Stack a model trained elsewhere (the suite's shipped network) under the surrogate, from now on.
 
         ``model`` has ``predict(payloads, values) -> (mean, std)``, optionally ``predict_full`` (adding the

@@ -409,9 +409,6 @@ class CodeTier(Verifier[P]):
 
     suite = "code"
 
-    def size(self, candidate: Candidate) -> float:
-        return float(len(candidate.payload))
-
     def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
         return verify_each(self, candidates, self._verify_one)
 

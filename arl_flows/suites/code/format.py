@@ -259,9 +259,10 @@ def make_candidate(task_id: str, answer_text: str) -> Candidate:
         suite=SUITE,
         payload=answer_text,
         task_id=task_id,
+        valid=not isinstance(parsed, FormatError),
+        size=float(len(answer_text)),  # the tiers' cost models scale with the text's length
         meta={
             "chars": len(answer_text),
-            "format_ok": not isinstance(parsed, FormatError),
             "turns": 0 if isinstance(parsed, FormatError) else len(parsed.turns),
         }
         # A task of a source other than the bundled set: how to load it, for a verifier in a process that has not.

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from arl_flows.suites import Failure, Suite
@@ -146,6 +147,10 @@ class CodeSuite(Suite):
         get_task(task_id)  # an unknown task id is the caller's mistake: say so before verifying
         return make_candidate(task_id, text)
 
+    def featurize(self, candidate: Candidate) -> np.ndarray:
+        """No features: a program's length (its ``size``, what the cost models scale with) says nothing of its tests."""
+        return np.zeros(0)
+
     def rewards(self, trajectories, candidates, verdicts, estimates):  # noqa: ANN001, ANN201 - see Suite.rewards
         """The composed code reward replaces the window estimate; its std is that of the hidden tests not yet run."""
         from arl_flows.suites.code import code_reward
@@ -173,11 +178,11 @@ class CodeSuite(Suite):
         if not self.config.hindsight.hint_teacher:
             return [], []
         hinted = []
-        for _traj, prompt, completion_ids, verdicts, _estimate in failures:
-            problems = [v.feedback for v in verdicts if v.status != Status.ok or (v.value is not None and v.value < 1.0)]
+        for failure in failures:
+            problems = [v.feedback for v in failure.verdicts if v.status != Status.ok or (v.value is not None and v.value < 1.0)]
             if not problems:
                 continue
             hint = feedback_hint(error=problems[0][:300])
-            teacher_text = hint_prompt(prompt.text, hint)
-            hinted.append(HintedExample(policy.encode(prompt.text), policy.encode(teacher_text), completion_ids))
+            teacher_text = hint_prompt(failure.prompt.text, hint)
+            hinted.append(HintedExample(policy.encode(failure.prompt.text), policy.encode(teacher_text), failure.completion_ids))
         return [], hinted

@@ -343,15 +343,15 @@ class MoleculeJobVerifier(IsolatedVerifier):
 def make_candidate(smiles: str, goal: dict[str, Any] | None = None) -> Candidate:
     """Candidate for the molecules suite, keyed by canonical SMILES (or a hash of unparseable text)."""
     text = smiles if isinstance(smiles, str) else str(smiles)
-    meta: dict[str, Any] = {}
     try:
         mol = parse_smiles(text, max_length=_KEY_PARSE_LIMIT)
     except InvalidMolecule as exc:
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
         key = candidate_key(SUITE, f"invalid:{digest}")
-        meta.update(valid=False, reason=str(exc))
-    else:
-        canonical = Chem.MolToSmiles(mol)
-        key = candidate_key(SUITE, canonical)
-        meta.update(valid=True, canonical=canonical, heavy_atoms=mol.GetNumHeavyAtoms(), size=mol.GetNumHeavyAtoms())
-    return Candidate(key=key, suite=SUITE, payload=text, goal=dict(goal or {}), meta=meta)
+        return Candidate(key=key, suite=SUITE, payload=text, goal=dict(goal or {}), valid=False, meta={"reason": str(exc)})
+    canonical = Chem.MolToSmiles(mol)
+    heavy = mol.GetNumHeavyAtoms()
+    return Candidate(
+        key=candidate_key(SUITE, canonical), suite=SUITE, payload=text, goal=dict(goal or {}), valid=True, size=float(heavy),
+        meta={"canonical": canonical, "heavy_atoms": heavy},
+    )

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     import typer
 
     from policies import Policy, PolicyConfig
+    from verifiers.scheduler import SurrogateLearner
+    from verifiers.scheduler.config import LearnedSurrogateConfig
 
     from arl_flows.config import RunConfig
 
@@ -90,7 +92,7 @@ class MoleculeSuite(Suite):
         return [("prior", prior_app), ("bench", bench_app)]
 
     @staticmethod
-    def surrogate_learner(tiers: Sequence[str], learned: Any, seed: int) -> Any:
+    def surrogate_learner(tiers: Sequence[str], learned: LearnedSurrogateConfig, seed: int) -> SurrogateLearner:
         """A graph network on the molecule and the lower tiers' values (``graph.py``)."""
         from arl_flows.suites.molecules.graph import GraphLearner
 
@@ -240,7 +242,7 @@ class MoleculeSuite(Suite):
 
         prompt = self.external_prompt("warm start", {})
         pool = [self.completion(prompt, smiles)[0] for smiles, _ in load_qm9_gaps()]
-        return [c for c in pool if c.meta.get("valid")]
+        return [c for c in pool if c.valid]
 
     def featurize(self, candidate: Candidate) -> np.ndarray:
         from arl_flows.suites.molecules.features import molecule_features
@@ -300,12 +302,12 @@ class MoleculeSuite(Suite):
             return [], []
         min_rank = tier_rank(hcfg.min_fidelity)
         relabeled = []
-        for _traj, _prompt, completion_ids, verdicts, estimate in failures:
-            if achieved_value([v for v in verdicts if tier_rank(v.tier) >= min_rank]) is None:
+        for failure in failures:
+            if achieved_value([v for v in failure.verdicts if tier_rank(v.tier) >= min_rank]) is None:
                 continue
-            achieved = top_scale_value(estimate, hcfg.max_value_std)
+            achieved = top_scale_value(failure.estimate, hcfg.max_value_std)
             if achieved is not None:
-                relabeled.append(relabel(completion_ids, achieved, policy.tokenizer))
+                relabeled.append(relabel(failure.completion_ids, achieved, policy.tokenizer))
         return relabeled, []
 
     def show_candidate(self, key: str, answer: str) -> str:

@@ -33,9 +33,9 @@ def make_candidate(answer: str, goal: dict[str, Any] | None) -> Candidate:
     """The candidate for ``answer`` to the task in ``goal`` (``{"kind": ..., "expr": ...}``).
 
     The key hashes the task and the normalized answer (a canonical JSON encoding, not a string
-    join), so the same answer to the same task is verified once. ``meta['size']`` is the number of
+    join), so the same answer to the same task is verified once. ``size`` is the number of
     nodes of the answer's and the task's expression trees (what the tiers' cost models scale with);
-    an answer that does not parse is sized by its length and marked ``valid: False``.
+    an answer that does not parse is sized by its length and marked ``valid=False``.
     """
     kind, expr = task_of(goal)
     text = normalize(answer)
@@ -51,5 +51,6 @@ def make_candidate(answer: str, goal: dict[str, Any] | None) -> Candidate:
         payload=text,
         task_id=f"{kind}:{expr}",
         goal={"kind": kind, "expr": expr},
-        meta={"size": size, "valid": valid},
+        valid=valid,
+        size=float(size),
     )

@@ -172,8 +172,9 @@ class MathSuite(Suite):
             return [], []
         out = []
         context = int(getattr(policy.model.config, "n_positions", None) or policy.model.config.max_position_embeddings)
-        for _traj, prompt, completion_ids, verdicts, _estimate in failures:
-            if prompt.goal.get("kind") != "antiderivative" or any(v.status == Status.invalid for v in verdicts):
+        for failure in failures:
+            completion_ids = failure.completion_ids
+            if failure.prompt.goal.get("kind") != "antiderivative" or any(v.status == Status.invalid for v in failure.verdicts):
                 continue
             try:
                 answer = parse_answer(policy.tokenizer.decode(completion_ids, skip_special_tokens=True), evaluate=True)

@@ -5,14 +5,14 @@ a pass fraction) that no reward or policy read. What it carried is still in the
 row: the value, and for the code suite's tests tier ``values.passed`` and
 ``values.total``. A downgrade restores the column empty (NULL).
 
-Revision ID: 0005_verdict_drop_score
+Revision ID: 0005
 Revises: 0004
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005_verdict_drop_score"
+revision = "0005"
 down_revision = "0004"
 branch_labels = None
 depends_on = None

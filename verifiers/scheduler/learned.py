@@ -1,0 +1,61 @@
+"""The contract of a suite's learned surrogate: a factory, a learner it makes, the model the learner fits.
+
+The scheduler's surrogate is linear per pattern of known tier values; a suite
+may stack a learned model under it (the molecules suite's graph network) by
+giving ``Suite.surrogate_learner``, a :class:`SurrogateLearnerFactory`. The
+scheduler calls it with the lower tiers' names, the ``[scheduler.learned]``
+settings and a seed, fits the learner on the paired history once it is large
+enough (``Surrogate.fit_learned``) and, if the learner is a
+:class:`PretrainedLearner`, starts from its shipped model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from verifiers.scheduler.config import LearnedSurrogateConfig
+
+__all__ = ["LearnedModel", "PretrainedLearner", "SurrogateLearner", "SurrogateLearnerFactory"]
+
+
+@runtime_checkable
+class LearnedModel(Protocol):
+    """A fitted model of the top tier's value from the payloads and the lower tiers' values (NaN: not known)."""
+
+    def predict(self, payloads: Sequence[str], values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and std (n,) of the top-tier value for n payloads and their (n, lower tiers) values."""
+        ...
+
+
+@runtime_checkable
+class SurrogateLearner(Protocol):
+    """Fits a :class:`LearnedModel` on paired history; None when it cannot read these payloads."""
+
+    def fit(
+        self,
+        payloads: Sequence[str],
+        values: np.ndarray,
+        target: np.ndarray,
+        progress: Callable[[int, int, float], None] | None = None,
+    ) -> LearnedModel | None:
+        """``values`` (n, lower tiers), ``target`` (n,) the top tier's; ``progress(epoch, epochs, loss)``."""
+        ...
+
+
+@runtime_checkable
+class PretrainedLearner(SurrogateLearner, Protocol):
+    """A learner that ships a model trained once on the suite's data (a prior, overruled by the run's answers)."""
+
+    def pretrained(self) -> LearnedModel | None:
+        """The shipped model, or None when its shape does not fit these tiers."""
+        ...
+
+
+class SurrogateLearnerFactory(Protocol):
+    """``Suite.surrogate_learner``: makes the learner for these lower tiers, settings and seed."""
+
+    def __call__(self, lower_tiers: Sequence[str], learned: LearnedSurrogateConfig, seed: int) -> SurrogateLearner: ...
