@@ -45,7 +45,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from arl_flows.config import RunConfig, TierConfig
+from arl_flows.config import RunConfig, TierConfig, build_config
 from arl_flows.suites import Suite, SuiteNotFound, get_suite, suite_for
 from arl_flows.training import TierRunner, build_ladder, teach_from_ledger, verify_candidates
 from storage.ledger import Ledger
@@ -167,7 +167,7 @@ def verification_config(
         # The run check asks for a policy to train; here the trainer owns the policy.
         data["policy_path"] = "(owned by the calling trainer)"
     data["scheduler"] = scheduler
-    return RunConfig.model_validate(data)
+    return build_config(data, f"suite {suite!r}'s verification config")
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

@@ -62,6 +62,20 @@ def open_ledger(url: str | None = None):  # noqa: ANN201 - avoids importing SQLA
         raise UserError(str(exc)) from None
 
 
+def goal_of_items(items: list[str], option: str) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as a goal; a value is read as JSON when it parses (numbers, lists), else as text."""
+    goal: dict[str, Any] = {}
+    for item in items:
+        key, eq, raw = item.partition("=")
+        if not (key.strip() and eq):
+            raise UserError(f"{option} {item[:100]!r}: write it as KEY=VALUE, e.g. {option} task_id=sum-to-n")
+        try:
+            goal[key.strip()] = json.loads(raw)
+        except (json.JSONDecodeError, RecursionError):
+            goal[key.strip()] = raw
+    return goal
+
+
 def print_json(data: Any) -> None:
     """Print machine-readable JSON to stdout (no rich markup)."""
     print(json.dumps(data, indent=2, default=str))
@@ -76,7 +90,8 @@ def default_suite() -> str:
 
 def load_suite(name: str | None) -> Any:
     """The suite object for commands outside a run; an unknown name is one line listing the installed ones."""
-    from arl_flows.suites import SuiteNotFound, standalone_suite
+    from arl_flows.config import standalone_suite
+    from arl_flows.suites import SuiteNotFound
 
     try:
         return standalone_suite(name or default_suite())

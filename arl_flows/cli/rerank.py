@@ -26,7 +26,7 @@ import typer
 from rich.table import Table
 
 from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, cut, load_suite, print_json, shown
+from arl_flows.cli._common import UserError, console, cut, goal_of_items, load_suite, print_json, shown
 
 _MAX_INPUT_BYTES = 200 * 2**20
 _MAX_ITEMS = 100_000
@@ -121,11 +121,9 @@ def rerank_command(
     window: tuple[float, float] | None = typer.Option(None, "--window", hidden=True, help="Same as --goal window=[LOW,HIGH]."),
 ) -> None:
     """Verify N candidates per prompt under a budget with the scheduler; print the top k."""
-    from arl_flows.cli.verify import _goal_items
-
     if not (math.isfinite(budget) and budget > 0):
         raise UserError(f"--budget {budget}: give a positive, finite number of CPU-seconds")
-    default_goal = _goal_items(goal_items, "--goal")
+    default_goal = goal_of_items(goal_items, "--goal")
     if window is not None:
         low, high = window
         if not (math.isfinite(low) and math.isfinite(high) and low < high):

@@ -58,7 +58,6 @@ __all__ = [
     "SuiteNotFound",
     "broken_suites",
     "get_suite",
-    "standalone_suite",
     "suite_classes",
     "suite_for",
     "suite_origin",
@@ -301,17 +300,6 @@ def suite_origin(cls: type[Suite]) -> str:
 def suite_for(config: RunConfig) -> Suite:
     """The suite object of a run."""
     return get_suite(config.suite)(config)
-
-
-def standalone_suite(name: str) -> Suite:
-    """The suite ``name`` outside a training run (``arl verify``, ``arl rerank``): its defaults, no policy of ARL's."""
-    from arl_flows.config import RunConfig
-
-    cls = get_suite(name)
-    data: dict[str, Any] = {"suite": name}
-    if cls.needs_policy_path:
-        data["policy_path"] = "(owned by the caller)"
-    return cls(RunConfig.model_validate(data))
 
 
 def _check(cls: object, ref: str) -> None:

@@ -44,7 +44,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from verifiers.sandbox.runtime import SandboxLimits, run_python
-from arl_flows.suites.code.tasks import GRANTABLE_NAMES, CodeTask, HiddenTest, load_tasks, register_tasks
+from arl_flows.suites.code.tasks import GRANTABLE_NAMES, CodeTask, HiddenTest, load_tasks, register_task_loader, register_tasks
 
 __all__ = ["HUMANEVAL_ALLOW", "CodeTaskChoice", "SourceLoad", "TaskSource", "humaneval_path", "load_source", "load_source_tasks"]
 
@@ -396,3 +396,8 @@ def _convert(path: str, _mtime_ns: int, _size: int, fmt: str, label: str, spec_j
             )
         )
     return SourceLoad(tasks=tasks, skipped=skipped, dropped_cases=dropped)
+
+
+# Importing any module of the code suite imports this one (the package imports it), so every process that
+# can meet a HumanEval id can also convert the file it comes from.
+register_task_loader("HumanEval/", lambda: load_source(TaskSource(source="humaneval")))

@@ -31,10 +31,13 @@ import hashlib
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from arl_flows.suites.molecules.graph import GraphModel
 
 __all__ = [
     "LOWER_TIERS",
@@ -141,10 +144,6 @@ _LOADED: dict[tuple, ShippedSurrogate | None] = {}
 
 def load_shipped(tiers: Sequence[str], config: Any) -> ShippedSurrogate | None:
     """The shipped ensemble if it fits these lower tiers and this network shape (``GraphModelConfig``), else None."""
-    from dataclasses import replace
-
-    from arl_flows.suites.molecules.graph import GraphModel
-
     key = (tuple(tiers), config.hidden, config.layers, config.members)
     if key in _LOADED:
         return _LOADED[key]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from pydantic import BaseModel
 
+from arl_flows.config import RunConfig, TierConfig
 from arl_flows.suites import Failure, Suite
 from arl_flows.suites.molecules.options import MoleculeOptions
 from storage.records import Prompt, Status, Turn, tier_rank
@@ -31,15 +32,11 @@ if TYPE_CHECKING:
 
     from policies import Policy, PolicyConfig
 
-    from arl_flows.config import RunConfig
-
 __all__ = ["MoleculeSuite"]
 
 
 def _quick(config: RunConfig) -> RunConfig:
     """About two minutes on 2 cores: 3 small steps, the reference table instead of DFT (same prior as the default)."""
-    from arl_flows.config import TierConfig
-
     return config.model_copy(
         update={
             "name": config.name if config.name != "gap-window" else "gap-window-quick",
@@ -92,7 +89,7 @@ class MoleculeSuite(Suite):
     @staticmethod
     def surrogate_learner(tiers: Sequence[str], learned: Any, seed: int) -> Any:
         """A graph network on the molecule and the lower tiers' values (``graph.py``)."""
-        from arl_flows.suites.molecules.graph import GraphLearner
+        from arl_flows.suites.molecules.learner import GraphLearner
 
         return GraphLearner.from_settings(tiers, learned, seed)
 
