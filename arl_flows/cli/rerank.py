@@ -10,7 +10,7 @@ goal, as ``"goal": {...}`` or as the line's other keys, which the suite reads
 The first ``--n`` candidates of each line are verified under ``--budget``
 CPU-seconds (per prompt) and the top ``--k`` come back with their posterior,
 the tier each reached and the spend. A line without candidates is sampled
-from the suite's own policy (``Suite.sampler``; or ``--policy-path``). The
+from the suite's own policy (``capabilities.Rerank``; or ``--policy-path``). The
 work is :func:`arl_flows.integrations.rerank`; this module only reads,
 checks and prints.
 """
@@ -27,6 +27,7 @@ from rich.table import Table
 
 from arl_flows.cli import app
 from arl_flows.cli._common import UserError, console, cut, goal_of_items, load_suite, print_json, shown
+from arl_flows.suites import Rerank
 
 _MAX_INPUT_BYTES = 200 * 2**20
 _MAX_ITEMS = 100_000
@@ -147,7 +148,7 @@ def rerank_command(
     sampler = None
     if any(not it.candidates for it in items):
         try:
-            sampler = the_suite.sampler(policy_path)
+            sampler = the_suite.sampler(policy_path) if isinstance(the_suite, Rerank) else None
         except (OSError, ValueError) as exc:
             raise UserError(f"cannot load the policy to sample from: {cut(str(exc), 300)}") from None
         if sampler is None:

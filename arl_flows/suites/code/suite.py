@@ -166,7 +166,7 @@ class CodeSuite(Suite):
             )
         return out
 
-    def hindsight(self, policy: Policy, failures: list[Failure]):  # noqa: ANN201 - see Suite.hindsight
+    def hindsight(self, policy: Policy, failures: list[Failure]):  # noqa: ANN201 - see capabilities.Hindsight
         """On-policy distillation: the teacher is the policy that also reads the verifier's feedback."""
         from policies import HintedExample, feedback_hint, hint_prompt
 

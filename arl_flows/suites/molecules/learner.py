@@ -1,4 +1,4 @@
-"""The molecules suite's learned surrogate (``Suite.surrogate_learner``): the shipped graph network, else one fitted.
+"""The molecules suite's learned surrogate (``capabilities.Prior``): the shipped graph network, else one fitted.
 
 Apart from ``graph.py`` (the network) and ``pretrained.py`` (the shipped
 ensemble, which is a set of those networks) because it chooses between them.
@@ -18,7 +18,7 @@ __all__ = ["GraphLearner"]
 
 
 class GraphLearner:
-    """The molecules suite's learned surrogate model (``Suite.surrogate_learner``): a cached, fitted :class:`GraphModel`."""
+    """The molecules suite's learned surrogate model (``capabilities.Prior``): a cached, fitted :class:`GraphModel`."""
 
     def __init__(self, tiers: Sequence[str], config: GraphModelConfig | None = None, use_shipped: bool = True) -> None:
         self.tiers = list(tiers)

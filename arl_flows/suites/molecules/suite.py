@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from pydantic import BaseModel
 
-from arl_flows.config import RunConfig, TierConfig
 from arl_flows.suites import Failure, Suite
 from arl_flows.suites.molecules.options import MoleculeOptions
 from storage.records import Prompt, Status, Turn, tier_rank
@@ -32,11 +31,15 @@ if TYPE_CHECKING:
 
     from policies import Policy, PolicyConfig
 
+    from arl_flows.config import RunConfig
+
 __all__ = ["MoleculeSuite"]
 
 
 def _quick(config: RunConfig) -> RunConfig:
     """About two minutes on 2 cores: 3 small steps, the reference table instead of DFT (same prior as the default)."""
+    from arl_flows.config import TierConfig  # loads the scheduler (scipy): when the profile is used, not to list suites
+
     return config.model_copy(
         update={
             "name": config.name if config.name != "gap-window" else "gap-window-quick",
@@ -281,7 +284,7 @@ class MoleculeSuite(Suite):
                 out[i] = out[i].model_copy(update={"disagreement": flag})
         return out
 
-    def hindsight(self, policy: Policy, failures: list[Failure]):  # noqa: ANN201 - see Suite.hindsight
+    def hindsight(self, policy: Policy, failures: list[Failure]):  # noqa: ANN201 - see capabilities.Hindsight
         """Relabel each failed molecule with the bin of the gap it achieved (hindsight experience replay).
 
         The achieved gap is on the top tier's scale, where the goals are: the
