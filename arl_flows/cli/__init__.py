@@ -10,17 +10,8 @@ from __future__ import annotations
 
 import sys
 
-import typer
+from arl_flows.cli._common import UserError, app, console
 
-from arl_flows.cli._common import UserError, console
-
-app = typer.Typer(
-    name="arl",
-    help="ARL: reinforcement learning for language-model policies with expensive, tiered verification.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
 
 
 

@@ -1,4 +1,5 @@
-"""Shared bits of the CLI: consoles, the user-error type, ledger opening, JSON output.
+"""Shared bits of the CLI: the ``arl`` app each command module adds to, consoles, the user-error type, ledger
+opening, JSON output.
 
 User text (run names, ids, SMILES, paths, verifier feedback) never reaches
 rich as markup: pass it through :func:`shown` when it goes into a markup
@@ -14,11 +15,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 
 __all__ = [
-    "UserError", "console", "cut", "default_suite", "err_console", "load_suite", "open_ledger", "print_json", "shown"]
+    "UserError", "app", "console", "cut", "default_suite", "err_console", "load_suite", "open_ledger", "print_json", "shown"]
+
+app = typer.Typer(
+    name="arl",
+    help="ARL: reinforcement learning for language-model policies with expensive, tiered verification.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
 
 console = Console(emoji=False)
 err_console = Console(stderr=True, emoji=False)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, open_ledger, print_json, shown
+from arl_flows.cli._common import UserError, app, console, open_ledger, print_json, shown
 
 db_app = typer.Typer(help="Ledger database: migrations and integrity checks.", no_args_is_help=True)
 app.add_typer(db_app, name="db")

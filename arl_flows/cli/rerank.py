@@ -25,8 +25,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, cut, goal_of_items, load_suite, print_json, shown
+from arl_flows.cli._common import UserError, app, console, cut, goal_of_items, load_suite, print_json, shown
 from arl_flows.suites import Rerank
 
 _MAX_INPUT_BYTES = 200 * 2**20

@@ -12,8 +12,7 @@ from typing import Any
 
 import typer
 
-from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, print_json, shown
+from arl_flows.cli._common import UserError, app, console, print_json, shown
 
 suites_app = typer.Typer(help="Suites: one plugin per problem (prompts, ladder, objective, policy).", no_args_is_help=True)
 app.add_typer(suites_app, name="suites")

@@ -8,8 +8,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, print_json, shown
+from arl_flows.cli._common import UserError, app, console, print_json, shown
 
 tiers_app = typer.Typer(help="Registered verifier tiers (built-in, entry points, config references).", no_args_is_help=True)
 app.add_typer(tiers_app, name="tiers")

@@ -16,8 +16,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, err_console, open_ledger, print_json, shown
+from arl_flows.cli._common import UserError, app, console, err_console, open_ledger, print_json, shown
 from storage.settings import settings
 
 URL_OPTION = typer.Option(None, "--url", help="Ledger URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db).")

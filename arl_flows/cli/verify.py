@@ -14,8 +14,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, goal_of_items, load_suite, open_ledger, print_json, shown
+from arl_flows.cli._common import UserError, app, console, goal_of_items, load_suite, open_ledger, print_json, shown
 
 _STATUS_STYLE = {"ok": "green", "invalid": "red", "failed": "yellow", "timeout": "magenta", "pending": "cyan"}
 
