@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 import re
 import threading
 import time
@@ -400,8 +401,6 @@ class TieredReward:
         them with their bill as one step of this reward's run: a later
         TieredReward on the same ledger learns from them for free (``history=True``).
         """
-        import random
-
         offered = self.suite.calibration_candidates() if isinstance(self.suite, Calibration) else []
         pool = [c for c in offered if c.key not in set(exclude)]
         if not pool:

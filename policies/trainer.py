@@ -11,7 +11,6 @@ as a convenience for tests and benchmarks where the reward is cheap.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Literal
 
 import torch
 

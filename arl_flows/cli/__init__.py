@@ -9,6 +9,8 @@ prints one line naming its log file (``_errors.py`` has the rules).
 from __future__ import annotations
 
 import sys
+import warnings
+from importlib import metadata
 
 from arl_flows.cli._common import UserError, app, console
 
@@ -23,10 +25,6 @@ def _check_verifiers_is_ours() -> None:
     ``verifiers/__init__.py``. Checked here, before the command groups import
     ``verifiers``, so that a broken environment gets this line and no traceback.
     """
-    import sys
-    import warnings
-    from importlib import metadata
-
     try:
         other = metadata.distribution("verifiers")  # ARL's own distribution is named "arl"
     except metadata.PackageNotFoundError:

@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+# The helpers import the ledger and the run config when called: `arl --help` needs neither.
 __all__ = [
     "UserError", "app", "console", "cut", "default_suite", "err_console", "load_suite", "open_ledger", "print_json", "shown"]
 

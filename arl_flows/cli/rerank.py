@@ -23,18 +23,20 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from pydantic import ValidationError
 from rich.table import Table
 
 from arl_flows.cli._common import UserError, app, console, cut, goal_of_items, load_suite, print_json, shown
 from arl_flows.suites import Rerank
+
+# Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
+# run, so that `arl --help` loads none of it.
 
 _MAX_INPUT_BYTES = 200 * 2**20
 _MAX_ITEMS = 100_000
 
 
 def _read_items(path: Path) -> list[dict[str, Any]]:
-    from pydantic import ValidationError
-
     from arl_flows.integrations import RerankItem
 
     try:
@@ -93,8 +95,6 @@ def _tier_list(tiers: str | None, params: list[str]) -> list[dict[str, Any]] | N
 
 def _reason(exc: Exception) -> str:
     """One line saying why: a validation error's first message (its headline names only the model), else the text."""
-    from pydantic import ValidationError
-
     if isinstance(exc, ValidationError) and exc.errors():
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])

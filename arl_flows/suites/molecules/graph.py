@@ -20,19 +20,21 @@ the calibrated linear model (see ``Surrogate.attach_learned``).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from storage.settings import settings
 
+# torch and rdkit (heavy, optional for a worker that only reads features) are imported in the
+# functions that use them.
 __all__ = ["GraphModel", "GraphModelConfig", "fitted_model", "mol_graph"]
 
 _ELEMENTS = ("C", "N", "O", "F", "S", "Cl", "P", "Br")
@@ -224,9 +226,6 @@ class GraphModel:
         inputs must mean what they meant). Each member continues from its own weights with its own seed,
         so the ensemble stays diverse. ``self`` is unchanged.
         """
-        import copy
-        from dataclasses import replace
-
         import torch
 
         if not self._nets:

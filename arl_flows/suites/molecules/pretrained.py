@@ -39,6 +39,7 @@ import numpy as np
 
 from arl_flows.suites.molecules.graph import GraphModel
 
+# rdkit (through chemistry) is heavy: imported where a SMILES is canonicalised.
 __all__ = [
     "LOWER_TIERS",
     "SHIPPED_DIR",

@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -33,6 +35,8 @@ if TYPE_CHECKING:
 
     from arl_flows.config import RunConfig
 
+# The suite class is loaded to list suites and to build `arl --help`; its methods import rdkit,
+# torch (the prior, the graph network), the shipped data and its commands when they are first called.
 __all__ = ["MoleculeSuite"]
 
 
@@ -209,8 +213,6 @@ class MoleculeSuite(Suite):
 
     def external_prompt(self, text: str, goal: dict[str, Any]) -> Prompt:
         """A trainer's prompt aims at the goal's window, or the run's target window when it gives none."""
-        import hashlib
-
         sched = self.config.scheduler
         chosen = self.goal(goal) or {"property": "gap_ev", "low": sched.target_low, "high": sched.target_high}
         chosen.setdefault("softness", sched.window_softness)
@@ -328,8 +330,6 @@ class MoleculeSuite(Suite):
         data = getattr(image, "data", None)  # an IPython Image in notebooks, a PIL image otherwise
         if isinstance(data, bytes):
             return data
-        import io
-
         buf = io.BytesIO()
         image.save(buf, format="PNG")
         return buf.getvalue()
