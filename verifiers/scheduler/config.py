@@ -86,8 +86,8 @@ class LearnedSurrogateConfig(BaseModel):
     threads: int = Field(default=1, ge=1, description="Torch threads while training (verifiers may share the cores).")
 
 
-class SchedulerConfig(*settings_models(), BaseModel):  # type: ignore[misc]
-    """How the scheduler routes candidates through the verifier ladder."""
+class _SchedulerFields(BaseModel):
+    """The settings every policy shares (``SchedulerConfig`` adds each policy's own)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -163,7 +163,7 @@ class SchedulerConfig(*settings_models(), BaseModel):  # type: ignore[misc]
         return data
 
     @model_validator(mode="after")
-    def _window_is_ordered(self) -> SchedulerConfig:
+    def _window_is_ordered(self) -> _SchedulerFields:
         if not self.target_low < self.target_high:
             raise ValueError(
                 f"target_low ({self.target_low}) must be below target_high ({self.target_high}); swap them"
@@ -177,3 +177,7 @@ class SchedulerConfig(*settings_models(), BaseModel):  # type: ignore[misc]
     def caps_for(self, verifier: str, tier: str) -> TierCaps:
         """The caps for one verifier (by name, else by tier, else none)."""
         return self.caps.get(verifier) or self.caps.get(tier) or TierCaps()
+
+
+class SchedulerConfig(*settings_models(), _SchedulerFields):  # type: ignore[misc]
+    """How the scheduler routes candidates through the verifier ladder: the shared fields, then each policy's own."""
