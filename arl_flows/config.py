@@ -5,7 +5,11 @@ documented once, where it is declared: ``[trainer]`` is
 ``policies.TrainerConfig``, ``[scheduler]`` is
 ``verifiers.scheduler.SchedulerConfig``, and ``[options]`` is the suite's own
 ``Options`` model. The suite (``suite = "NAME"``) fills in the sections a
-config leaves out: its ladder, its scheduler settings, its hindsight. A bad
+config leaves out: its ladder, its scheduler settings, its hindsight.
+
+Reading a config is two jobs kept apart: :func:`build_config` looks the suite
+up and merges its defaults under the given data; the pydantic models then only
+check the data they hold (no validator reaches into the suite registry). A bad
 field gives one line naming the field and what is allowed (:func:`load_config`).
 """
 
@@ -14,15 +18,17 @@ from __future__ import annotations
 import difflib
 import math
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from arl_flows.suites import Suite, SuiteNotFound, get_suite
 from policies import TrainerConfig
 from verifiers.objectives import Objective
 from verifiers.scheduler import SchedulerConfig
+from verifiers.scheduler.policies import policy_class, policy_names
 
 __all__ = [
     "ConfigError",
@@ -30,10 +36,12 @@ __all__ = [
     "RolloutConfig",
     "RunConfig",
     "TierConfig",
+    "build_config",
     "load_config",
     "profiles",
     "stored_fields",
     "read_toml",
+    "standalone_suite",
 ]
 
 
@@ -228,58 +236,11 @@ class RunConfig(_Section):
                 )
         return limits
 
-    @model_validator(mode="before")
-    @classmethod
-    def _suite_defaults(cls, data: Any) -> Any:
-        """The suite fills in the sections a config leaves out (its ladder, scheduler, ...) and moves its old fields."""
-        if not isinstance(data, dict):
-            return data
-        from arl_flows.suites import SuiteNotFound, get_suite
-
-        name = data.get("suite", DEFAULT_SUITE)
-        if not isinstance(name, str):
-            return data  # the field's own check names the problem
-        try:
-            suite = get_suite(name)
-        except SuiteNotFound as exc:
-            raise ValueError(f"suite: {exc}") from None
-        data = dict(data)
-        for old, option in suite.legacy_fields.items():
-            head, _, tail = old.partition(".")
-            if tail and isinstance(data.get(head), dict) and tail in data[head]:
-                data[head] = section = dict(data[head])
-                value = section.pop(tail)
-            elif not tail and head in data:
-                value = data.pop(head)
-            else:
-                continue
-            data["options"] = {option: value} | dict(data.get("options") or {})
-        return _merge_over(cls, _merge_over(cls, _section_defaults(cls), suite.defaults), data)
-
-    @model_validator(mode="after")
-    def _options_are_the_suites(self) -> RunConfig:
-        from arl_flows.suites import get_suite
-
-        suite = get_suite(self.suite)
-        try:
-            self._suite_options = suite.Options.model_validate(self.options)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            if err["type"] == "extra_forbidden":
-                path = list(err["loc"])
-                msg = unknown_field_message(_model_at(suite.Options, path[:-1]), path[-1], f"`arl suites show {suite.name}` lists the options")
-            else:
-                msg = str(err["msg"]).removeprefix("Value error, ")
-            raise ValueError(f"options.{loc}: {' '.join(msg.split())}" if loc else f"options: {msg}") from None
-        if suite.needs_policy_path and not self.policy_path:
-            raise ValueError(f"policy_path: the {suite.name} suite ships no policy; give a local transformers model directory to train")
-        return self
-
     @property
     def suite_options(self) -> BaseModel:
-        """The suite's validated options (its ``Options`` model)."""
-        assert self._suite_options is not None
+        """The suite's validated options (its ``Options`` model; :func:`build_config` checks them when it reads a config)."""
+        if self._suite_options is None:
+            self._suite_options = get_suite(self.suite).Options.model_validate(self.options)
         return self._suite_options
 
     @model_validator(mode="after")
@@ -291,8 +252,6 @@ class RunConfig(_Section):
         names = [t.verifier for t in self.tiers]
         if len(set(names)) != len(names):
             raise ValueError(f"tiers: verifier names repeat ({', '.join(names)}); list each verifier once")
-        from verifiers.scheduler.policies import policy_class, policy_names
-
         if policy_class(self.scheduler.policy).needs_data:
             usable = [n for n in policy_names() if not policy_class(n).needs_data]
             raise ValueError(
@@ -346,8 +305,6 @@ def _merge_over(model: type[BaseModel], defaults: dict[str, Any], given: dict[st
 
 def stored_fields(stored: dict[str, Any]) -> dict[str, Any]:
     """The run-config fields of a config stored with a run (older runs' moved fields included, see ``legacy_fields``)."""
-    from arl_flows.suites import SuiteNotFound, get_suite
-
     try:
         legacy = {k.partition(".")[0] for k in get_suite(str(stored.get("suite", DEFAULT_SUITE))).legacy_fields}
     except SuiteNotFound:
@@ -357,8 +314,6 @@ def stored_fields(stored: dict[str, Any]) -> dict[str, Any]:
 
 def profiles(suite: str) -> dict[str, Any]:
     """The profiles a run of ``suite`` may name: 'default' and the suite's own (e.g. the molecules suite's 'quick')."""
-    from arl_flows.suites import get_suite
-
     return {"default": lambda c: c} | dict(get_suite(suite).profiles)
 
 
@@ -457,6 +412,78 @@ def read_toml(p: Path) -> dict[str, Any]:
     return data
 
 
+def _with_suite_defaults(suite: type[Suite], data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` over the suite's defaults (over the sections' own), the suite's old top-level fields moved into options."""
+    data = dict(data)
+    for old, option in suite.legacy_fields.items():
+        head, _, tail = old.partition(".")
+        if tail and isinstance(data.get(head), dict) and tail in data[head]:
+            data[head] = section = dict(data[head])
+            value = section.pop(tail)
+        elif not tail and head in data:
+            value = data.pop(head)
+        else:
+            continue
+        data["options"] = {option: value} | dict(data.get("options") or {})
+    return _merge_over(RunConfig, _merge_over(RunConfig, _section_defaults(RunConfig), suite.defaults), data)
+
+
+def _suite_options(suite: type[Suite], options: dict[str, Any]) -> BaseModel:
+    """The suite's ``Options`` model of ``options``; a bad option is one ValueError line naming it."""
+    try:
+        return suite.Options.model_validate(options)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            path = list(err["loc"])
+            msg = unknown_field_message(_model_at(suite.Options, path[:-1]), path[-1], f"`arl suites show {suite.name}` lists the options")
+        else:
+            msg = str(err["msg"]).removeprefix("Value error, ")
+        raise ValueError(f"options.{loc}: {' '.join(msg.split())}" if loc else f"options: {msg}") from None
+
+
+def build_config(data: Mapping[str, Any], source: str = "config") -> RunConfig:
+    """The run config of TOML-shaped ``data``: the suite it names fills in what it leaves out, then all is checked.
+
+    Raises ConfigError with one line, prefixed by ``source``, naming the field to fix.
+    """
+    name = data.get("suite", DEFAULT_SUITE)
+    suite: type[Suite] | None = None
+    if isinstance(name, str):  # any other type: the field's own check names the problem
+        try:
+            suite = get_suite(name)
+        except SuiteNotFound as exc:
+            raise ConfigError(f"{source}: suite: {' '.join(str(exc).split())}") from None
+        data = _with_suite_defaults(suite, data)
+    try:
+        config = RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, source)) from None
+    assert suite is not None  # a suite that is not a string failed the model's check
+    try:
+        config._suite_options = _suite_options(suite, config.options)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    if suite.needs_policy_path and not config.policy_path:
+        raise ConfigError(
+            f"{source}: policy_path: the {suite.name} suite ships no policy; give a local transformers model directory to train"
+        )
+    return config
+
+
+def standalone_suite(name: str) -> Suite:
+    """The suite ``name`` outside a training run (``arl verify``, ``arl rerank``): its defaults, no policy of ARL's.
+
+    Raises SuiteNotFound for an unknown name, ConfigError when the suite's own defaults do not validate.
+    """
+    cls = get_suite(name)
+    data: dict[str, Any] = {"suite": name}
+    if cls.needs_policy_path:
+        data["policy_path"] = "(owned by the caller)"
+    return cls(build_config(data, f"suite {name!r}'s defaults"))
+
+
 def load_config(path: str | Path | None = None, profile: str = "default", overrides: dict[str, Any] | None = None) -> RunConfig:
     """Read and validate a TOML run config (None: the built-in default), then apply a profile.
 
@@ -469,14 +496,11 @@ def load_config(path: str | Path | None = None, profile: str = "default", overri
         source = str(p)
         data = read_toml(p)
     data.update(overrides or {})
-    try:
-        config = RunConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(_describe(exc, source)) from None
+    config = build_config(data, source)
     allowed = profiles(config.suite)
     if profile not in allowed:
         raise ConfigError(f"unknown profile {profile!r} for suite {config.suite!r}; allowed: {', '.join(allowed)}")
     config = allowed[profile](config)
     if overrides and profile != "default":
-        config = RunConfig.model_validate(config.model_dump() | overrides)
+        config = build_config(config.model_dump() | overrides, source)
     return config

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 import re
 import threading
 import time
@@ -45,8 +46,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from arl_flows.config import RunConfig, TierConfig
-from arl_flows.suites import Suite, SuiteNotFound, get_suite, suite_for
+from arl_flows.config import RunConfig, TierConfig, build_config
+from arl_flows.suites import Calibration, Prior, Suite, SuiteNotFound, get_suite, suite_for
 from arl_flows.training import TierRunner, build_ladder, teach_from_ledger, verify_candidates
 from storage.ledger import Ledger
 from storage.records import Prompt, RunStatus, Status, TrainingStepRecord, Trajectory, tier_rank
@@ -168,7 +169,7 @@ def verification_config(
         # The run check asks for a policy to train; here the trainer owns the policy.
         data["policy_path"] = "(owned by the calling trainer)"
     data["scheduler"] = scheduler
-    return RunConfig.model_validate(data)
+    return build_config(data, f"suite {suite!r}'s verification config")
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -254,7 +255,8 @@ class TieredReward:
         self.ladder = build_ladder(self.config)
         self.ledger.record_tiers([v.spec() for v in self.ladder])
         self.scheduler = Scheduler(
-            self.ladder, self.config.scheduler, featurize=self.suite.featurize, learner=self.suite.surrogate_learner
+            self.ladder, self.config.scheduler, featurize=self.suite.featurize,
+            learner=self.suite.surrogate_learner if isinstance(self.suite, Prior) else None,
         )
         if history:
             teach_from_ledger(self.scheduler, self.ledger, self.suite)
@@ -394,15 +396,14 @@ class TieredReward:
 
         With an empty ledger the surrogate knows nothing about how the lower
         tiers relate to the top one, so ``voi`` sees no escalation worth its
-        cost. This verifies a random draw from ``Suite.calibration_candidates``
+        cost. This verifies a random draw from ``capabilities.Calibration``
         (the molecules suite: its shipped QM9 subset; keys in ``exclude`` left
         out) on each tier, skipping verdicts the ledger already has, and writes
         them with their bill as one step of this reward's run: a later
         TieredReward on the same ledger learns from them for free (``history=True``).
         """
-        import random
-
-        pool = [c for c in self.suite.calibration_candidates() if c.key not in set(exclude)]
+        offered = self.suite.calibration_candidates() if isinstance(self.suite, Calibration) else []
+        pool = [c for c in offered if c.key not in set(exclude)]
         if not pool:
             raise ValueError(f"the {self.suite.name} suite offers no calibration candidates, so warm_start has nothing to verify")
         with self._lock:
@@ -588,7 +589,7 @@ def rerank(
     Each item's goal is ``goal`` (the default) updated by the item's own keys,
     checked by the suite. Items without candidates are sampled from
     ``sampler(goal, n, seed)`` (a callable returning ``n`` completions;
-    ``Suite.sampler`` gives the suite's own). The scheduler routes with the
+    ``capabilities.Rerank`` gives the suite's own). The scheduler routes with the
     ``discovery`` objective (find the best); ``window`` is the objective for
     items whose goal implies none (``Suite.objective_window``). Verdicts are
     cached in the ledger like any run's and the calls form one ledger run

@@ -40,6 +40,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+# Prefect reads its settings from the environment at import: its modules are imported in the functions
+# that run after configure() has set that environment.
 __all__ = ["PrefectLogFile", "configure", "log_to_run", "start_shielded_server", "terminal_logs"]
 
 _LOG_ENV = "ARL_PREFECT_LOG"

@@ -15,13 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from storage.ledger import Ledger  # noqa: E402
 from storage.records import Status, ladder_order  # noqa: E402
-from arl_flows.suites import Suite  # noqa: E402
+from arl_flows.config import build_config, stored_fields  # noqa: E402
+from arl_flows.suites import Lab, Report, Suite, suite_for  # noqa: E402
+from verifiers import registry  # noqa: E402
+from verifiers.scheduler import Observation, Surrogate  # noqa: E402
 
 __all__ = ["Report", "best_candidates", "build_report", "surrogate_calibration", "tier_disagreements", "top_verifier",
            "verified_by_step"]
@@ -56,17 +60,13 @@ def _png(fig: Any) -> bytes:
 def surrogate_calibration(ledger: Ledger, ladder: list[str], suite: Suite, seed: int = 0) -> dict[str, float] | None:
     """Coverage of the surrogate's 50%/90% intervals: fit on half the ledger's paired observations, test on the rest.
 
-    The candidates are rebuilt from their keys by the run's suite (``Suite.history_candidate``).
+    The candidates are rebuilt from their keys by the run's suite (``capabilities.Lab``).
     """
-    import numpy as np
-
-    from verifiers.scheduler import Observation, Surrogate
-
     values = {name: ledger.ok_values(name) for name in ladder}
     top = values[ladder[-1]]
     obs = []
     for key in top:
-        cand = suite.history_candidate(key)
+        cand = suite.history_candidate(key) if isinstance(suite, Lab) else None
         if cand is not None:
             obs.append(Observation(key, suite.featurize(cand), {n: v[key] for n, v in values.items() if key in v}))
     if len(obs) < 10:
@@ -111,11 +111,8 @@ def _parity_png(ledger: Ledger, run_id: str, stored: dict[str, Any], unit: str) 
 
 def _suite_of(stored: dict[str, Any]) -> Suite | None:
     """The suite of a stored run config (None when it no longer loads: a suite uninstalled, a config from an older ARL)."""
-    from arl_flows.config import RunConfig, stored_fields
-    from arl_flows.suites import suite_for
-
     try:
-        return suite_for(RunConfig.model_validate(stored_fields(stored)))
+        return suite_for(build_config(stored_fields(stored), "stored config"))
     except (ValueError, ImportError, LookupError):
         return None
 
@@ -127,8 +124,6 @@ def top_verifier(stored: dict[str, Any]) -> str | None:
         return None
     ref = str(tiers[-1].get("verifier", ""))
     try:
-        from verifiers import registry
-
         return registry.get(ref).name
     except Exception:  # noqa: BLE001 - a plugin uninstalled since the run: the configured name is the best guess
         return ref
@@ -364,7 +359,7 @@ def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> 
             cells = [f"{x:.3f}" if isinstance(x, float) else _cell(x) for x in vals]
             reward = f"{c['reward']:.3f} ± {c['std']:.3f}" + ("" if c["verified"] else " **estimate**")
             lines.append(f"| `{_cell(name)}` | {reward} | " + " | ".join(cells) + " |")
-        picture = suite.draw_candidates(names, [f"{c['reward']:.2f}" + ("" if c["verified"] else " (est.)") for c in top]) if suite else None
+        picture = suite.draw_candidates(names, [f"{c['reward']:.2f}" + ("" if c["verified"] else " (est.)") for c in top]) if isinstance(suite, Report) else None
         if picture:
             images["best.png"] = picture
             lines += ["", "Structures of the best candidates (legend: reward; est.: an estimate only):", "", img("best.png", "best candidates")]

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from arl_flows.config import RunConfig
-from arl_flows.suites import Failure, Suite, suite_for
+from arl_flows.suites import Failure, Hindsight, Lab, Prior, Suite, suite_for
 from policies import Policy, PolicyConfig, PolicyTrainer, Rollout
 from storage.ledger import Ledger, LedgerError
 from storage.settings import settings
@@ -143,7 +143,8 @@ class RunSession:
         self.ladder = ladder
         self.trainer = PolicyTrainer(policy, config.trainer)
         self.scheduler = Scheduler(
-            ladder, config.scheduler, featurize=self.suite.featurize, learner=self.suite.surrogate_learner,
+            ladder, config.scheduler, featurize=self.suite.featurize,
+            learner=self.suite.surrogate_learner if isinstance(self.suite, Prior) else None,
             run_spent=sum(ledger.spend_by_tier(run.id).values()),
         )
         self.steps: dict[int, StepState] = {}
@@ -361,6 +362,9 @@ class RunSession:
             seen.add(key)
             if row.completion_ids:
                 failures.append(replace(row, verdicts=by_key.get(key, [])))
+        if not isinstance(self.suite, Hindsight):
+            logging.getLogger("arl.hindsight").info("the %s suite offers no hindsight: nothing to distill", self.suite.name)
+            return {"hindsight/examples": 0.0}
         relabeled, hinted = self.suite.hindsight(self.policy, failures)
         relabeled, hinted = relabeled[: hcfg.max_examples], hinted[: hcfg.max_examples]
         if not relabeled and not hinted:
@@ -430,7 +434,7 @@ def teach_from_ledger(scheduler: Scheduler, ledger: Ledger, suite: Suite) -> int
     top = values[scheduler.ladder[-1].name]
     observations = []
     for key in top:
-        cand = suite.history_candidate(key)
+        cand = suite.history_candidate(key) if isinstance(suite, Lab) else None
         if cand is None:
             continue
         observations.append(scheduler.observation(cand, {n: vals[key] for n, vals in values.items() if key in vals}))

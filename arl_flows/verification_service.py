@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from arl_flows.suites import Suite
+from arl_flows.suites import Lab, Suite
 
 from storage.ledger import Ledger
 from storage.records import LabRequest, RewardEstimate, Status, Tier, Trajectory, Verdict, new_id, tier_rank
@@ -170,7 +170,7 @@ class VerificationService:
             if final is not None and final.status != Status.pending:
                 self.ledger.close_lab_requests([final.model_copy(update={"request_id": req.id})])
                 continue  # answered before the crash; only the request was left open
-            candidate = self.suite.history_candidate(req.candidate_key)
+            candidate = self.suite.history_candidate(req.candidate_key) if isinstance(self.suite, Lab) else None
             if candidate is None:
                 continue
             self._submit(_Call(None, verifier, candidate, req.id, req.created_at.timestamp()))

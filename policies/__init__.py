@@ -2,25 +2,61 @@
 
 A suite's own tokenizer or prior lives in its suite (the SMILES prior: ``arl_flows.suites.molecules``).
 
-Nothing here imports Prefect or ``verifiers``: rewards arrive as numbers.
+Nothing here imports Prefect or ``verifiers``: rewards arrive as numbers. The settings models
+(``policies.config``) need no torch; the tensor code is imported on first use.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .config import GRPOLossConfig, PolicyConfig, TrainerConfig
 from .hindsight import HintedExample, RelabeledExample, achieved_value, feedback_hint, hint_prompt, top_scale_value
-from .losses import (
-    GRPOLossConfig,
-    decoupled_ppo_loss,
-    group_advantages,
-    group_order,
-    grpo_loss,
-    reverse_kl_distill_loss,
-    sft_loss,
-    spread_mask,
-    staleness_histogram,
-    staleness_weights,
-    uncertainty_weights,
-)
-from .model import Policy, PolicyConfig, Rollout, TokenBatch, collate
-from .trainer import PolicyTrainer, TrainerConfig
+
+if TYPE_CHECKING:
+    from .losses import (
+        decoupled_ppo_loss,
+        group_advantages,
+        group_order,
+        grpo_loss,
+        reverse_kl_distill_loss,
+        sft_loss,
+        spread_mask,
+        staleness_histogram,
+        staleness_weights,
+        uncertainty_weights,
+    )
+    from .model import Policy, Rollout, TokenBatch, collate
+    from .trainer import PolicyTrainer
+
+# Names whose modules import torch (and transformers): loaded on first use, so that reading a run
+# config or printing `arl --help` does not pay for them.
+_TORCH_NAMES = {
+    "decoupled_ppo_loss": "losses",
+    "group_advantages": "losses",
+    "group_order": "losses",
+    "grpo_loss": "losses",
+    "reverse_kl_distill_loss": "losses",
+    "sft_loss": "losses",
+    "spread_mask": "losses",
+    "staleness_histogram": "losses",
+    "staleness_weights": "losses",
+    "uncertainty_weights": "losses",
+    "Policy": "model",
+    "Rollout": "model",
+    "TokenBatch": "model",
+    "collate": "model",
+    "PolicyTrainer": "trainer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _TORCH_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "GRPOLossConfig",

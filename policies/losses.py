@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+
+from .config import GRPOLossConfig
 
 __all__ = [
     "GRPOLossConfig",
@@ -41,53 +42,6 @@ __all__ = [
     "staleness_weights",
     "uncertainty_weights",
 ]
-
-
-class GRPOLossConfig(BaseModel):
-    """Hyper-parameters of the clipped policy-gradient loss."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    loss_type: Literal["grpo", "bnpo", "dapo", "dr_grpo"] = Field(
-        default="dapo",
-        description=(
-            "Aggregation over tokens: 'grpo' = mean over sequences of each sequence's token mean; "
-            "'bnpo' and 'dapo' = token mean over the batch; 'dr_grpo' = token sum / (B * max_completion_length)."
-        ),
-    )
-    epsilon_low: float = Field(
-        default=0.2, ge=0, lt=1, description="Lower clip: ratios below 1 - epsilon_low are clipped."
-    )
-    epsilon_high: float = Field(
-        default=0.28,
-        ge=0,
-        description="Upper clip: ratios above 1 + epsilon_high are clipped (DAPO clip-higher uses 0.28).",
-    )
-    beta: float = Field(
-        default=0.0, ge=0, description="Weight of the k3 KL to the reference model; 0 needs no reference."
-    )
-    kl_importance_correction: bool = Field(
-        default=False,
-        description=(
-            "Multiply the k3 KL by the (differentiable) ratio pi/pi_old so its gradient is the unbiased "
-            "reverse-KL gradient (DeepSeek-V3.2; TRL's use_bias_correction_kl, on by default there). "
-            "False keeps DeepSeekMath's formula."
-        ),
-    )
-    max_completion_length: int | None = Field(
-        default=None, ge=1, description="Dr. GRPO's constant normaliser; None uses the padded completion width."
-    )
-    mask_truncated: bool = Field(
-        default=False, description="Drop completions that hit the length limit from the loss (DAPO overlong filtering)."
-    )
-    uncertainty_scale: float | None = Field(
-        default=None,
-        gt=0,
-        description=(
-            "If set and reward stds are given, each advantage is multiplied by 1 / (1 + (std / scale)^2): "
-            "a reward as uncertain as `scale` counts half, a certain one fully. None disables."
-        ),
-    )
 
 
 def group_advantages(

@@ -23,23 +23,15 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, Field
 from transformers import AutoModelForCausalLM, AutoTokenizer, PretrainedConfig, PreTrainedModel
 
 from storage.records import CheckpointRecord, Turn
 
+from .config import PolicyConfig
+
 __all__ = ["Policy", "PolicyConfig", "Rollout", "TokenBatch", "collate"]
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-class PolicyConfig(BaseModel):
-    """Where and in which precision the policy runs."""
-
-    device: str = Field(default="cpu", description="Torch device, e.g. 'cpu' or 'cuda:0'.")
-    dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        default="float32", description="Weight dtype: float32 on CPU, bfloat16 on recent GPUs."
-    )
 
 
 @dataclass

@@ -11,14 +11,12 @@ as a convenience for tests and benchmarks where the reward is cheap.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 
+from .config import TrainerConfig
 from .hindsight import HintedExample, RelabeledExample
 from .losses import (
-    GRPOLossConfig,
     decoupled_ppo_loss,
     group_advantages,
     group_order,
@@ -32,55 +30,6 @@ from .losses import (
 from .model import Policy, Rollout, collate
 
 __all__ = ["PolicyTrainer", "TrainerConfig"]
-
-
-class TrainerConfig(BaseModel):
-    """Rollout and optimisation settings of a GRPO step."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    group_size: int = Field(default=8, ge=2, description="Completions sampled per prompt (G).")
-    temperature: float = Field(default=1.0, gt=0, description="Sampling temperature; log-probs use the same one.")
-    top_p: float = Field(default=1.0, gt=0, le=1, description="Nucleus sampling threshold.")
-    max_new_tokens: int = Field(default=48, ge=1, description="Completion length cap; longer ones are truncated.")
-    lr: float = Field(default=1e-4, gt=0, description="AdamW learning rate.")
-    weight_decay: float = Field(default=0.0, ge=0)
-    max_grad_norm: float | None = Field(default=1.0, gt=0, description="Gradient-norm clip; None disables.")
-    num_iterations: int = Field(
-        default=1, ge=1, description="Inner updates per rollout, all reusing its old_logps (mu)."
-    )
-    micro_batch_size: int | None = Field(
-        default=None,
-        ge=1,
-        description="Rows per forward/backward; gradients accumulate over the batch. None = one pass.",
-    )
-    advantage_scale: Literal["group", "batch", "none"] = Field(
-        default="group", description="Advantage normalisation (see losses.group_advantages)."
-    )
-    dynamic_sampling: bool = Field(default=True, description="Skip groups whose rewards are all equal (DAPO).")
-    loss: GRPOLossConfig = Field(default_factory=GRPOLossConfig)
-    max_staleness: int | None = Field(
-        default=4,
-        ge=0,
-        description="Off-policy rows (a staleness passed to step): groups sampled more than this many policy "
-        "versions before the update are dropped. None keeps every group.",
-    )
-    staleness_decay: float = Field(
-        default=1.0,
-        gt=0,
-        le=1,
-        description="Off-policy rows within max_staleness weigh decay ** staleness (1: full weight, as AReaL).",
-    )
-    behaviour_weight_cap: float | None = Field(
-        default=5.0,
-        gt=0,
-        description="Decoupled loss: tokens whose pi_prox / pi_behav exceeds this get weight 0 (AReaL's cap). "
-        "None disables.",
-    )
-    sft_weight: float = Field(default=1.0, ge=0, description="Weight of the relabeled-SFT term in distill_step.")
-    distill_weight: float = Field(
-        default=1.0, ge=0, description="Weight of the hint-teacher reverse-KL term in distill_step."
-    )
 
 
 class PolicyTrainer:

@@ -50,6 +50,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from storage.records import Status, Verdict, VerifierSpec
+from storage.records import params_hash
 from verifiers.base import Candidate, Verifier
 
 __all__ = [
@@ -433,8 +434,6 @@ class IsolatedVerifier(Verifier[Any]):
 
     @property
     def params_hash(self) -> str:
-        from storage.records import params_hash
-
         return params_hash(self.params.model_dump(mode="json", exclude=set(self.execution_fields)))
 
     def spec(self) -> VerifierSpec:

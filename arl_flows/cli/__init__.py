@@ -9,18 +9,11 @@ prints one line naming its log file (``_errors.py`` has the rules).
 from __future__ import annotations
 
 import sys
+import warnings
+from importlib import metadata
 
-import typer
+from arl_flows.cli._common import UserError, app, console
 
-from arl_flows.cli._common import UserError, console
-
-app = typer.Typer(
-    name="arl",
-    help="ARL: reinforcement learning for language-model policies with expensive, tiered verification.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
 
 
 
@@ -32,10 +25,6 @@ def _check_verifiers_is_ours() -> None:
     ``verifiers/__init__.py``. Checked here, before the command groups import
     ``verifiers``, so that a broken environment gets this line and no traceback.
     """
-    import sys
-    import warnings
-    from importlib import metadata
-
     try:
         other = metadata.distribution("verifiers")  # ARL's own distribution is named "arl"
     except metadata.PackageNotFoundError:

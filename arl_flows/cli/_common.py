@@ -1,4 +1,5 @@
-"""Shared bits of the CLI: consoles, the user-error type, ledger opening, JSON output.
+"""Shared bits of the CLI: the ``arl`` app each command module adds to, consoles, the user-error type, ledger
+opening, JSON output.
 
 User text (run names, ids, SMILES, paths, verifier feedback) never reaches
 rich as markup: pass it through :func:`shown` when it goes into a markup
@@ -14,11 +15,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 
+# The helpers import the ledger and the run config when called: `arl --help` needs neither.
 __all__ = [
-    "UserError", "console", "cut", "default_suite", "err_console", "load_suite", "open_ledger", "print_json", "shown"]
+    "UserError", "app", "console", "cut", "default_suite", "err_console", "load_suite", "open_ledger", "print_json", "shown"]
+
+app = typer.Typer(
+    name="arl",
+    help="ARL: reinforcement learning for language-model policies with expensive, tiered verification.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
 
 console = Console(emoji=False)
 err_console = Console(stderr=True, emoji=False)
@@ -62,6 +73,20 @@ def open_ledger(url: str | None = None):  # noqa: ANN201 - avoids importing SQLA
         raise UserError(str(exc)) from None
 
 
+def goal_of_items(items: list[str], option: str) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as a goal; a value is read as JSON when it parses (numbers, lists), else as text."""
+    goal: dict[str, Any] = {}
+    for item in items:
+        key, eq, raw = item.partition("=")
+        if not (key.strip() and eq):
+            raise UserError(f"{option} {item[:100]!r}: write it as KEY=VALUE, e.g. {option} task_id=sum-to-n")
+        try:
+            goal[key.strip()] = json.loads(raw)
+        except (json.JSONDecodeError, RecursionError):
+            goal[key.strip()] = raw
+    return goal
+
+
 def print_json(data: Any) -> None:
     """Print machine-readable JSON to stdout (no rich markup)."""
     print(json.dumps(data, indent=2, default=str))
@@ -76,7 +101,8 @@ def default_suite() -> str:
 
 def load_suite(name: str | None) -> Any:
     """The suite object for commands outside a run; an unknown name is one line listing the installed ones."""
-    from arl_flows.suites import SuiteNotFound, standalone_suite
+    from arl_flows.config import standalone_suite
+    from arl_flows.suites import SuiteNotFound
 
     try:
         return standalone_suite(name or default_suite())

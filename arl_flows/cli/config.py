@@ -9,8 +9,10 @@ from typing import Any
 
 import typer
 
-from arl_flows.cli import app
-from arl_flows.cli._common import UserError
+from arl_flows.cli._common import UserError, app
+
+# Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
+# run, so that `arl --help` loads none of it.
 
 config_app = typer.Typer(help="Run configs: print the one a run would use.", no_args_is_help=True)
 app.add_typer(config_app, name="config")

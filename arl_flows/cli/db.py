@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import typer
 
-from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, open_ledger, print_json, shown
+from arl_flows.cli._common import UserError, app, console, open_ledger, print_json, shown
+
+# Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
+# run, so that `arl --help` loads none of it.
 
 db_app = typer.Typer(help="Ledger database: migrations and integrity checks.", no_args_is_help=True)
 app.add_typer(db_app, name="db")

@@ -10,7 +10,7 @@ goal, as ``"goal": {...}`` or as the line's other keys, which the suite reads
 The first ``--n`` candidates of each line are verified under ``--budget``
 CPU-seconds (per prompt) and the top ``--k`` come back with their posterior,
 the tier each reached and the spend. A line without candidates is sampled
-from the suite's own policy (``Suite.sampler``; or ``--policy-path``). The
+from the suite's own policy (``capabilities.Rerank``; or ``--policy-path``). The
 work is :func:`arl_flows.integrations.rerank`; this module only reads,
 checks and prints.
 """
@@ -23,18 +23,20 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from pydantic import ValidationError
 from rich.table import Table
 
-from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, cut, load_suite, print_json, shown
+from arl_flows.cli._common import UserError, app, console, cut, goal_of_items, load_suite, print_json, shown
+from arl_flows.suites import Rerank
+
+# Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
+# run, so that `arl --help` loads none of it.
 
 _MAX_INPUT_BYTES = 200 * 2**20
 _MAX_ITEMS = 100_000
 
 
 def _read_items(path: Path) -> list[dict[str, Any]]:
-    from pydantic import ValidationError
-
     from arl_flows.integrations import RerankItem
 
     try:
@@ -93,8 +95,6 @@ def _tier_list(tiers: str | None, params: list[str]) -> list[dict[str, Any]] | N
 
 def _reason(exc: Exception) -> str:
     """One line saying why: a validation error's first message (its headline names only the model), else the text."""
-    from pydantic import ValidationError
-
     if isinstance(exc, ValidationError) and exc.errors():
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
@@ -121,11 +121,9 @@ def rerank_command(
     window: tuple[float, float] | None = typer.Option(None, "--window", hidden=True, help="Same as --goal window=[LOW,HIGH]."),
 ) -> None:
     """Verify N candidates per prompt under a budget with the scheduler; print the top k."""
-    from arl_flows.cli.verify import _goal_items
-
     if not (math.isfinite(budget) and budget > 0):
         raise UserError(f"--budget {budget}: give a positive, finite number of CPU-seconds")
-    default_goal = _goal_items(goal_items, "--goal")
+    default_goal = goal_of_items(goal_items, "--goal")
     if window is not None:
         low, high = window
         if not (math.isfinite(low) and math.isfinite(high) and low < high):
@@ -149,7 +147,7 @@ def rerank_command(
     sampler = None
     if any(not it.candidates for it in items):
         try:
-            sampler = the_suite.sampler(policy_path)
+            sampler = the_suite.sampler(policy_path) if isinstance(the_suite, Rerank) else None
         except (OSError, ValueError) as exc:
             raise UserError(f"cannot load the policy to sample from: {cut(str(exc), 300)}") from None
         if sampler is None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, open_ledger, print_json, shown
+from arl_flows.cli._common import UserError, app, console, open_ledger, print_json, shown
+
+# Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
+# run, so that `arl --help` loads none of it.
 
 runs_app = typer.Typer(help="Training runs recorded in the ledger.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")

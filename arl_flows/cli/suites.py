@@ -12,8 +12,10 @@ from typing import Any
 
 import typer
 
-from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, print_json, shown
+from arl_flows.cli._common import UserError, app, console, print_json, shown
+
+# Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
+# run, so that `arl --help` loads none of it.
 
 suites_app = typer.Typer(help="Suites: one plugin per problem (prompts, ladder, objective, policy).", no_args_is_help=True)
 app.add_typer(suites_app, name="suites")

@@ -6,10 +6,13 @@ import json
 from typing import Any
 
 import typer
+from pydantic import BaseModel
 from rich.table import Table
 
-from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, print_json, shown
+from arl_flows.cli._common import UserError, app, console, print_json, shown
+
+# Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
+# run, so that `arl --help` loads none of it.
 
 tiers_app = typer.Typer(help="Registered verifier tiers (built-in, entry points, config references).", no_args_is_help=True)
 app.add_typer(tiers_app, name="tiers")
@@ -88,8 +91,6 @@ def _type_text(annotation: Any) -> str:
 
 def _param_rows(model: Any, values: dict[str, Any], prefix: str = "") -> list[tuple[str, str, str, str]]:
     """(name, type, default, description) per parameter; a nested params model's fields are listed as ``outer.inner``."""
-    from pydantic import BaseModel
-
     rows = []
     for name, field in model.model_fields.items():
         annotation, value = field.annotation, values.get(name)

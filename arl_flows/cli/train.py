@@ -16,9 +16,11 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, err_console, open_ledger, print_json, shown
+from arl_flows.cli._common import UserError, app, console, err_console, open_ledger, print_json, shown
 from storage.settings import settings
+
+# Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
+# run, so that `arl --help` loads none of it.
 
 URL_OPTION = typer.Option(None, "--url", help="Ledger URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db).")
 UI_HOST, UI_PORT = "127.0.0.1", 4200

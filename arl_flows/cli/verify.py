@@ -14,8 +14,10 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from arl_flows.cli import app
-from arl_flows.cli._common import UserError, console, load_suite, open_ledger, print_json, shown
+from arl_flows.cli._common import UserError, app, console, goal_of_items, load_suite, open_ledger, print_json, shown
+
+# Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
+# run, so that `arl --help` loads none of it.
 
 _STATUS_STYLE = {"ok": "green", "invalid": "red", "failed": "yellow", "timeout": "magenta", "pending": "cyan"}
 
@@ -101,22 +103,6 @@ def _make_params(cls: Any, base: dict[str, Any], threads: int | None, timeout_s:
     return params
 
 
-def _goal_items(items: list[str], option: str) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs as a goal; a value is read as JSON when it parses (numbers, lists), else as text."""
-    import json
-
-    goal: dict[str, Any] = {}
-    for item in items:
-        key, eq, raw = item.partition("=")
-        if not (key.strip() and eq):
-            raise UserError(f"{option} {item[:100]!r}: write it as KEY=VALUE, e.g. {option} task_id=sum-to-n")
-        try:
-            goal[key.strip()] = json.loads(raw)
-        except (json.JSONDecodeError, RecursionError):
-            goal[key.strip()] = raw
-    return goal
-
-
 @app.command("verify")
 def verify(
     suite: str | None = typer.Option(None, "--suite", help="The suite (`arl suites list`; default: a run config's default)."),
@@ -148,7 +134,7 @@ def verify(
         raise UserError(f"--timeout must be a number of seconds, got {timeout_s}")
     the_suite = load_suite(suite)
     suite = the_suite.name
-    given = _goal_items(goal_items, "--goal")
+    given = goal_of_items(goal_items, "--goal")
     if task is not None:
         given["task_id"] = task
     if (goal_low is None) != (goal_high is None):

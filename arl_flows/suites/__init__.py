@@ -19,6 +19,14 @@ the generic verifiers and scheduler, policies, the flows) names none:
   implies, how to sample candidates for a goal, and which candidates
   calibrate the scheduler from scratch.
 
+:class:`Suite` is the core every suite has: ``name``, ``prompts`` and
+``completion`` are required, the rest has a default that fits any problem.
+What only some problems have (hindsight relabelling, rebuilding a candidate
+from its key for lab answers, sampling for rerank, a report picture, a
+learned prior for the scheduler, calibration candidates) is an optional
+capability in :mod:`arl_flows.suites.capabilities`: a suite defines its
+methods or not, and a feature that needs one checks with ``isinstance``.
+
 The built-in ``molecules`` and ``code`` suites live in this folder and are
 registered by the same entry point as a user's (see ``pyproject.toml``); a
 run config may also name a suite by ``"package.module:Class"``. An entry
@@ -40,27 +48,36 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+import policies
+from policies import PolicyConfig
 from storage.records import Prompt, RewardEstimate, Tier, Trajectory, Turn, Verdict
 from verifiers import Candidate
+from verifiers.disagreement import pass_fail_disagreement
 from verifiers.plugins import BrokenPlugin, broken_message, broken_plugins, load_plugin
+from arl_flows.suites.capabilities import Calibration, Hindsight, Lab, Prior, Report, Rerank
 
-if TYPE_CHECKING:  # policies imports torch and transformers: loaded when a suite makes a policy, not to list suites
+if TYPE_CHECKING:
     import typer
 
-    from policies import HintedExample, Policy, PolicyConfig, RelabeledExample
+    from policies import Policy
 
     from arl_flows.config import RunConfig
-    from verifiers.scheduler import Scheduler, SurrogateLearnerFactory
+    from verifiers.scheduler import Scheduler
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "Calibration",
     "Failure",
+    "Hindsight",
+    "Lab",
+    "Prior",
+    "Report",
+    "Rerank",
     "NoOptions",
     "Suite",
     "SuiteNotFound",
     "broken_suites",
     "get_suite",
-    "standalone_suite",
     "suite_classes",
     "suite_for",
     "suite_origin",
@@ -70,7 +87,7 @@ ENTRY_POINT_GROUP = "arl.suites"
 
 @dataclass(frozen=True)
 class Failure:
-    """One failed trajectory handed to ``Suite.hindsight``, with what it was asked and how it was judged."""
+    """One failed trajectory handed to ``Hindsight.hindsight``, with what it was asked and how it was judged."""
 
     trajectory: Trajectory
     prompt: Prompt
@@ -90,7 +107,8 @@ class SuiteNotFound(LookupError):
 
 
 class Suite:
-    """One problem. Subclass it, fill in the class attributes and override what differs from the defaults."""
+    """One problem's core. Subclass it, fill in the class attributes and override what differs from the defaults;
+    add the methods of any capability the problem has (:mod:`arl_flows.suites.capabilities`)."""
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
@@ -123,17 +141,13 @@ class Suite:
     # -- the policy and its prompts ---------------------------------------------
     def load_policy(self, policy_config: PolicyConfig, on_pretrain: Callable[[str], None] | None = None) -> Policy:
         """The policy a run starts from: ``policy_path``, else the suite's own (``on_pretrain`` hears of a first training)."""
-        from policies import Policy
-
         if self.config.policy_path:
-            return Policy.load(self.config.policy_path, policy_config)
+            return policies.Policy.load(self.config.policy_path, policy_config)
         raise ValueError(f"suite {self.name!r} needs policy_path (a local transformers model directory)")
 
     def prepare_policy(self) -> dict[str, Any]:
         """Make the starting policy ready (train it if the suite trains its own) and say what it is (the
         ``pretrain_prior`` flow's report). By default: load it and name it."""
-        from policies import PolicyConfig
-
         policy = self.load_policy(PolicyConfig())
         return {"suite": self.name, "policy": self.config.policy_path or type(policy.model).__name__}
 
@@ -182,30 +196,12 @@ class Suite:
         """The window on the top tier's value that a goal asks for, when a goal is the objective (None: the run's)."""
         return None
 
-    def sampler(self, policy_path: str | None = None) -> Callable[[dict[str, Any], int, int], list[str]] | None:
-        """``sample(goal, n, seed) -> n completions`` for ``arl rerank`` lines without candidates; None: nothing to sample."""
-        return None
-
-    def calibration_candidates(self) -> list[Candidate]:
-        """Candidates worth verifying on every tier when the scheduler has no history (``TieredReward.warm_start``)."""
-        return []
-
     # -- what the scheduler and the rewards need ------------------------------------
     def featurize(self, candidate: Candidate) -> np.ndarray:
         """Cheap features of a candidate for the scheduler's surrogate (default: its size)."""
-        from verifiers.scheduler import size_features
+        from verifiers.scheduler import size_features  # scipy: loaded when a run scores, not to list suites
 
         return size_features(candidate)
-
-    surrogate_learner: ClassVar[SurrogateLearnerFactory | None] = None
-    """Makes the learned model the scheduler's surrogate stacks on its linear one once the history is large:
-    ``surrogate_learner(lower_tiers, scheduler.learned, seed)`` returns a ``SurrogateLearner`` whose ``fit``
-    gives a ``LearnedModel`` (or None if it cannot read the payloads); see ``verifiers.scheduler.learned``.
-    None: the linear surrogate only. The molecules suite's is a graph network."""
-
-    def history_candidate(self, key: str) -> Candidate | None:
-        """A candidate rebuilt from a cache key, to teach the surrogate from the ledger (None: cannot)."""
-        return None
 
     def rewards(
         self,
@@ -216,10 +212,6 @@ class Suite:
     ) -> list[RewardEstimate]:
         """The rewards GRPO uses; by default the scheduler's estimates."""
         return estimates
-
-    def hindsight(self, policy: Policy, failures: list[Failure]) -> tuple[list[RelabeledExample], list[HintedExample]]:
-        """Supervision from failed trajectories: each comes with its verdicts and the scheduler's estimate."""
-        return [], []
 
     def disagreements(
         self,
@@ -233,8 +225,6 @@ class Suite:
         ``estimates`` are one per candidate, in order. By default two pass/fail tiers: the highest-ranked
         simulation verdict and the high-fidelity verdict (see ``verifiers.disagreement``).
         """
-        from verifiers.disagreement import pass_fail_disagreement
-
         out = []
         for cand, est in zip(candidates, estimates, strict=True):
             by_tier = {v.tier: v for v in verdicts.get(cand.key, [])}
@@ -249,10 +239,6 @@ class Suite:
 
     value_unit: ClassVar[str] = ""
     """Unit of the verifiers' values, shown in reports next to them (the molecules suite's: eV); empty: none."""
-
-    def draw_candidates(self, shown: Sequence[str], legends: Sequence[str]) -> bytes | None:
-        """A PNG picture of candidates (named as ``show_candidate`` names them) for the report; None: nothing to draw."""
-        return None
 
 
 @cache
@@ -310,17 +296,6 @@ def suite_origin(cls: type[Suite]) -> str:
 def suite_for(config: RunConfig) -> Suite:
     """The suite object of a run."""
     return get_suite(config.suite)(config)
-
-
-def standalone_suite(name: str) -> Suite:
-    """The suite ``name`` outside a training run (``arl verify``, ``arl rerank``): its defaults, no policy of ARL's."""
-    from arl_flows.config import RunConfig
-
-    cls = get_suite(name)
-    data: dict[str, Any] = {"suite": name}
-    if cls.needs_policy_path:
-        data["policy_path"] = "(owned by the caller)"
-    return cls(RunConfig.model_validate(data))
 
 
 def _check(cls: object, ref: str) -> None:

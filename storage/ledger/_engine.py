@@ -29,6 +29,7 @@ DATABASE_URL_ENV = "ARL_DATABASE_URL"
 _CHUNK = 2000  # keys per IN (...) query; well under SQLite's 32,766 variable limit
 
 
+# The settings (which read the environment) and the SQL dialects are imported where they are used.
 def default_database_url() -> str:
     """``ARL_DATABASE_URL`` if set, else an SQLite file under ``ARL_HOME`` (``~/.arl/``)."""
     from storage.settings import SettingsError, settings

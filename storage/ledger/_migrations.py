@@ -22,6 +22,7 @@ _MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 _MIGRATION_LOCK_ID = 740_221_773  # PostgreSQL advisory lock key for migrations
 
 
+# Alembic is imported only when migrations run.
 def _alembic_config(connection: Connection | None = None) -> Any:
     from alembic.config import Config
 

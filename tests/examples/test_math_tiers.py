@@ -184,7 +184,8 @@ def test_arl_verify_says_in_one_line_which_goal_keys_the_suite_needs() -> None:
 def test_hindsight_relabels_a_wrong_antiderivative_with_the_task_it_solves() -> None:
     from transformers import GPT2Config
 
-    from arl_flows.suites import Failure, standalone_suite
+    from arl_flows.config import standalone_suite
+    from arl_flows.suites import Failure
     from arl_math.prior import build_tokenizer, prompt_ids
     from policies import Policy
     from storage.records import Prompt, RewardEstimate, Trajectory

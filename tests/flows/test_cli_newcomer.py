@@ -33,7 +33,7 @@ def test_verify_without_tiers_runs_the_suites_ladder_and_says_so(tmp_path: Path)
 
 def test_a_tier_name_selects_the_ladders_rung_with_its_params() -> None:
     from arl_flows.cli.verify import _resolve_verifiers
-    from arl_flows.suites import standalone_suite
+    from arl_flows.config import standalone_suite
 
     suite = standalone_suite("molecules")
     (top,) = [t for t in suite.config.tiers if t.verifier == "pyscf-b3lyp"]
@@ -72,13 +72,13 @@ def test_every_help_and_doc_names_the_ledger_the_settings_open() -> None:
 def test_the_molecule_examples_use_the_default_ladders_dft_basis() -> None:
     import tomllib
 
-    from arl_flows.config import RunConfig
+    from arl_flows.config import build_config
 
     def basis(tiers: list[dict]) -> str:
         (dft,) = [t for t in tiers if t["verifier"] == "pyscf-b3lyp"]
         return dft.get("params", {}).get("basis", "")
 
-    default = basis(RunConfig.model_validate({"suite": "molecules"}).model_dump()["tiers"])
+    default = basis(build_config({"suite": "molecules"}).model_dump()["tiers"])
     for name in ("molecules.toml", "objective.toml"):
         assert basis(tomllib.loads((ROOT / "examples" / name).read_text(encoding="utf-8"))["tiers"]) == default, name
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from arl_flows.config import RunConfig
+from arl_flows.config import load_config
 from arl_flows.suites import suite_for
 from arl_flows.suites.molecules import EHTGapVerifier, SimulatedClusterVerifier
 from arl_flows.verification_service import VerificationService
@@ -19,7 +19,7 @@ SMILES = ["C#N", "C=O", "CO", "C#CC", "CC=O", "NC=O", "CCC", "CC=O"]
 
 
 def _setup(ledger, *, latency=0.05, slots=2, budget=1000.0):
-    config = RunConfig(suite="molecules", name="svc")
+    config = load_config(overrides={"suite": "molecules", "name": "svc"})
     suite = suite_for(config)
     run = ledger.create_run("svc", {})
     (prompt,) = suite.prompts(0)[:1]
@@ -100,7 +100,7 @@ def test_a_call_in_flight_at_a_crash_is_continued_not_repaid(ledger) -> None:
 
 
 def _setup_resume(ledger, run_id):
-    config = RunConfig(suite="molecules", name="svc")
+    config = load_config(overrides={"suite": "molecules", "name": "svc"})
     suite = suite_for(config)
     cluster = SimulatedClusterVerifier({"latency_s": 3600.0, "slots": 1})
     sched = Scheduler([EHTGapVerifier(), cluster], SchedulerConfig(policy="all"), featurize=suite.featurize)

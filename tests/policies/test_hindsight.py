@@ -47,12 +47,12 @@ def test_molecule_relabels_use_the_top_tier_scale_not_a_lower_tiers_raw_value(sm
     """An xTB gap is ~2 eV below the DFT gap the goals are on: relabel with the calibrated posterior."""
     from types import SimpleNamespace
 
-    from arl_flows.config import RunConfig
+    from arl_flows.config import load_config
     from arl_flows.suites import Failure
     from arl_flows.suites.molecules.suite import MoleculeSuite
 
     tok = smiles_tokenizer
-    suite = MoleculeSuite(RunConfig())  # hindsight: min_fidelity simulation, max_value_std 0.5
+    suite = MoleculeSuite(load_config())  # hindsight: min_fidelity simulation, max_value_std 0.5
     completion = tok("CCO", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
     prompt = Prompt(id="p", suite="molecules", text="gap 3-4", goal={"low": 3.0, "high": 4.0})
     traj = Trajectory(id="t", prompt_id="p", step=0, group_id="g", final_answer="CCO", candidate_key="molecules:CCO")

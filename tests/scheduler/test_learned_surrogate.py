@@ -10,7 +10,8 @@ import pytest
 
 from verifiers.scheduler import Observation, Scheduler, SchedulerConfig, Surrogate
 from verifiers.scheduler.config import LearnedSurrogateConfig
-from arl_flows.suites.molecules.graph import ATOM_DIM, BOND_DIM, GraphLearner, GraphModel, GraphModelConfig, mol_graph
+from arl_flows.suites.molecules.graph import ATOM_DIM, BOND_DIM, GraphModel, GraphModelConfig, mol_graph
+from arl_flows.suites.molecules.learner import GraphLearner
 from arl_flows.suites.molecules.suite import MoleculeSuite
 
 from arl_flows.suites.molecules.datasets import QM9_GAP_CSV as QM9  # noqa: E402

@@ -13,7 +13,7 @@ The benchmarks behind ``arl bench`` replay verdicts through this planner
 from outside the product packages (``benchmarks/replay.py``).
 """
 
-from verifiers.scheduler.policies import make_policy, policy_names, register_policy
+from verifiers.scheduler.policies import make_policy, policy_names, register_policy, register_settings
 from verifiers.scheduler.policies.all import AllPolicy
 from verifiers.scheduler.policies.cascade import CascadePolicy
 from verifiers.scheduler.policies.fast_only import FastOnlyPolicy
@@ -61,6 +61,7 @@ __all__ = [
     "make_policy",
     "policy_names",
     "register_policy",
+    "register_settings",
     "objective_moments",
     "reward_moments",
     "size_features",

@@ -1,24 +1,23 @@
-"""Scheduler settings: one pydantic model, every field documented where it is declared."""
+"""Scheduler settings: one pydantic model, every field documented where it is declared.
+
+A policy's own settings live next to it (``policies/NAME_settings.py``, e.g.
+``voi``'s): :class:`SchedulerConfig` takes the fields of every registered
+settings model as its own, so a run config keeps one flat ``[scheduler]``
+table and a new policy with settings touches no file of the others.
+"""
 
 from __future__ import annotations
 
 import math
-from enum import StrEnum
-
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from verifiers.objectives import Objective
+from verifiers.scheduler.policies import policy_names, settings_models
+from verifiers.scheduler.policies.voi_settings import VoiTarget  # re-exported: callers import it from here
 
 __all__ = ["LearnedSurrogateConfig", "SchedulerConfig", "TierCaps", "VoiTarget"]
-
-
-class VoiTarget(StrEnum):
-    """What an escalation is worth to ``voi`` (not the reward: that is the objective)."""
-
-    discovery = "discovery"  # expected gain in hits confirmed at the top tier
-    advantage = "advantage"  # expected reduction in error of GRPO group advantages
 
 
 class TierCaps(BaseModel):
@@ -87,8 +86,8 @@ class LearnedSurrogateConfig(BaseModel):
     threads: int = Field(default=1, ge=1, description="Torch threads while training (verifiers may share the cores).")
 
 
-class SchedulerConfig(BaseModel):
-    """How the scheduler routes candidates through the verifier ladder."""
+class _SchedulerFields(BaseModel):
+    """The settings every policy shares (``SchedulerConfig`` adds each policy's own)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -99,21 +98,6 @@ class SchedulerConfig(BaseModel):
         "need tuned thresholds or the true values, so only the benchmarks use them.",
     )
 
-    @field_validator("policy")
-    @classmethod
-    def _policy_is_registered(cls, name: str) -> str:
-        from verifiers.scheduler.policies import policy_names
-
-        known = policy_names()
-        if name not in known:
-            raise ValueError(f"unknown policy {name!r}; known: {', '.join(known)}")
-        return name
-    voi_target: VoiTarget = Field(
-        default=VoiTarget.discovery,
-        description="What 'voi' maximises: 'discovery' (confirmed hits: candidates whose top-tier value meets the "
-        "objective's terms on it, weighted by the reward they can still gain) or 'advantage' (accuracy of "
-        "group-relative advantages). Formerly 'objective'.",
-    )
     reward: Objective | None = Field(
         default=None,
         description="The reward objective over named properties (see verifiers.objectives); a run config sets it "
@@ -139,35 +123,8 @@ class SchedulerConfig(BaseModel):
         default_factory=dict,
         description="Per-verifier limits keyed by verifier name or tier name ('simulation'); the name wins.",
     )
-    min_value_per_cost: float = Field(
-        default=1e-4,
-        ge=0.0,
-        description="With a finite budget, escalations worth less than this per CPU-second are not worth their "
-        "cost even if affordable (discovery: expected hits; advantage: squared advantage error removed). "
-        "The default skips a 12 s call that has under 0.12% chance of a hit. An infinite budget ignores it.",
-    )
-    learning_value: float = Field(
-        default=0.5,
-        ge=0.0,
-        description="Worth of a top-tier answer to the surrogate itself, added to its discovery value: this "
-        "weight times the share of the candidate's posterior variance that is the learned ensemble's "
-        "disagreement, times its chance of a hit under a posterior twice as wide (answers that teach the "
-        "model about the region near the target). 0: pure exploitation. Only with a learned ensemble.",
-    )
-    exact_std: float = Field(
-        default=1e-3,
-        ge=0.0,
-        description="Posterior std of the top-tier value at or below which it counts as known: such a candidate "
-        "is never escalated (an exact lower tier makes the expensive ones worthless).",
-    )
     invalid_reward: float = Field(
         default=0.0, description="Reward of a candidate the verifiers call invalid (a malformed answer is a real 0)."
-    )
-    advantage_scale_floor: float = Field(
-        default=0.1,
-        gt=0.0,
-        description="Floor on a group's reward scale when weighing advantage errors, so that a group whose "
-        "members are all clearly bad does not look worth resolving.",
     )
     dead_after: int = Field(
         default=3,
@@ -181,6 +138,13 @@ class SchedulerConfig(BaseModel):
     )
     seed: int = Field(default=0, description="Seed of the 'random' baseline and any tie-breaking.")
 
+    @field_validator("policy")
+    @classmethod
+    def _policy_is_registered(cls, name: str) -> str:
+        known = policy_names()
+        if name not in known:
+            raise ValueError(f"unknown policy {name!r}; known: {', '.join(known)}")
+        return name
     @model_validator(mode="before")
     @classmethod
     def _renamed_objective(cls, data: Any) -> Any:
@@ -199,7 +163,7 @@ class SchedulerConfig(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _window_is_ordered(self) -> SchedulerConfig:
+    def _window_is_ordered(self) -> _SchedulerFields:
         if not self.target_low < self.target_high:
             raise ValueError(
                 f"target_low ({self.target_low}) must be below target_high ({self.target_high}); swap them"
@@ -213,3 +177,7 @@ class SchedulerConfig(BaseModel):
     def caps_for(self, verifier: str, tier: str) -> TierCaps:
         """The caps for one verifier (by name, else by tier, else none)."""
         return self.caps.get(verifier) or self.caps.get(tier) or TierCaps()
+
+
+class SchedulerConfig(*settings_models(), _SchedulerFields):  # type: ignore[misc]
+    """How the scheduler routes candidates through the verifier ladder: the shared fields, then each policy's own."""

@@ -12,13 +12,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from verifiers.base import Candidate, Verifier
 from verifiers.objectives import Objective
-from verifiers.scheduler.config import SchedulerConfig
+
+if TYPE_CHECKING:  # annotations only: the config reads the policies' settings, which come with this package
+    from verifiers.scheduler.config import SchedulerConfig
 
 __all__ = ["Action", "EscalationPolicy", "PlanView"]
 

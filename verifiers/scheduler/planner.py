@@ -44,6 +44,7 @@ from verifiers.scheduler.config import SchedulerConfig
 from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView
 from verifiers.scheduler.features import Featurizer
 from verifiers.scheduler.learned import PretrainedLearner, SurrogateLearnerFactory
+from verifiers.scheduler.policies import make_policy
 from verifiers.scheduler.reward import discovery_value, objective_moments
 from verifiers.scheduler.spend import charge_one
 from verifiers.scheduler.surrogate import Observation, Surrogate, SurrogatePrior
@@ -132,8 +133,6 @@ class Scheduler:
         n_features = 0 if featurize is None else int(np.size(featurize(Candidate(key="probe", suite="probe", payload=""))))
         self.surrogate = Surrogate(names[:-1], names[-1], n_features, surrogate_prior, seed=self.config.seed)
         if policy is None:
-            from verifiers.scheduler.policies import make_policy
-
             policy = make_policy(self.config.policy, self.config)
         self.policy = policy
         self.run_spent = run_spent

@@ -222,8 +222,8 @@ class Surrogate:
     def fit_learned(self, learner: SurrogateLearner, calibration_share: float = 0.15, progress: Any = None) -> bool:
         """Train a learned model on the pairs so far and stack it under the per-pattern linear models.
 
-        ``learner`` comes from the candidates' suite (``Suite.surrogate_learner``; the molecules suite's is
-        a graph network, ``arl_flows.suites.molecules.graph.GraphLearner``): ``learner.fit(payloads, values,
+        ``learner`` comes from the candidates' suite (``capabilities.Prior``; the molecules suite's is
+        a graph network, ``arl_flows.suites.molecules.learner.GraphLearner``): ``learner.fit(payloads, values,
         target, progress)`` returns a model with ``predict(payloads, values) -> (mean, std)``, or None when
         it cannot read these payloads. The model is trained on all pairs but a ``calibration_share``
         (chosen by a hash of the key, so the split is stable). From then on every pattern's linear model

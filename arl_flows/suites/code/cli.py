@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import typer
+from pydantic import ValidationError
 
 from arl_flows.cli._common import UserError, console, print_json, shown
 
+# Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
+# run, so that `arl --help` loads none of it.
 tasks_app = typer.Typer(help="Tasks of the code suite: bundled, HumanEval, or a JSONL file.", no_args_is_help=True)
 
 _SUITES_WITH_TASKS = ("code",)
@@ -35,7 +38,6 @@ def list_tasks(
     """List tasks, one line each (id, summary, test counts); --long prints whole prompts."""
     if suite not in _SUITES_WITH_TASKS:
         raise UserError(f"suite {suite[:100]!r} has no bundled task list; suites with tasks: {', '.join(_SUITES_WITH_TASKS)}")
-    from pydantic import ValidationError
 
     from arl_flows.suites.code.sources import TaskSource, load_source
 

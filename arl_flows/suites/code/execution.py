@@ -34,9 +34,11 @@ from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel
 from arl_flows.suites.code.fast import CodeFormatParams, CodeTier, gate_for_execution
 from verifiers.sandbox.runtime import SandboxError, SandboxLimits, SandboxResult, run_python
+from arl_flows.suites.code.feedback import run_feedback
+from arl_flows.suites.code.tests_tier import run_hidden_tests
 from verifiers.registry import register_verifier
 
-__all__ = ["CodeExecution", "CodeExecutionParams", "normalise_stdout", "run_feedback"]
+__all__ = ["CodeExecution", "CodeExecutionParams", "normalise_stdout"]
 
 
 class CodeExecutionParams(BaseModel):
@@ -64,24 +66,6 @@ def normalise_stdout(text: str) -> list[str]:
     return lines
 
 
-def _last_line(text: str) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1].strip()[:300] if lines else ""
-
-
-def run_feedback(result: SandboxResult, limits: SandboxLimits) -> str:
-    """Why a run did not succeed, in words (never quoting expected output)."""
-    if result.outcome == "timeout":
-        return f"timed out (limits: {limits.cpu_s} s CPU, {limits.wall_s:g} s wall)"
-    if result.outcome == "output_limit":
-        return f"output exceeded {limits.output_bytes} bytes; the run was killed"
-    if result.outcome == "error":
-        if result.memory_limit_hit and result.returncode == -9:
-            return f"killed at the run's memory limit ({limits.memory_mb} MiB for all its processes)"
-        return _last_line(result.stderr) or f"exited with status {result.returncode}"
-    return ""
-
-
 def _match_words(task: Any) -> str:
     return "stdout matches" if task.expected_stdout is not None else "visible tests passed"
 
@@ -102,8 +86,6 @@ def _visible_calls(code: str, task: Any, limits: SandboxLimits) -> tuple[str | N
 
     Returns (None if every call returned the expected value, else why; what the run is charged).
     """
-    from arl_flows.suites.code.tests_tier import run_hidden_tests
-
     report = run_hidden_tests(code, task, limits, task.visible_tests, label="visible")
     if report.leftover_after_cleanup:
         raise SandboxError("sandbox could not kill the visible tests' processes")

@@ -43,7 +43,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel, Verifier
 from arl_flows.suites.code.format import FormatError, ParsedTrajectory, parse_answer
-from arl_flows.suites.code.tasks import GRANTABLE_NAMES
+from arl_flows.suites.code.sources import TaskSource, load_source
+from arl_flows.suites.code.tasks import GRANTABLE_NAMES, UnknownTask, get_task
 from verifiers.registry import register_verifier
 
 __all__ = [
@@ -450,8 +451,6 @@ def task_of(candidate: Candidate) -> Any:
     loads the source from ``candidate.meta["task_source"]`` (set by ``make_candidate``) on first use.
     Raises ``UnknownTask``.
     """
-    from arl_flows.suites.code.tasks import UnknownTask, get_task
-
     task_id = candidate.task_id or ""
     try:
         return get_task(task_id)
@@ -459,8 +458,6 @@ def task_of(candidate: Candidate) -> Any:
         spec = candidate.meta.get("task_source")
         if not isinstance(spec, dict):
             raise
-    from arl_flows.suites.code.sources import TaskSource, load_source
-
     try:
         load_source(TaskSource.model_validate(spec))
     except (OSError, ValueError, RuntimeError) as exc:
@@ -470,8 +467,6 @@ def task_of(candidate: Candidate) -> Any:
 
 def _task_allow(candidate: Candidate) -> list[str]:
     """The builtins the candidate's task declared its solutions need; none for an unknown task."""
-    from arl_flows.suites.code.tasks import UnknownTask
-
     try:
         return list(task_of(candidate).allow)
     except UnknownTask:
@@ -483,8 +478,6 @@ def gate_for_execution(candidate: Candidate, enforce_policy: bool, policy: Any) 
 
     Returns (task, parsed trajectory), or the reason (feedback) the candidate must not run.
     """
-    from arl_flows.suites.code.tasks import UnknownTask
-
     try:
         task = task_of(candidate)
     except UnknownTask as exc:

@@ -38,6 +38,7 @@ import tokenize
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from arl_flows.suites.code.tasks import get_task
 from storage.records import candidate_key
 from verifiers.base import Candidate
 
@@ -247,8 +248,6 @@ def canonical_code(answer_text: str) -> str:
 
 def make_candidate(task_id: str, answer_text: str) -> Candidate:
     """The verifier input for one code trajectory (``arl verify --suite code`` calls this)."""
-    from arl_flows.suites.code.tasks import get_task
-
     task = get_task(task_id)  # an unknown task is the caller's mistake; UnknownTask says which ids exist
     canonical = canonical_code(answer_text)  # ASCII: json escapes lone surrogates too
     # The task's judged content is part of the key: a verdict names the program *and* what it was judged against.

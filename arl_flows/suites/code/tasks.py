@@ -19,12 +19,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["GRANTABLE_NAMES", "TASKS_FILE", "CodeTask", "HiddenTest", "UnknownTask", "get_task", "load_tasks", "register_tasks"]
+__all__ = ["GRANTABLE_NAMES", "TASKS_FILE", "CodeTask", "HiddenTest", "UnknownTask", "get_task", "load_tasks", "register_task_loader", "register_tasks"]
 
 TASKS_FILE = Path(__file__).with_name("tasks") / "tasks.json"
 
@@ -33,6 +34,7 @@ TASKS_FILE = Path(__file__).with_name("tasks") / "tasks.json"
 GRANTABLE_NAMES = ("eval",)
 
 _registered: dict[str, CodeTask] = {}
+_loaders: dict[str, Callable[[], object]] = {}
 
 
 class UnknownTask(KeyError):
@@ -141,14 +143,22 @@ def register_tasks(tasks: list[CodeTask]) -> None:
         _registered[t.id] = t
 
 
+def register_task_loader(prefix: str, load: Callable[[], object]) -> None:
+    """``load()`` registers the tasks whose ids start with ``prefix``; :func:`get_task` calls it on first use.
+
+    For a source that ships with a dependency (HumanEval), so that any process converts it when it meets one of
+    its ids (a verifier in a worker process included); other sources register their tasks where they are loaded.
+    """
+    _loaders[prefix] = load
+
+
 def get_task(task_id: str) -> CodeTask:
     """The task with ``task_id`` (bundled or registered); :class:`UnknownTask` names a few valid ids otherwise."""
-    if task_id.startswith("HumanEval/") and task_id not in _registered:
-        # HumanEval ships with a dependency, so any process can convert it on first use (a verifier in a
-        # worker process included); other sources register their tasks where they are loaded.
-        from arl_flows.suites.code.sources import TaskSource, load_source
-
-        load_source(TaskSource(source="humaneval"))
+    if task_id not in _registered:
+        for prefix, load in _loaders.items():
+            if task_id.startswith(prefix):
+                load()
+                break
     try:
         return _tasks_by_id().get(task_id) or _registered[task_id]
     except KeyError:

@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel
-from arl_flows.suites.code.execution import run_feedback
+from arl_flows.suites.code.feedback import run_feedback
 from arl_flows.suites.code.fast import CodeFormatParams, CodeTier, gate_for_execution
 from verifiers.sandbox.runtime import SandboxError, SandboxLimits, channel_fd_placeholder, run_python
 from arl_flows.suites.code.tasks import CodeTask, HiddenTest

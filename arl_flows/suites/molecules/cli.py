@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import warnings
 from pathlib import Path
@@ -10,6 +11,8 @@ import typer
 
 from arl_flows.cli._common import UserError, console, print_json
 
+# Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
+# run, so that `arl --help` loads none of it.
 prior_app = typer.Typer(help="The SMILES prior: where it comes from, and pretraining another one.", no_args_is_help=True)
 
 CONFIG_OPTION = typer.Option(None, "--config", "-c", help="Run config (TOML) whose [prior] table to use; default: the built-in one.")
@@ -52,8 +55,6 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Where the prior of a config comes from, and its pretraining report."""
-    import json
-
     from arl_flows.suites.molecules.prior import prior_cache_key
 
     prior_config = _prior_config(config, profile)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 __all__ = ["QM9_GAP_CSV", "load_qm9_gaps"]
@@ -11,7 +12,5 @@ QM9_GAP_CSV = Path(__file__).parent / "data" / "qm9_gap.csv"
 
 def load_qm9_gaps(path: Path | str | None = None) -> list[tuple[str, float]]:
     """(canonical SMILES, gap in eV) pairs from the shipped QM9 subset (see data/README.md)."""
-    import csv
-
     with open(path or QM9_GAP_CSV, newline="") as fh:
         return [(row["smiles"], float(row["gap_ev"])) for row in csv.DictReader(fh)]

@@ -33,6 +33,7 @@ from arl_flows.suites.molecules.xtb import ANGSTROM_TO_BOHR, HARTREE_TO_EV, xtb_
 from verifiers.isolation import TaskOutcome
 from verifiers.registry import register_verifier
 
+# pyscf and rdkit are heavy: imported in the function that calls them (a worker process).
 __all__ = ["DFTGapVerifier", "DFTParams", "dft_gap"]
 
 

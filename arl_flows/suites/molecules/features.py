@@ -11,6 +11,7 @@ import numpy as np
 
 from verifiers.base import Candidate
 
+# rdkit is heavy: imported in the function that computes features.
 __all__ = ["molecule_features"]
 
 def molecule_features(candidate: Candidate, bits: int = 64, radius: int = 2) -> np.ndarray:

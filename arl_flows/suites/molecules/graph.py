@@ -20,19 +20,21 @@ the calibrated linear model (see ``Surrogate.attach_learned``).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from storage.settings import settings
 
+# torch and rdkit (heavy, optional for a worker that only reads features) are imported in the
+# functions that use them.
 __all__ = ["GraphModel", "GraphModelConfig", "fitted_model", "mol_graph"]
 
 _ELEMENTS = ("C", "N", "O", "F", "S", "Cl", "P", "Br")
@@ -224,9 +226,6 @@ class GraphModel:
         inputs must mean what they meant). Each member continues from its own weights with its own seed,
         so the ensemble stays diverse. ``self`` is unchanged.
         """
-        import copy
-        from dataclasses import replace
-
         import torch
 
         if not self._nets:
@@ -390,40 +389,3 @@ def fitted_model(
             pass
     _FITTED[key] = got
     return got
-
-
-class GraphLearner:
-    """The molecules suite's learned surrogate model (``Suite.surrogate_learner``): a cached, fitted :class:`GraphModel`."""
-
-    def __init__(self, tiers: Sequence[str], config: GraphModelConfig | None = None, use_shipped: bool = True) -> None:
-        self.tiers = list(tiers)
-        self.config = config or GraphModelConfig()
-        self.use_shipped = use_shipped
-
-    @classmethod
-    def from_settings(cls, tiers: Sequence[str], learned: Any, seed: int) -> GraphLearner:
-        """From the scheduler's ``LearnedSurrogateConfig`` (width, depth, epochs, members, threads) and seed."""
-        return cls(
-            tiers,
-            GraphModelConfig(
-                hidden=learned.hidden, layers=learned.layers, epochs=learned.epochs, members=learned.members,
-                seed=seed, threads=learned.threads,
-            ),
-            use_shipped=getattr(learned, "shipped", True),
-        )
-
-    def pretrained(self) -> Any:
-        """The network shipped with the suite (trained once on the QM9 subset), or None if its shape differs.
-
-        A scheduler starts every run from it (``Surrogate.attach_learned``): see ``pretrained.py``.
-        """
-        from arl_flows.suites.molecules.pretrained import load_shipped
-
-        return load_shipped(self.tiers, self.config) if self.use_shipped else None
-
-    def fit(self, payloads: Sequence[str], values: np.ndarray, target: np.ndarray, progress=None) -> GraphModel | None:  # noqa: ANN001
-        """A model fitted on the pairs (or loaded, see :func:`fitted_model`); None if the payloads are not molecules."""
-        probe = list(payloads[:200])
-        if not probe or sum(mol_graph(p) is not None for p in probe) < 0.9 * len(probe):
-            return None  # not molecules (a program, a dialogue): the graph network has nothing to read
-        return fitted_model(GraphModel(self.tiers, self.config), payloads, values, target, progress=progress)

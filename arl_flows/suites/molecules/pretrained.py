@@ -31,11 +31,15 @@ import hashlib
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from arl_flows.suites.molecules.graph import GraphModel
+
+# rdkit (through chemistry) is heavy: imported where a SMILES is canonicalised.
 __all__ = [
     "LOWER_TIERS",
     "SHIPPED_DIR",
@@ -141,10 +145,6 @@ _LOADED: dict[tuple, ShippedSurrogate | None] = {}
 
 def load_shipped(tiers: Sequence[str], config: Any) -> ShippedSurrogate | None:
     """The shipped ensemble if it fits these lower tiers and this network shape (``GraphModelConfig``), else None."""
-    from dataclasses import replace
-
-    from arl_flows.suites.molecules.graph import GraphModel
-
     key = (tuple(tiers), config.hidden, config.layers, config.members)
     if key in _LOADED:
         return _LOADED[key]

@@ -47,6 +47,7 @@ from arl_flows.suites.molecules.options import PretrainConfig
 
 from arl_flows.suites.molecules.smiles import GAP_BIN_WIDTH, build_smiles_tokenizer, goal_prompt_ids
 
+# rdkit is heavy: imported in the function that checks sampled molecules.
 __all__ = [
     "SHIPPED_PRIOR_DIR",
     "LowQualityPrior",

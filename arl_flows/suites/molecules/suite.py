@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -35,12 +37,14 @@ if TYPE_CHECKING:
 
     from arl_flows.config import RunConfig
 
+# The suite class is loaded to list suites and to build `arl --help`; its methods import rdkit,
+# torch (the prior, the graph network), the shipped data and its commands when they are first called.
 __all__ = ["MoleculeSuite"]
 
 
 def _quick(config: RunConfig) -> RunConfig:
     """About two minutes on 2 cores: 3 small steps, the reference table instead of DFT (same prior as the default)."""
-    from arl_flows.config import TierConfig
+    from arl_flows.config import TierConfig  # loads the scheduler (scipy): when the profile is used, not to list suites
 
     return config.model_copy(
         update={
@@ -94,7 +98,7 @@ class MoleculeSuite(Suite):
     @staticmethod
     def surrogate_learner(tiers: Sequence[str], learned: LearnedSurrogateConfig, seed: int) -> SurrogateLearner:
         """A graph network on the molecule and the lower tiers' values (``graph.py``)."""
-        from arl_flows.suites.molecules.graph import GraphLearner
+        from arl_flows.suites.molecules.learner import GraphLearner
 
         return GraphLearner.from_settings(tiers, learned, seed)
 
@@ -211,8 +215,6 @@ class MoleculeSuite(Suite):
 
     def external_prompt(self, text: str, goal: dict[str, Any]) -> Prompt:
         """A trainer's prompt aims at the goal's window, or the run's target window when it gives none."""
-        import hashlib
-
         sched = self.config.scheduler
         chosen = self.goal(goal) or {"property": "gap_ev", "low": sched.target_low, "high": sched.target_high}
         chosen.setdefault("softness", sched.window_softness)
@@ -286,7 +288,7 @@ class MoleculeSuite(Suite):
                 out[i] = out[i].model_copy(update={"disagreement": flag})
         return out
 
-    def hindsight(self, policy: Policy, failures: list[Failure]):  # noqa: ANN201 - see Suite.hindsight
+    def hindsight(self, policy: Policy, failures: list[Failure]):  # noqa: ANN201 - see capabilities.Hindsight
         """Relabel each failed molecule with the bin of the gap it achieved (hindsight experience replay).
 
         The achieved gap is on the top tier's scale, where the goals are: the
@@ -330,8 +332,6 @@ class MoleculeSuite(Suite):
         data = getattr(image, "data", None)  # an IPython Image in notebooks, a PIL image otherwise
         if isinstance(data, bytes):
             return data
-        import io
-
         buf = io.BytesIO()
         image.save(buf, format="PNG")
         return buf.getvalue()

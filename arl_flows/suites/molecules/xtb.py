@@ -30,6 +30,7 @@ from arl_flows.suites.molecules.chemistry import (
 from verifiers.isolation import TaskOutcome
 from verifiers.registry import register_verifier
 
+# tblite, scipy.optimize and rdkit are heavy: imported in the functions that call them.
 __all__ = ["HARTREE_TO_EV", "XTBGapVerifier", "XTBParams", "xtb_gap", "xtb_optimize"]
 
 HARTREE_TO_EV = 27.211386245988  # CODATA 2018

@@ -136,7 +136,7 @@ class MathSuite(Suite):
             return cls.goal({"kind": kind, "expr": expr})
         return cls.goal(ground_truth)
 
-    def sampler(self, policy_path: str | None = None):  # noqa: ANN201 - see Suite.sampler
+    def sampler(self, policy_path: str | None = None):  # noqa: ANN201 - see capabilities.Rerank
         """The suite's prior (or a local model) prompted with the goal's task."""
         from arl_math.prior import load_or_pretrain, prompt_ids
         from policies import Policy

@@ -5,6 +5,9 @@ Adding a policy is one file in this folder: a subclass of
 decorated with :func:`register_policy`. Every module here is imported when
 the registry is first read, so the new name is known to ``SchedulerConfig``
 (a run config naming an unknown policy fails at load, listing these).
+A policy with settings of its own adds ``NAME_settings.py``: a pydantic model
+decorated with :func:`register_settings`, whose fields ``SchedulerConfig``
+takes as its own (``voi_settings.py``).
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from verifiers.scheduler.escalation import EscalationPolicy
+from verifiers.scheduler.policies._settings import register_settings, settings_models
 
-__all__ = ["make_policy", "policy_class", "policy_names", "register_policy"]
+__all__ = ["make_policy", "policy_class", "policy_names", "register_policy", "register_settings", "settings_models"]
 
 _POLICIES: dict[str, type[EscalationPolicy]] = {}
 _loaded = False

@@ -43,9 +43,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from verifiers.scheduler.config import VoiTarget
 from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView
 from verifiers.scheduler.policies import register_policy
+from verifiers.scheduler.policies.voi_settings import VoiTarget
 from verifiers.scheduler.reward import discovery_value, objective_moments
 from verifiers.scheduler.window import hit_probability
 

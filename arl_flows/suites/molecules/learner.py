@@ -1,0 +1,52 @@
+"""The molecules suite's learned surrogate (``capabilities.Prior``): the shipped graph network, else one fitted.
+
+Apart from ``graph.py`` (the network) and ``pretrained.py`` (the shipped
+ensemble, which is a set of those networks) because it chooses between them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from arl_flows.suites.molecules.graph import GraphModel, GraphModelConfig, fitted_model, mol_graph
+from arl_flows.suites.molecules.pretrained import load_shipped
+
+__all__ = ["GraphLearner"]
+
+
+class GraphLearner:
+    """The molecules suite's learned surrogate model (``capabilities.Prior``): a cached, fitted :class:`GraphModel`."""
+
+    def __init__(self, tiers: Sequence[str], config: GraphModelConfig | None = None, use_shipped: bool = True) -> None:
+        self.tiers = list(tiers)
+        self.config = config or GraphModelConfig()
+        self.use_shipped = use_shipped
+
+    @classmethod
+    def from_settings(cls, tiers: Sequence[str], learned: Any, seed: int) -> GraphLearner:
+        """From the scheduler's ``LearnedSurrogateConfig`` (width, depth, epochs, members, threads) and seed."""
+        return cls(
+            tiers,
+            GraphModelConfig(
+                hidden=learned.hidden, layers=learned.layers, epochs=learned.epochs, members=learned.members,
+                seed=seed, threads=learned.threads,
+            ),
+            use_shipped=getattr(learned, "shipped", True),
+        )
+
+    def pretrained(self) -> Any:
+        """The network shipped with the suite (trained once on the QM9 subset), or None if its shape differs.
+
+        A scheduler starts every run from it (``Surrogate.attach_learned``): see ``pretrained.py``.
+        """
+        return load_shipped(self.tiers, self.config) if self.use_shipped else None
+
+    def fit(self, payloads: Sequence[str], values: np.ndarray, target: np.ndarray, progress=None) -> GraphModel | None:  # noqa: ANN001
+        """A model fitted on the pairs (or loaded, see :func:`fitted_model`); None if the payloads are not molecules."""
+        probe = list(payloads[:200])
+        if not probe or sum(mol_graph(p) is not None for p in probe) < 0.9 * len(probe):
+            return None  # not molecules (a program, a dialogue): the graph network has nothing to read
+        return fitted_model(GraphModel(self.tiers, self.config), payloads, values, target, progress=progress)
