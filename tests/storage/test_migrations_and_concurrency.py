@@ -20,6 +20,8 @@ def test_upgrade_from_empty_downgrade_one_step_upgrade_again(db_url: str) -> Non
     assert {"runs", "verdicts", "trajectories", "lab_requests", "spend", "checkpoints"} <= tables
     ledger.downgrade("-1")
     assert ledger.current_revision() != head
+    assert "job_id" not in {c["name"] for c in inspect(create_engine(db_url)).get_columns("verdicts")}
+    ledger.downgrade("-1")
     assert "policy_version" not in {c["name"] for c in inspect(create_engine(db_url)).get_columns("trajectories")}
     ledger.downgrade("-1")
     assert "value_mean" not in {c["name"] for c in inspect(create_engine(db_url)).get_columns("reward_estimates")}
