@@ -214,6 +214,8 @@ class ClusterConfig(_Section):
             raise ValueError("address: kind = 'dask' needs the scheduler's address, e.g. 'tcp://10.0.0.5:8786'")
         if self.kind != "dask" and self.address:
             raise ValueError(f"address: only kind = 'dask' connects to an address; remove it, or set kind = 'dask' (kind is {self.kind!r})")
+        if self.walltime_s < 60:
+            raise ValueError(f"walltime: {self.walltime!r} is under a minute, too short to start a worker; give at least '00:01:00'")
         if self.min_jobs > self.max_jobs:
             raise ValueError(f"min_jobs ({self.min_jobs}) is above max_jobs ({self.max_jobs}); lower min_jobs or raise max_jobs")
         return self

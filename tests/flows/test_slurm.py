@@ -1,0 +1,131 @@
+"""The DFT tier on a real batch scheduler: Dask workers started as SLURM jobs by dask-jobqueue.
+
+Needs a SLURM cluster that answers ``sinfo`` (``.ci/slurm-up`` starts a single-node one on this machine).
+Without one the tests skip, saying so; in CI (``CI=true``) they fail instead, so a broken cluster is seen.
+The cluster keeps no accounting database, so finished jobs are read from its job completion log
+(``JobCompLoc``, see ``scontrol show config``) and running ones from ``squeue``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from storage.ledger import Ledger
+from storage.records import Status, Verdict
+
+pytestmark = [pytest.mark.slow, pytest.mark.slurm]
+
+ROOT = Path(__file__).resolve().parents[2]
+DFT = "pyscf-b3lyp"
+
+
+def _sh(*args: str) -> str:
+    return subprocess.run(args, capture_output=True, text=True, timeout=20, check=True).stdout
+
+
+@pytest.fixture(scope="module")
+def slurm_partition() -> str:
+    """The default partition of a SLURM cluster that answers; skip (or fail in CI) without one."""
+    pytest.importorskip("dask_jobqueue", reason="dask-jobqueue is not installed (pip install 'arl[dask]')")
+    reason = None
+    if shutil.which("sinfo") is None:
+        reason = "SLURM is not installed (run .ci/slurm-up as root to start a single-node cluster)"
+    else:
+        try:
+            lines = _sh("sinfo", "-h", "-o", "%P %T").split("\n")
+        except (subprocess.SubprocessError, OSError) as exc:
+            lines, reason = [], f"SLURM does not answer sinfo ({exc}); run .ci/slurm-up"
+        usable = [ln.split()[0] for ln in lines if ln.strip() and ln.split()[1] in ("idle", "mixed", "allocated")]
+        if reason is None and not usable:
+            reason = f"no SLURM partition has a usable node ({' / '.join(lines).strip()}); run .ci/slurm-up"
+    if reason is not None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI needs the SLURM cluster: {reason}")
+        pytest.skip(reason)
+    default = [p for p in usable if p.endswith("*")]
+    return (default or usable)[0].rstrip("*")
+
+
+def _job_history() -> str:
+    """Finished jobs, one line each, from the job completion log (this cluster keeps no sacct database)."""
+    match = re.search(r"^JobCompLoc\s*=\s*(\S+)", _sh("scontrol", "show", "config"), re.MULTILINE)
+    path = Path(match.group(1)) if match else None
+    return path.read_text() if path is not None and path.is_file() else ""
+
+
+def _slurm_config(partition: str, **extra: object) -> dict[str, object]:
+    """One step of 1 prompt x 3 samples; the DFT tier (minimal basis, small molecules) runs in SLURM jobs."""
+    from tests.flows.conftest import quick_overrides
+
+    return quick_overrides(
+        name="slurm-run", steps=1, rollout={"prompts_per_step": 1},
+        trainer={"group_size": 3, "max_new_tokens": 32, "temperature": 0.8},
+        tiers=[
+            {"verifier": "rdkit-eht"},
+            {"verifier": DFT, "params": {"basis": "sto-3g", "conv_tol": 1e-6, "timeout_s": 300.0, "workers": 1}},
+        ],
+        tier_concurrency={},
+        cluster={"kind": "slurm", "queue": partition, "cores": 1, "memory": "1GB", "walltime": "00:10:00",
+                 "min_jobs": 0, "max_jobs": 2, **extra},
+    )
+
+
+def _dft_verdicts(ledger: Ledger, run_id: str) -> list[Verdict]:
+    keys = {t.candidate_key for t, _ in ledger.run_trajectories(run_id) if t.candidate_key}
+    return [v for v in ledger.verdicts_for(keys, [DFT]) if v.status != Status.pending]
+
+
+def _wait_for_history(job_ids: set[str], seconds: float = 60.0) -> str:
+    """The completion log once every job in ``job_ids`` is in it (the cluster cancels its jobs on close)."""
+    deadline = time.monotonic() + seconds
+    history = _job_history()
+    while not all(f"JobId={j} " in history for j in job_ids) and time.monotonic() < deadline:
+        time.sleep(1)
+        history = _job_history()
+    return history
+
+
+def test_the_dft_tier_runs_in_slurm_jobs_and_the_ledger_names_them(
+    slurm_partition, prefect_harness, flow_home, sqlite_url, monkeypatch
+) -> None:
+    from arl_flows.flows import run_training
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the jobs' workers import this checkout
+    seen: set[str] = set()
+    stop = threading.Event()
+
+    def watch() -> None:  # what squeue shows while the run is in flight
+        while not stop.is_set():
+            try:
+                seen.update(_sh("squeue", "-h", "-n", "arl-tier", "-o", "%i").split())
+            except (subprocess.SubprocessError, OSError):
+                pass
+            stop.wait(1.0)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        summary = run_training(_slurm_config(slurm_partition), database_url=sqlite_url)
+    finally:
+        stop.set()
+        watcher.join()
+    assert summary["status"] == "completed" and summary["steps_done"] == 1
+    ledger = Ledger(sqlite_url)
+    verdicts = _dft_verdicts(ledger, summary["id"])
+    assert verdicts, "no candidate reached the DFT tier"
+    jobs = {v.job_id for v in verdicts}
+    assert None not in jobs and all(j.isdigit() for j in jobs), jobs  # SLURM job ids, not the run's own process
+    assert jobs <= seen, f"the verdicts' jobs {jobs} were not in squeue while the run ran (saw {seen})"
+    history = _wait_for_history(jobs)
+    for job in jobs:
+        assert re.search(rf"JobId={job} .*Name=arl-tier", history), f"job {job} is not in the job completion log"
+    assert ledger.spend_by_tier(summary["id"]).get("high_fidelity", 0) > 0
+    assert ledger.integrity_problems() == []
