@@ -129,3 +129,60 @@ def test_the_dft_tier_runs_in_slurm_jobs_and_the_ledger_names_them(
         assert re.search(rf"JobId={job} .*Name=arl-tier", history), f"job {job} is not in the job completion log"
     assert ledger.spend_by_tier(summary["id"]).get("high_fidelity", 0) > 0
     assert ledger.integrity_problems() == []
+
+
+def _dft_running_in(job: str) -> bool:
+    """Whether a PySCF worker process runs inside SLURM job ``job`` (its DFT call is in flight)."""
+    try:
+        pids = [p for p in _sh("scontrol", "listpids", job).split() if p.isdigit()]
+    except (subprocess.SubprocessError, OSError):
+        return False
+    for pid in pids:
+        try:
+            if b"pyscf" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def test_a_job_killed_mid_call_is_replaced_and_its_call_is_paid_once(
+    slurm_partition, prefect_harness, flow_home, sqlite_url, monkeypatch
+) -> None:
+    """``scancel`` of the job running a DFT call (as a walltime kill does): Dask runs the call again in a new job."""
+    from arl_flows.flows import run_training
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    killed: list[str] = []
+    stop = threading.Event()
+
+    def kill_the_first_job_in_a_dft_call() -> None:
+        while not stop.is_set() and not killed:
+            try:
+                running = _sh("squeue", "-h", "-n", "arl-tier", "-t", "R", "-o", "%i").split()
+            except (subprocess.SubprocessError, OSError):
+                running = []
+            for job in running:
+                if _dft_running_in(job):
+                    subprocess.run(["scancel", job], timeout=20, check=True)
+                    killed.append(job)
+                    break
+            stop.wait(0.5)
+
+    killer = threading.Thread(target=kill_the_first_job_in_a_dft_call, daemon=True)
+    killer.start()
+    try:
+        summary = run_training(_slurm_config(slurm_partition, max_jobs=1), database_url=sqlite_url)
+    finally:
+        stop.set()
+        killer.join()
+    assert killed, "no job was seen running a DFT call"
+    assert summary["status"] == "completed" and summary["steps_done"] == 1
+    ledger = Ledger(sqlite_url)
+    verdicts = _dft_verdicts(ledger, summary["id"])
+    assert verdicts and all(v.job_id and v.job_id != killed[0] for v in verdicts), [v.job_id for v in verdicts]
+    (dft_spend,) = [r for r in ledger.spend_by_verifier(summary["id"]) if r["verifier"] == DFT]
+    assert dft_spend["calls"] == len(verdicts)  # each call charged once: the killed job's attempt never was
+    assert dft_spend["cost_s"] == pytest.approx(sum(v.cost_s for v in verdicts))
+    assert re.search(rf"JobId={killed[0]} .*JobState=CANCELLED", _wait_for_history({killed[0]}))
+    assert ledger.integrity_problems() == []
