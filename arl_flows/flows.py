@@ -400,12 +400,15 @@ def _batch_job_runner(cluster: ClusterConfig):  # noqa: ANN202 - a DaskTaskRunne
         raise RuntimeError(f"[cluster] kind = {cluster.kind!r} needs dask-jobqueue: pip install 'arl[dask]'") from None
     from prefect_dask import DaskTaskRunner
 
+    from storage.settings import settings
+
     margin = min(300, cluster.walltime_s // 10)
     kwargs: dict[str, Any] = {
         "cores": cluster.cores, "processes": 1, "memory": cluster.memory, "walltime": cluster.walltime,
         "queue": cluster.queue, "job_extra_directives": list(cluster.job_extra), "python": cluster.node_python,
         "worker_extra_args": ["--lifetime", f"{cluster.walltime_s - margin}s", "--lifetime-stagger", f"{margin // 2}s"],
         "name": "arl-tier", "job_name": "arl-tier",
+        "log_directory": str(settings().home / "cluster-logs"),  # the jobs' output, not the working directory
     }
     return DaskTaskRunner(
         cluster_class=f"dask_jobqueue.{'SLURMCluster' if cluster.kind == 'slurm' else 'PBSCluster'}",

@@ -186,3 +186,47 @@ def test_a_job_killed_mid_call_is_replaced_and_its_call_is_paid_once(
     assert dft_spend["cost_s"] == pytest.approx(sum(v.cost_s for v in verdicts))
     assert re.search(rf"JobId={killed[0]} .*JobState=CANCELLED", _wait_for_history({killed[0]}))
     assert ledger.integrity_problems() == []
+
+
+def test_a_run_killed_with_a_dft_job_in_flight_resumes_and_pays_each_call_once(
+    slurm_partition, prefect_harness, flow_home, sqlite_url, tmp_path
+) -> None:
+    """SIGKILL of ``arl run`` while a SLURM job computes a DFT call; ``arl run --resume`` finishes the run."""
+    tomli_w = pytest.importorskip("tomli_w")
+    from benchmarks import crash
+
+    config = tmp_path / "run.toml"
+    config.write_text(tomli_w.dumps(_slurm_config(slurm_partition)))
+    env = crash.arl_env(flow_home, prefect_harness, tmp_path / "count.log") | {"PYTHONPATH": str(ROOT)}
+    run = crash.RunProcess(["run", "--config", str(config), "--url", sqlite_url], env, tmp_path / "run.log")
+    in_flight: list[str] = []
+
+    def dft_in_flight(_lines: object) -> bool:
+        try:
+            running = _sh("squeue", "-h", "-n", "arl-tier", "-t", "R", "-o", "%i").split()
+        except (subprocess.SubprocessError, OSError):
+            return False
+        in_flight[:] = [j for j in running if _dft_running_in(j)]
+        return bool(in_flight)
+
+    try:
+        assert run.wait_for(dft_in_flight, timeout=480, poll=0.5), run.text()[-3000:]
+    finally:
+        run.kill_group()
+    ledger = Ledger(sqlite_url)
+    (killed_run,) = ledger.list_runs()
+    assert killed_run.status.value == "running"  # SIGKILL: nothing could mark it
+
+    resumed = crash.RunProcess(["run", "--resume", killed_run.id, "--url", sqlite_url], env, tmp_path / "resume.log")
+    rc = resumed.wait(900)
+    if rc is None:
+        resumed.kill_group()
+    assert rc == 0, resumed.text()[-3000:]
+    assert ledger.get_run(killed_run.id).status.value == "completed"
+    verdicts = _dft_verdicts(ledger, killed_run.id)
+    assert verdicts and all(v.job_id and v.job_id not in in_flight for v in verdicts), (in_flight, verdicts)
+    (dft_spend,) = [r for r in ledger.spend_by_verifier(killed_run.id) if r["verifier"] == DFT]
+    assert dft_spend["calls"] == len(verdicts)  # the call lost with the killed run was never charged
+    # The orphaned job's worker lost its scheduler and ended by itself (death timeout), holding no core.
+    assert all(f"JobId={j} " in _wait_for_history(set(in_flight), seconds=120) for j in in_flight)
+    assert ledger.integrity_problems() == []
