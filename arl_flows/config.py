@@ -420,7 +420,7 @@ class RunConfig(_Section):
                 raise ValueError("dask_address: give the address once, as [cluster] address (dask_address is its old name)")
             self.cluster = self.cluster.model_copy(update={"kind": "dask", "address": self.dask_address})
         if self.cluster.kind != "local":
-            if self.task_runner == "ray":
+            if self.task_runner == "ray" or (self.task_runner == "threads" and "task_runner" in self.model_fields_set):
                 raise ValueError(f"task_runner: a [cluster] of kind {self.cluster.kind!r} runs on Dask; set task_runner = 'dask' or drop [cluster]")
             self.task_runner = "dask"
         return self

@@ -46,6 +46,8 @@ def test_a_cluster_beyond_this_machine_runs_on_dask_and_the_old_address_field_st
         RunConfig.model_validate({"dask_address": "tcp://a:1", "cluster": {"kind": "dask", "address": "tcp://b:2"}})
     with pytest.raises(ValueError, match="runs on Dask"):
         RunConfig.model_validate({"task_runner": "ray", "cluster": {"kind": "pbs"}})
+    with pytest.raises(ValueError, match="runs on Dask"):
+        RunConfig.model_validate({"task_runner": "threads", "cluster": {"kind": "slurm"}})
 
 
 @pytest.mark.parametrize(("kind", "prefix"), [("slurm", "#SBATCH"), ("pbs", "#PBS")])
