@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 WORKERS ?= 2
 XDIST := $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
 
-.PHONY: setup setup-dev run test test-fast test-all clean
+.PHONY: setup setup-dev run test test-fast test-slurm test-all clean
 
 # What a run needs; `setup-dev` adds the test tools and the PostgreSQL and Dask extras on top
 # (TRL, Playwright, ... take a minute more to install, which a first `make run` does not need to pay).
@@ -34,9 +34,13 @@ run: setup
 	$(BIN)/arl db upgrade
 	$(BIN)/arl run
 
-# CI's command: everything but the soak runs (about 6 minutes on 2 cores, setup aside).
+# CI's command: everything but the soak runs and the SLURM tests (`make test-slurm`) (about 6 minutes on 2 cores, setup aside).
 test: setup-dev
 	$(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
+
+# The DFT tier on SLURM (a cluster that answers sinfo: .ci/slurm-up starts one); CI's own step after `make test`.
+test-slurm: setup-dev
+	$(BIN)/pytest -m slurm $(PYTEST_ARGS) tests/flows/test_slurm.py
 
 # Skips the slow tests too (a couple of minutes).
 test-fast: setup-dev

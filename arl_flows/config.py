@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
+import sys
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,6 +33,7 @@ from verifiers.scheduler import SchedulerConfig
 from verifiers.scheduler.policies import policy_class, policy_names
 
 __all__ = [
+    "ClusterConfig",
     "ConfigError",
     "HindsightConfig",
     "RolloutConfig",
@@ -149,6 +152,97 @@ class StreamingConfig(_Section):
         return slots
 
 
+# A batch job's memory ("4GB", "500 MiB") and walltime ("HH:MM:SS", "MM:SS", SLURM's "D-HH:MM:SS").
+_MEMORY = re.compile(r"^\d+(\.\d+)?\s*([KMGTP]i?B)$", re.IGNORECASE)
+_WALLTIME = re.compile(r"^(\d+-)?(\d+:)?\d+:\d{2}$")
+MAX_JOBS = 1_000
+
+
+class ClusterConfig(_Section):
+    """Where the tier tasks run: this machine, a Dask cluster, or Dask workers started as batch jobs.
+
+    ``kind = "slurm"`` or ``"pbs"`` starts Dask workers as jobs of that scheduler (dask-jobqueue), one worker
+    per job, and scales them between ``min_jobs`` and ``max_jobs`` with the queue of tier calls. The job
+    settings below are ignored for ``local`` and ``dask``.
+    """
+
+    kind: Literal["local", "dask", "slurm", "pbs"] = Field(
+        default="local",
+        description="'local': threads here (or a LocalCluster with task_runner = 'dask'); 'dask': the Dask "
+        "scheduler at `address`; 'slurm' / 'pbs': Dask workers submitted as batch jobs (needs dask-jobqueue: "
+        "pip install 'arl[dask]').",
+    )
+    address: str | None = Field(default=None, description="tcp://HOST:PORT of the Dask scheduler (kind = 'dask' only).")
+    queue: str | None = Field(default=None, description="SLURM partition or PBS queue of the jobs; None: the scheduler's default.")
+    cores: int = Field(default=1, ge=1, le=MAX_TIER_CONCURRENCY, description="CPU cores per job; the worker runs one task per core.")
+    memory: str = Field(default="2GB", description="Memory per job, e.g. '4GB' or '500MiB'.")
+    walltime: str = Field(
+        default="01:00:00",
+        description="Time limit per job ('HH:MM:SS', SLURM also 'D-HH:MM:SS'). A worker retires a few minutes "
+        "before it, so its jobs are replaced instead of killed mid-call.",
+    )
+    min_jobs: int = Field(default=0, ge=0, le=MAX_JOBS, description="Jobs kept running while the run is idle (adaptive lower bound).")
+    max_jobs: int = Field(default=4, ge=1, le=MAX_JOBS, description="Jobs at most at once (adaptive upper bound).")
+    job_extra: list[str] = Field(
+        default_factory=list,
+        description="Extra directives for each job script, without the '#SBATCH' / '#PBS' prefix "
+        "(e.g. ['--account=chem', '--qos=short'] for SLURM, ['-l nodes=1:ppn=1'] for PBS).",
+    )
+    python: str | None = Field(
+        default=None,
+        description="The Python on the compute nodes that has ARL installed; None: the one running `arl run` "
+        "(sys.executable), right where the nodes share this machine's file system.",
+    )
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_has_a_unit(cls, memory: str) -> str:
+        if not _MEMORY.match(memory.strip()):
+            raise ValueError(f"{memory!r} is not an amount of memory; write a number and a unit, e.g. '4GB' or '500MiB'")
+        return memory.strip()
+
+    @field_validator("walltime")
+    @classmethod
+    def _walltime_is_a_duration(cls, walltime: str) -> str:
+        if not _WALLTIME.match(walltime.strip()):
+            raise ValueError(f"{walltime!r} is not a time limit; write 'HH:MM:SS' (or 'D-HH:MM:SS' for SLURM)")
+        return walltime.strip()
+
+    @field_validator("job_extra")
+    @classmethod
+    def _directives_without_prefix(cls, directives: list[str]) -> list[str]:
+        for d in directives:
+            if d.lstrip().startswith("#"):
+                raise ValueError(f"{d!r}: give the directive without its '#SBATCH' / '#PBS' prefix (it is added)")
+        return directives
+
+    @model_validator(mode="after")
+    def _address_and_bounds_fit_the_kind(self) -> ClusterConfig:
+        if self.kind == "dask" and not self.address:
+            raise ValueError("address: kind = 'dask' needs the scheduler's address, e.g. 'tcp://10.0.0.5:8786'")
+        if self.kind != "dask" and self.address:
+            raise ValueError(f"address: only kind = 'dask' connects to an address; remove it, or set kind = 'dask' (kind is {self.kind!r})")
+        if self.walltime_s < 60:
+            raise ValueError(f"walltime: {self.walltime!r} is under a minute, too short to start a worker; give at least '00:01:00'")
+        if self.min_jobs > self.max_jobs:
+            raise ValueError(f"min_jobs ({self.min_jobs}) is above max_jobs ({self.max_jobs}); lower min_jobs or raise max_jobs")
+        return self
+
+    @property
+    def walltime_s(self) -> int:
+        """The walltime in seconds."""
+        days, _, clock = self.walltime.rpartition("-")
+        parts = [int(p) for p in clock.split(":")]
+        while len(parts) < 3:
+            parts.insert(0, 0)
+        return int(days or 0) * 86_400 + parts[0] * 3_600 + parts[1] * 60 + parts[2]
+
+    @property
+    def node_python(self) -> str:
+        """The interpreter the jobs start their worker with."""
+        return self.python or sys.executable
+
+
 class RunConfig(_Section):
     """Everything a training run needs; `arl run --config FILE.toml` reads it."""
 
@@ -201,8 +295,16 @@ class RunConfig(_Section):
     streaming: StreamingConfig = Field(default_factory=StreamingConfig)
     device: str = Field(default="cpu", description="Torch device of the policy ('cpu', 'cuda:0').")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(default="float32", description="Policy weight dtype.")
-    task_runner: Literal["threads", "dask", "ray"] = Field(default="threads", description="Where verifier tier tasks run.")
-    dask_address: str | None = Field(default=None, description="tcp://HOST:PORT of a Dask scheduler; None starts a LocalCluster.")
+    task_runner: Literal["threads", "dask", "ray"] = Field(
+        default="threads",
+        description="Where verifier tier tasks run: threads here, Dask (a LocalCluster, or [cluster]), or Ray. "
+        "A [cluster] of kind 'dask', 'slurm' or 'pbs' implies 'dask'.",
+    )
+    dask_address: str | None = Field(
+        default=None,
+        description="Deprecated: write [cluster] kind = 'dask' with address = 'tcp://HOST:PORT' (it still means that).",
+    )
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="Where tier tasks run ([cluster]).")
     tier_concurrency: dict[str, int] = Field(
         default_factory=dict,
         description="Global Prefect concurrency limit per expensive verifier (tasks tagged 'arl-tier:NAME'), "
@@ -267,6 +369,19 @@ class RunConfig(_Section):
             raise ValueError("objective: declare the reward once, in [objective]; remove [scheduler.reward]")
         if self.objective is not None and self.scheduler.reward is None:
             self.scheduler = self.scheduler.model_copy(update={"reward": self.objective})
+        return self
+
+    @model_validator(mode="after")
+    def _cluster_needs_dask(self) -> RunConfig:
+        """A [cluster] beyond this machine runs on Dask; the old ``dask_address`` is [cluster] kind = 'dask'."""
+        if self.dask_address:
+            if self.cluster.kind not in ("local", "dask") or self.cluster.address not in (None, self.dask_address):
+                raise ValueError("dask_address: give the address once, as [cluster] address (dask_address is its old name)")
+            self.cluster = self.cluster.model_copy(update={"kind": "dask", "address": self.dask_address})
+        if self.cluster.kind != "local":
+            if self.task_runner == "ray" or (self.task_runner == "threads" and "task_runner" in self.model_fields_set):
+                raise ValueError(f"task_runner: a [cluster] of kind {self.cluster.kind!r} runs on Dask; set task_runner = 'dask' or drop [cluster]")
+            self.task_runner = "dask"
         return self
 
 

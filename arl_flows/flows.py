@@ -39,7 +39,7 @@ from prefect.concurrency.sync import concurrency
 from prefect.exceptions import TerminationSignal
 from pydantic import BaseModel, Field
 
-from arl_flows.config import RunConfig, load_config, stored_fields
+from arl_flows.config import ClusterConfig, RunConfig, load_config, stored_fields
 from arl_flows.pipeline import PipelineHooks, run_pipeline
 from arl_flows.step import run_step, sample
 from arl_flows.step import verify as verify_stage
@@ -106,7 +106,21 @@ def run_tier(verifier: str, params: dict[str, Any], candidates: list[dict[str, A
         if limit is not None:
             stack.enter_context(_slot(limit))
         verdicts = _verifier(verifier, params).verify_batch(batch)
-    return [v.model_dump(mode="json") for v in verdicts]
+    job = _job_id()
+    return [v.model_dump(mode="json") | ({"job_id": job} if job and not v.job_id else {}) for v in verdicts]
+
+
+def _job_id() -> str | None:
+    """The batch job this process runs in (SLURM, PBS), else the Dask worker's name, else None (the run's own)."""
+    for variable in ("SLURM_JOB_ID", "PBS_JOBID"):
+        if os.environ.get(variable):
+            return os.environ[variable]
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().name)
+    except (ImportError, ValueError):  # no Dask, or not on a Dask worker
+        return None
 
 
 @contextmanager
@@ -354,8 +368,11 @@ def _task_runner(config: RunConfig):  # noqa: ANN202 - Prefect task runner insta
     if config.task_runner == "dask":
         from prefect_dask import DaskTaskRunner
 
-        if config.dask_address:
-            return DaskTaskRunner(address=config.dask_address)
+        cluster = config.cluster
+        if cluster.kind == "dask":
+            return DaskTaskRunner(address=cluster.address)
+        if cluster.kind in ("slurm", "pbs"):
+            return _batch_job_runner(cluster)
         return DaskTaskRunner(cluster_kwargs={"n_workers": 2, "threads_per_worker": 1, "processes": True})
     if config.task_runner == "ray":
         try:
@@ -366,6 +383,37 @@ def _task_runner(config: RunConfig):  # noqa: ANN202 - Prefect task runner insta
     from prefect.task_runners import ThreadPoolTaskRunner
 
     return ThreadPoolTaskRunner(max_workers=4)
+
+
+def _batch_job_runner(cluster: ClusterConfig):  # noqa: ANN202 - a DaskTaskRunner
+    """Dask workers started as SLURM or PBS jobs by dask-jobqueue, one worker per job, scaled with the work.
+
+    A worker retires a little before its job's walltime (``--lifetime``), so Dask moves its tasks to a
+    fresh job instead of losing them; a worker that dies anyway (a job killed, a node lost) has its task
+    run again on another worker (Dask's rule: a task is retried until 3 workers died running it). The
+    verdicts come back to the flow, which stores them with their spend in one transaction, so a call
+    whose worker died is never charged and one that finished is never run again.
+    """
+    try:
+        import dask_jobqueue  # noqa: F401 - only to say how to install it
+    except ImportError:
+        raise RuntimeError(f"[cluster] kind = {cluster.kind!r} needs dask-jobqueue: pip install 'arl[dask]'") from None
+    from prefect_dask import DaskTaskRunner
+
+    from storage.settings import settings
+
+    margin = min(300, cluster.walltime_s // 10)
+    kwargs: dict[str, Any] = {
+        "cores": cluster.cores, "processes": 1, "memory": cluster.memory, "walltime": cluster.walltime,
+        "queue": cluster.queue, "job_extra_directives": list(cluster.job_extra), "python": cluster.node_python,
+        "worker_extra_args": ["--lifetime", f"{cluster.walltime_s - margin}s", "--lifetime-stagger", f"{margin // 2}s"],
+        "name": "arl-tier", "job_name": "arl-tier",
+        "log_directory": str(settings().home / "cluster-logs"),  # the jobs' output, not the working directory
+    }
+    return DaskTaskRunner(
+        cluster_class=f"dask_jobqueue.{'SLURMCluster' if cluster.kind == 'slurm' else 'PBSCluster'}",
+        cluster_kwargs=kwargs, adapt_kwargs={"minimum": cluster.min_jobs, "maximum": cluster.max_jobs},
+    )
 
 
 # ---------------------------------------------------------------------- training_run

@@ -83,6 +83,7 @@ class VerdictRow(Base):
     wall_s: Mapped[float] = mapped_column(Float, default=0.0)
     request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_at: Mapped[datetime]
+    job_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
 
 
 class RewardEstimateRow(Base):

@@ -241,6 +241,10 @@ class Verdict(_Record):
     wall_s: float = Field(default=0.0, ge=0.0)
     request_id: str | None = Field(default=None, description="Lab request id for pending verdicts.")
     created_at: datetime = Field(default_factory=utcnow)
+    job_id: str | None = Field(
+        default=None, max_length=200,
+        description="The batch job (SLURM/PBS job id) or Dask worker that computed it; None: this process.",
+    )
 
     @model_validator(mode="after")
     def _only_ok_carries_values(self) -> Verdict:

@@ -203,12 +203,13 @@ def _verdict_row(v: Verdict) -> dict[str, Any]:
         "wall_s": v.wall_s,
         "request_id": v.request_id,
         "created_at": v.created_at,
+        "job_id": v.job_id,
     }
 
 
 _VERDICT_FIELDS = (
     "candidate_key", "verifier", "version", "params_hash", "tier", "status", "value", "values",
-    "uncertainty", "feedback", "cost_s", "wall_s", "request_id", "created_at",
+    "uncertainty", "feedback", "cost_s", "wall_s", "request_id", "created_at", "job_id",
 )
 _INSERT_COLUMNS = ", ".join(f'"{c}"' for c in _VERDICT_FIELDS)
 _VERDICT_COLUMNS = "id, " + _INSERT_COLUMNS
@@ -224,7 +225,7 @@ def _verdict_tuple(v: Verdict, dialect: str) -> tuple[Any, ...]:
         created = v.created_at.astimezone(timezone.utc).replace(tzinfo=None).isoformat(sep=" ")
     return (
         v.candidate_key, v.verifier, v.version, v.params_hash, v.tier.value, v.status.value, v.value, values,
-        v.uncertainty, v.feedback, v.cost_s, v.wall_s, v.request_id, created,
+        v.uncertainty, v.feedback, v.cost_s, v.wall_s, v.request_id, created, v.job_id,
     )
 
 
@@ -266,7 +267,7 @@ def _verdict_from_tuple(r: Any) -> Verdict:
         "id": r[0], "candidate_key": r[1], "verifier": r[2], "version": r[3], "params_hash": r[4],
         "tier": _TIERS[r[5]], "status": _STATUSES[r[6]], "value": r[7], "values": values or {},
         "uncertainty": r[9], "feedback": r[10] or "", "cost_s": r[11], "wall_s": r[12], "request_id": r[13],
-        "created_at": _utc(created),
+        "created_at": _utc(created), "job_id": r[15],
     })
     # Every field is set, so one shared set serves all rows (assignment only re-adds a member).
     object.__setattr__(obj, "__pydantic_fields_set__", _VERDICT_FIELDSET)

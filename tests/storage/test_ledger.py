@@ -93,6 +93,15 @@ def test_failed_verdict_keeps_feedback_and_no_value(ledger: Ledger) -> None:
     assert v.feedback == "SCF did not converge"
 
 
+def test_verdict_keeps_the_job_that_computed_it(ledger: Ledger) -> None:
+    ledger.put_verdicts([_verdict("molecules:CC", tier=Tier.high_fidelity, job_id="4711"), _verdict("molecules:CCC")])
+    found = ledger.lookup_verdicts(["molecules:CC", "molecules:CCC"], "rdkit-eht", "1", "p0")
+    assert found["molecules:CC"].job_id == "4711"
+    assert found["molecules:CCC"].job_id is None  # computed in the run's own process
+    (again,) = ledger.put_verdicts([_verdict("molecules:CC", job_id="4712")])
+    assert again.job_id == "4711"  # a second computation of a stored verdict changes nothing, its job included
+
+
 def test_pending_lab_verdict_is_updated_in_place(ledger: Ledger) -> None:
     pending = _verdict("molecules:N", status="pending", verifier="lab", tier=Tier.lab, request_id="r1")
     [stored] = ledger.put_verdicts([pending])

@@ -21,6 +21,8 @@ def test_upgrade_from_empty_downgrade_one_step_upgrade_again(db_url: str) -> Non
     assert "score" not in {c["name"] for c in inspect(create_engine(db_url)).get_columns("verdicts")}
     ledger.downgrade("-1")
     assert ledger.current_revision() != head
+    assert "job_id" not in {c["name"] for c in inspect(create_engine(db_url)).get_columns("verdicts")}
+    ledger.downgrade("-1")
     assert "group_ids" not in {c["name"] for c in inspect(create_engine(db_url)).get_columns("training_steps")}
     ledger.downgrade("-1")
     assert "score" in {c["name"] for c in inspect(create_engine(db_url)).get_columns("verdicts")}

@@ -1,0 +1,74 @@
+"""``[cluster]``: where tier tasks run, and the batch job scripts it asks dask-jobqueue for (no scheduler needed)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from arl_flows.config import ClusterConfig, RunConfig
+
+
+@pytest.mark.parametrize(
+    ("section", "expected"),
+    [
+        ({"kind": "dask"}, "kind = 'dask' needs the scheduler's address"),
+        ({"kind": "slurm", "address": "tcp://h:8786"}, "only kind = 'dask' connects to an address"),
+        ({"kind": "slurm", "memory": "4"}, "write a number and a unit"),
+        ({"kind": "slurm", "walltime": "2h"}, "write 'HH:MM:SS'"),
+        ({"kind": "slurm", "walltime": "00:00:30"}, "under a minute"),
+        ({"kind": "slurm", "min_jobs": 5, "max_jobs": 2}, "min_jobs (5) is above max_jobs (2)"),
+        ({"kind": "slurm", "job_extra": ["#SBATCH --qos=short"]}, "without its '#SBATCH' / '#PBS' prefix"),
+        ({"kind": "slurm", "max_jobs": 0}, "greater than or equal to 1"),
+        ({"kind": "lsf"}, "'local', 'dask', 'slurm' or 'pbs'"),
+    ],
+)
+def test_a_bad_cluster_section_says_what_to_fix(section: dict[str, object], expected: str) -> None:
+    with pytest.raises(ValueError, match="cluster") as exc:
+        RunConfig.model_validate({"cluster": section})
+    assert expected in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("walltime", "seconds"), [("01:00:00", 3600), ("45:00", 2700), ("1-02:03:04", 93784), ("00:01:00", 60)]
+)
+def test_walltime_formats(walltime: str, seconds: int) -> None:
+    assert ClusterConfig(kind="slurm", walltime=walltime).walltime_s == seconds
+
+
+def test_a_cluster_beyond_this_machine_runs_on_dask_and_the_old_address_field_still_works() -> None:
+    assert RunConfig.model_validate({}).task_runner == "threads"
+    assert RunConfig.model_validate({"cluster": {"kind": "slurm"}}).task_runner == "dask"
+    old = RunConfig.model_validate({"task_runner": "dask", "dask_address": "tcp://h:8786"})
+    assert (old.cluster.kind, old.cluster.address) == ("dask", "tcp://h:8786")
+    assert RunConfig.model_validate(old.model_dump(mode="json")).cluster == old.cluster  # a stored config reloads
+    with pytest.raises(ValueError, match="give the address once"):
+        RunConfig.model_validate({"dask_address": "tcp://a:1", "cluster": {"kind": "dask", "address": "tcp://b:2"}})
+    with pytest.raises(ValueError, match="runs on Dask"):
+        RunConfig.model_validate({"task_runner": "ray", "cluster": {"kind": "pbs"}})
+    with pytest.raises(ValueError, match="runs on Dask"):
+        RunConfig.model_validate({"task_runner": "threads", "cluster": {"kind": "slurm"}})
+
+
+@pytest.mark.parametrize(("kind", "prefix"), [("slurm", "#SBATCH"), ("pbs", "#PBS")])
+def test_batch_jobs_carry_the_sections_settings(kind: str, prefix: str) -> None:
+    pytest.importorskip("dask_jobqueue", reason="dask-jobqueue is not installed (pip install 'arl[dask]')")
+    from arl_flows.flows import _task_runner
+
+    extra = ["--qos=short"] if kind == "slurm" else ["-l nodes=1:ppn=2"]
+    config = RunConfig.model_validate({"cluster": {
+        "kind": kind, "queue": "chem", "cores": 2, "memory": "3GB", "walltime": "00:30:00",
+        "min_jobs": 1, "max_jobs": 5, "job_extra": extra, "python": "/shared/arl/bin/python",
+    }})
+    runner = _task_runner(config)
+    assert runner.adapt_kwargs == {"minimum": 1, "maximum": 5}
+    module, _, name = runner.cluster_class.rpartition(".")
+    cluster = getattr(importlib.import_module(module), name)(**runner.cluster_kwargs)
+    try:
+        script = cluster.job_script()
+    finally:
+        cluster.close()
+    assert f"{prefix} {extra[0]}" in script and "00:30:00" in script and "chem" in script
+    assert "/shared/arl/bin/python -m distributed.cli.dask_worker" in script
+    assert "--nthreads 2" in script  # one task per core, one worker per job
+    assert "--lifetime 1620s" in script  # retires 3 minutes (a tenth) before the walltime
