@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-from arl_flows.config import ClusterConfig, RunConfig
+from arl_flows.config import ClusterConfig, build_config
 
 
 @pytest.mark.parametrize(
@@ -25,7 +25,7 @@ from arl_flows.config import ClusterConfig, RunConfig
 )
 def test_a_bad_cluster_section_says_what_to_fix(section: dict[str, object], expected: str) -> None:
     with pytest.raises(ValueError, match="cluster") as exc:
-        RunConfig.model_validate({"cluster": section})
+        build_config({"cluster": section})
     assert expected in str(exc.value)
 
 
@@ -37,17 +37,17 @@ def test_walltime_formats(walltime: str, seconds: int) -> None:
 
 
 def test_a_cluster_beyond_this_machine_runs_on_dask_and_the_old_address_field_still_works() -> None:
-    assert RunConfig.model_validate({}).task_runner == "threads"
-    assert RunConfig.model_validate({"cluster": {"kind": "slurm"}}).task_runner == "dask"
-    old = RunConfig.model_validate({"task_runner": "dask", "dask_address": "tcp://h:8786"})
+    assert build_config({}).task_runner == "threads"
+    assert build_config({"cluster": {"kind": "slurm"}}).task_runner == "dask"
+    old = build_config({"task_runner": "dask", "dask_address": "tcp://h:8786"})
     assert (old.cluster.kind, old.cluster.address) == ("dask", "tcp://h:8786")
-    assert RunConfig.model_validate(old.model_dump(mode="json")).cluster == old.cluster  # a stored config reloads
+    assert build_config(old.model_dump(mode="json")).cluster == old.cluster  # a stored config reloads
     with pytest.raises(ValueError, match="give the address once"):
-        RunConfig.model_validate({"dask_address": "tcp://a:1", "cluster": {"kind": "dask", "address": "tcp://b:2"}})
+        build_config({"dask_address": "tcp://a:1", "cluster": {"kind": "dask", "address": "tcp://b:2"}})
     with pytest.raises(ValueError, match="runs on Dask"):
-        RunConfig.model_validate({"task_runner": "ray", "cluster": {"kind": "pbs"}})
+        build_config({"task_runner": "ray", "cluster": {"kind": "pbs"}})
     with pytest.raises(ValueError, match="runs on Dask"):
-        RunConfig.model_validate({"task_runner": "threads", "cluster": {"kind": "slurm"}})
+        build_config({"task_runner": "threads", "cluster": {"kind": "slurm"}})
 
 
 @pytest.mark.parametrize(("kind", "prefix"), [("slurm", "#SBATCH"), ("pbs", "#PBS")])
@@ -56,7 +56,7 @@ def test_batch_jobs_carry_the_sections_settings(kind: str, prefix: str) -> None:
     from arl_flows.flows import _task_runner
 
     extra = ["--qos=short"] if kind == "slurm" else ["-l nodes=1:ppn=2"]
-    config = RunConfig.model_validate({"cluster": {
+    config = build_config({"cluster": {
         "kind": kind, "queue": "chem", "cores": 2, "memory": "3GB", "walltime": "00:30:00",
         "min_jobs": 1, "max_jobs": 5, "job_extra": extra, "python": "/shared/arl/bin/python",
     }})
