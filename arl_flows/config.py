@@ -16,7 +16,6 @@ field gives one line naming the field and what is allowed (:func:`load_config`).
 from __future__ import annotations
 
 import difflib
-import math
 import re
 import sys
 import tomllib

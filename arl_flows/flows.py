@@ -1,6 +1,7 @@
 """Prefect 3 flows: thin wrappers over :mod:`arl_flows.step` and :mod:`arl_flows.training`.
 
-A training run calls :func:`arl_flows.step.run_step` with :class:`FlowHooks`:
+A training run calls :func:`arl_flows.step.run_step` with :class:`FlowHooks`
+(or :func:`arl_flows.pipeline.run_pipeline` with :class:`FlowPipelineHooks`):
 each stage becomes a Prefect task, each tier batch a task of its own, and
 progress goes to artifacts, the run's log and the CLI's listener. Work is
 batched: one task per (verifier, batch) per scheduling round, and one task
@@ -41,15 +42,16 @@ from pydantic import BaseModel, Field
 
 from arl_flows.config import ClusterConfig, RunConfig, load_config, stored_fields
 from arl_flows.pipeline import PipelineHooks, run_pipeline
-from arl_flows.step import run_step, sample
+from arl_flows.step import StageHooks, StepHooks, TierInterrupted, TierRunner, run_step, sample, verify_inline
 from arl_flows.step import verify as verify_stage
-from arl_flows.training import RunSession, StepSummary, TierInterrupted
+from arl_flows.training import RunSession, StepSummary
 from storage.ledger import Ledger
 from storage.records import RunStatus, Tier, Verdict, tier_rank
 from verifiers import Candidate, Verifier, registry
 
 __all__ = [
     "FlowHooks",
+    "FlowPipelineHooks",
     "LabSubmission",
     "grpo_update",
     "hindsight_distill",
@@ -105,7 +107,7 @@ def run_tier(verifier: str, params: dict[str, Any], candidates: list[dict[str, A
     with ExitStack() as stack:
         if limit is not None:
             stack.enter_context(_slot(limit))
-        verdicts = _verifier(verifier, params).verify_batch(batch)
+        verdicts = verify_inline(_verifier(verifier, params), batch)
     job = _job_id()
     return [v.model_dump(mode="json") | ({"job_id": job} if job and not v.job_id else {}) for v in verdicts]
 
@@ -184,60 +186,10 @@ _STAGE_TASKS = {"rollout": rollout_task, "grpo": grpo_task, "hindsight": hindsig
 _PIPELINE_ARTIFACT_EVERY_S = 10.0  # the live table is a new artifact version each time: not more often
 
 
-class FlowHooks(PipelineHooks):
-    """A step inside a flow: stages and tier batches as Prefect tasks, progress to artifacts, logs and listeners.
+class _FlowStages(StageHooks):
+    """What both kinds of flow hooks share: each stage a Prefect task, each finished step logged and reported."""
 
-    The verify stage itself stays in the flow: its tier batches are the tasks
-    (one per verifier and batch, under each tier's global concurrency limit).
-    In the asynchronous pipeline the sampler and the verification service are
-    task runs of their own (``pipeline-part``, named for the part) that last
-    as long as the run; expensive calls, and every call when tasks run on a
-    Dask or Ray cluster, are ``run-tier`` tasks; a table artifact shows queue
-    depths, calls in flight per tier and the policy version as they change.
-    """
-
-    def __init__(self, session: RunSession, limits: set[str], progress: Any = None) -> None:
-        self._run_tier = _tier_runner(session, limits)
-        self.max_batch = _max_batch(session.config)
-        self.progress_artifact = progress
-        self._remote = session.config.task_runner != "threads"
-        self._context = contextvars.copy_context()  # the flow's: a slot thread submits its task under a copy
-        self._last_table = 0.0
-
-    def part(self, name: str, work: Callable[[], None]) -> None:
-        pipeline_part(work, name)
-
-    def call_tier(self, session: RunSession, verifier: Verifier, candidate: Candidate) -> Verdict:
-        if not self._remote and tier_rank(verifier.tier) < tier_rank(Tier.high_fidelity):
-            return super().call_tier(session, verifier, candidate)  # milliseconds: a task run would cost more than the call
-        (verdict,) = self._context.copy().run(self._run_tier, verifier.name, [candidate])
-        return verdict
-
-    def progress(self, session: RunSession, stats: dict[str, Any]) -> None:
-        _emit("pipeline", stats)
-        now = time.monotonic()
-        if now - self._last_table < _PIPELINE_ARTIFACT_EVERY_S and not stats.get("final"):
-            return
-        self._last_table = now
-        rows = [
-            {"verifier": name, "in flight": stats["in_flight"][name], "calls": stats["calls"][name],
-             "utilisation": round(stats["utilisation"][name], 3)}
-            for name in stats["in_flight"]
-        ]
-        rows.append({"verifier": "(pipeline)", "in flight": stats["groups_out"], "calls": stats["steps_done"],
-                     "utilisation": None})
-        create_table_artifact(
-            rows, key=f"pipeline-{session.run.id[:12]}",
-            description=(
-                f"Pipeline of run {session.run.id}: policy version {stats['policy_version']}, "
-                f"{stats['steps_done']} steps learned, {stats['sampled_waiting']} batches waiting for the service, "
-                f"{stats['settled_waiting']} settled groups waiting for the learner, {stats['open_batches']} batches "
-                f"in verification, {stats['late_queue']} late verdicts queued, learner idle {stats['learner_idle_s']} s"
-            ),
-        )
-
-    def run_tier(self, session: RunSession, name: str, batch: list[Candidate]) -> list[Verdict]:
-        return self._run_tier(name, batch)
+    progress_artifact: Any = None
 
     def stage(self, step: int, name: str, work: Callable[[], Any]) -> Any:
         _emit("stage", {"step": step, "stage": name})
@@ -265,14 +217,82 @@ class FlowHooks(PipelineHooks):
         _emit("step", summary)
 
 
-def _tier_runner(session: RunSession, limits: set[str]) -> Callable[[str, list[Candidate]], list[Verdict]]:
-    params = {t.verifier: t.params for t in session.config.tiers}
-    names = {v.name: t.verifier for v, t in zip(session.ladder, session.config.tiers)}
+class FlowHooks(_FlowStages, StepHooks):
+    """A synchronous step inside a flow: stages and tier batches as Prefect tasks, progress to artifacts, logs and listeners.
+
+    The verify stage itself stays in the flow: its tier batches are the tasks
+    (one per verifier and batch, under each tier's global concurrency limit).
+    """
+
+    def __init__(self, session: RunSession, limits: set[str], progress: Any = None) -> None:
+        self._run_tier = _tier_runner(session.config, session.ladder, limits)
+        self.max_batch = _max_batch(session.config)
+        self.progress_artifact = progress
+
+    def run_tier(self, verifier: Verifier, batch: list[Candidate]) -> list[Verdict]:
+        return self._run_tier(verifier, batch)
+
+
+class FlowPipelineHooks(_FlowStages, PipelineHooks):
+    """The asynchronous pipeline inside a flow.
+
+    The sampler and the verification service are task runs of their own
+    (``pipeline-part``, named for the part) that last as long as the run;
+    expensive calls, and every call when tasks run on a Dask or Ray cluster,
+    are ``run-tier`` tasks; a table artifact shows queue depths, calls in
+    flight per tier and the policy version as they change.
+    """
+
+    def __init__(self, session: RunSession, limits: set[str], progress: Any = None) -> None:
+        self._run_tier = _tier_runner(session.config, session.ladder, limits)
+        self.progress_artifact = progress
+        self._remote = session.config.task_runner != "threads"
+        self._context = contextvars.copy_context()  # the flow's: a slot thread submits its task under a copy
+        self._last_table = 0.0
+
+    def part(self, name: str, work: Callable[[], None]) -> None:
+        pipeline_part(work, name)
+
+    def call_tier(self, session: RunSession, verifier: Verifier, candidate: Candidate) -> Verdict:
+        if not self._remote and tier_rank(verifier.tier) < tier_rank(Tier.high_fidelity):
+            return super().call_tier(session, verifier, candidate)  # milliseconds: a task run would cost more than the call
+        (verdict,) = self._context.copy().run(self._run_tier, verifier, [candidate])
+        return verdict
+
+    def progress(self, session: RunSession, stats: dict[str, Any]) -> None:
+        _emit("pipeline", stats)
+        now = time.monotonic()
+        if now - self._last_table < _PIPELINE_ARTIFACT_EVERY_S and not stats.get("final"):
+            return
+        self._last_table = now
+        rows = [
+            {"verifier": name, "in flight": stats["in_flight"][name], "calls": stats["calls"][name],
+             "utilisation": round(stats["utilisation"][name], 3)}
+            for name in stats["in_flight"]
+        ]
+        rows.append({"verifier": "(pipeline)", "in flight": stats["groups_out"], "calls": stats["steps_done"],
+                     "utilisation": None})
+        create_table_artifact(
+            rows, key=f"pipeline-{session.run.id[:12]}",
+            description=(
+                f"Pipeline of run {session.run.id}: policy version {stats['policy_version']}, "
+                f"{stats['steps_done']} steps learned, {stats['sampled_waiting']} batches waiting for the service, "
+                f"{stats['settled_waiting']} settled groups waiting for the learner, {stats['open_batches']} batches "
+                f"in verification, {stats['late_queue']} late verdicts queued, learner idle {stats['learner_idle_s']} s"
+            ),
+        )
+
+
+def _tier_runner(config: RunConfig, ladder: list[Verifier], limits: set[str]) -> TierRunner:
+    """A tier runner that sends each batch to a ``run-tier`` task (under its tier's global limit, if in ``limits``)."""
+    params = {t.verifier: t.params for t in config.tiers}
+    names = {v.name: t.verifier for v, t in zip(ladder, config.tiers)}
     # One submission at a time: the pipeline's slot threads submit at once, and a Dask task runner starts its
     # cluster on the first submission without a lock (each racing thread would start a LocalCluster of its own).
     submitting = threading.Lock()
 
-    def run(name: str, batch: list[Candidate]) -> list[Verdict]:
+    def run(verifier: Verifier, batch: list[Candidate]) -> list[Verdict]:
+        name = verifier.name
         with submitting:
             future = run_tier.submit(
                 names[name], params[names[name]], [c.model_dump(mode="json") for c in batch], len(batch),
@@ -438,11 +458,12 @@ def _training_loop(
         progress = create_progress_artifact(
             100.0 * session.start_step / config.steps, key=f"progress-{run.id[:12]}", description=f"ARL run {run.name} ({run.id})"
         )
-        hooks = FlowHooks(session, _setup_limits(config), progress)
+        limits = _setup_limits(config)
         if config.pipeline == "async":
-            report = run_pipeline(session, hooks)
+            report = run_pipeline(session, FlowPipelineHooks(session, limits, progress))
             logger.info("pipeline: %s", report.as_dict())
         else:
+            hooks = FlowHooks(session, limits, progress)
             for step in range(session.start_step, config.steps):
                 run_step(session, step, hooks)
         status = RunStatus.completed

@@ -8,7 +8,7 @@ same pieces an ARL run uses, called rather than copied:
   a candidate, and verdicts into its reward (its own, when it has one);
 - the ladder comes from :func:`arl_flows.training.build_ladder`, so native
   tiers run in their worker processes with their timeouts, as in a flow;
-- :func:`arl_flows.training.verify_candidates` routes the batch through the
+- :func:`arl_flows.step.verify_candidates` routes the batch through the
   tiers with the scheduler under ``budget_per_call``, reads cached verdicts
   from the ledger first (never paying twice for one), and writes each tier
   batch's verdicts with their bill in one transaction;
@@ -48,9 +48,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from arl_flows.config import RunConfig, TierConfig, build_config
 from arl_flows.suites import Calibration, Prior, Suite, SuiteNotFound, get_suite, suite_for
-from arl_flows.training import TierRunner, build_ladder, teach_from_ledger, verify_candidates
+from arl_flows.step import TierRunner, verify_candidates, verify_inline
+from arl_flows.training import Completion, build_ladder, record_batch, teach_from_ledger
 from storage.ledger import Ledger
-from storage.records import Prompt, RunStatus, Status, TrainingStepRecord, Trajectory, tier_rank
+from storage.records import RunStatus, Status, TrainingStepRecord, tier_rank
 from verifiers import Closable
 from verifiers.scheduler import Scheduler, VoiTarget, charge_one, spend_records
 
@@ -317,23 +318,13 @@ class TieredReward:
             run_id = self._ensure_run()
             step = self.step
             texts = [_text(c) for c in completions]
-            records: dict[str, Prompt] = {}
             group_of: dict[str, int] = {}
-            trajectories, candidates = [], []
+            rows = []
             for i, (prompt, text) in enumerate(zip(built, texts)):
-                records.setdefault(prompt.id, prompt)
                 group = i // self.group_size if self.group_size else group_of.setdefault(prompt.id, len(group_of))
-                cand, answer, turns = self.suite.completion(prompt, text)
-                candidates.append(cand)
                 n_tokens = len(completion_ids[i]) if completion_ids is not None else len(text) // 4  # about 4 characters a token
-                trajectories.append(
-                    Trajectory(
-                        run_id=run_id, prompt_id=prompt.id, step=step, group_id=f"{run_id[:8]}-{step}-{group}",
-                        turns=turns, final_answer=answer, candidate_key=cand.key, completion_tokens=n_tokens,
-                    )
-                )
-            self.ledger.add_prompts(records.values())
-            self.ledger.add_trajectories(trajectories)
+                rows.append(Completion(prompt=prompt, group=group, text=text, completion_tokens=n_tokens))
+            trajectories, candidates = record_batch(self.ledger, self.suite, run_id, step, rows)
             result = verify_candidates(
                 self.ledger, self.scheduler, self.suite, run_id, step, trajectories, candidates,
                 run_tier=run_tier, max_batch=self.max_batch, deadline=deadline,
@@ -418,7 +409,7 @@ class TieredReward:
                 todo = [c for c in picks if c.key not in known]
                 for i in range(0, len(todo), self.max_batch):
                     batch = todo[i : i + self.max_batch]
-                    fresh = verifier.verify_batch(batch)
+                    fresh = verify_inline(verifier, batch)
                     spend = spend_records(run_id, step, verifier, batch, fresh)
                     spent += sum(r.cost_s for r in spend)
                     for v in self.ledger.put_verdicts(fresh, spend=spend):

@@ -55,9 +55,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from arl_flows.step import StepHooks, checkpoint, learn
-from arl_flows.training import LateTrajectory, RunSession, StepState, StepSummary, _rollout_from_tokens
-from arl_flows.verification_service import LateVerdict, SettledGroup, VerificationService
+from arl_flows.step import StageHooks, finish_step, learn
+from arl_flows.training import LateTrajectory, RunSession, StepState, StepSummary, has_behaviour
+from arl_flows.verification_service import LateVerdict, SettledGroup, VerificationService, verify_one
 from storage.records import Trajectory, Verdict
 from verifiers import Candidate, RemoteVerifier, Verifier
 
@@ -67,12 +67,14 @@ DRAIN_S = 60.0  # how long a stopped pipeline waits for the local calls it has o
 log = logging.getLogger("arl.pipeline")
 
 
-class PipelineHooks(StepHooks):
+class PipelineHooks(StageHooks):
     """How a caller runs the pipeline's parts; the defaults run them on plain threads, silently.
 
-    :class:`StepHooks` still wraps the stages (``rollout`` on the sampler's
-    thread, ``grpo``, ``hindsight`` and ``checkpoint`` on the learner's) and
-    hears of each finished step.
+    :class:`~arl_flows.step.StageHooks` wraps the stages (``rollout`` on the
+    sampler's thread, ``grpo``, ``hindsight`` and ``checkpoint`` on the
+    learner's) and hears of each finished step, as in the synchronous step;
+    the synchronous step's own hooks (tier batches, ``sampled``, ``verified``)
+    are not the pipeline's.
     """
 
     def part(self, name: str, work: Callable[[], None]) -> None:
@@ -81,8 +83,7 @@ class PipelineHooks(StepHooks):
 
     def call_tier(self, session: RunSession, verifier: Verifier, candidate: Candidate) -> Verdict:
         """One verifier call, on one of the service's slot threads (a flow may send it to a Dask cluster)."""
-        (verdict,) = verifier.verify_batch([candidate])
-        return verdict
+        return verify_one(verifier, candidate)
 
     def progress(self, session: RunSession, stats: dict[str, Any]) -> None:
         """Live state every ``streaming.progress_every_s``: queue depths, calls in flight per tier, policy version."""
@@ -367,7 +368,7 @@ class Pipeline:
 
     def _learn(self, step: int, groups: list[SettledGroup]) -> StepSummary:
         session, hooks = self.session, self.hooks
-        t0 = time.perf_counter()
+        started = time.perf_counter()
         self._drain_late()
         state = self._state(groups)
         state.late, self._late = self._late, []
@@ -387,51 +388,25 @@ class Pipeline:
             "pipeline/late_used": float(len(state.late)),
             "pipeline/groups_out": float(self._groups_out),
         } | {f"pipeline/utilisation/{k}": v for k, v in stats["utilisation"].items()}
-        metrics["step/seconds"] = time.perf_counter() - t0
-        checkpoint(session, step, hooks, metrics)
-        with self._turn:
-            self._groups_out -= len(groups)
-            self._turn.notify_all()
-        summary = session.summary(step, metrics, metrics["step/seconds"])
-        summary.calls = {n: c - self._calls_seen.get(n, 0) for n, c in stats["calls"].items()}  # since the last step
+        calls = {n: c - self._calls_seen.get(n, 0) for n, c in stats["calls"].items()}  # since the last step
         self._calls_seen = dict(stats["calls"])
         self.report.steps += 1
-        hooks.finished(session, summary)
+        summary = finish_step(session, step, hooks, metrics, started, calls=calls)
+        with self._turn:  # learned and registered: the sampler may take the batch slot
+            self._groups_out -= len(groups)
+            self._turn.notify_all()
         return summary
 
     def _state(self, groups: list[SettledGroup]) -> StepState:
         """The learner step's state: the groups' rows as one rollout, from their recorded tokens and log-probs."""
-        session = self.session
         trajs = [t for g in groups for t in g.trajectories]
-        prompts = session.ledger.get_prompts({t.prompt_id for t in trajs})
-        order = list(dict.fromkeys(t.prompt_id for t in trajs))
-        recorded = all(t.completion_ids is not None and t.behaviour_logprobs is not None for t in trajs)
-        eos = session.policy.tokenizer.eos_token_id
-        if recorded:
-            completions = [list(t.completion_ids or []) for t in trajs]
-        else:  # rows from before tokens were recorded: re-encode; old log-probs are then this policy's
-            completions = [session.policy.encode(t.final_answer) + ([] if t.truncated else [eos]) for t in trajs]
-        rollout = _rollout_from_tokens(
-            session.policy,
-            [session.suite.prompt_ids(session.policy, prompts[p]) for p in order],
-            [order.index(t.prompt_id) for t in trajs],
-            completions,
-            [t.truncated for t in trajs],
-            [t.final_answer for t in trajs],
-            session.config.trainer.temperature,
-            group_size=session.config.trainer.group_size,
-            logps=[list(t.behaviour_logprobs or []) for t in trajs] if recorded else None,
+        state = self.session.rebuild_state(
+            trajs, [e for g in groups for e in g.estimates], [c for g in groups for c in g.candidates], behaviour=True
         )
-        staleness = [max(self.version - g.policy_version, 0) if recorded else 0 for g in groups for _ in g.trajectories]
-        return StepState(
-            rollout=rollout,
-            trajectories=trajs,
-            candidates=[c for g in groups for c in g.candidates],
-            estimates=[e for g in groups for e in g.estimates],
-            prompts=[prompts[p] for p in order],
-            staleness=staleness,
-            group_ids=[g.group_id for g in groups],
-        )
+        recorded = has_behaviour(trajs)  # rows from before tokens were recorded are re-encoded: on-policy, staleness 0
+        state.staleness = [max(self.version - g.policy_version, 0) if recorded else 0 for g in groups for _ in g.trajectories]
+        state.group_ids = [g.group_id for g in groups]
+        return state
 
     def _finish(self) -> None:
         """Send no new calls; let the ones out land (they are paid for), then stop the parts."""

@@ -23,7 +23,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from storage.ledger import Ledger  # noqa: E402
 from storage.records import Status, ladder_order  # noqa: E402
 from arl_flows.config import build_config, stored_fields  # noqa: E402
-from arl_flows.suites import Lab, Report, Suite, suite_for  # noqa: E402
+from arl_flows.suites import Lab, Suite, suite_for  # noqa: E402
+from arl_flows.suites import Report as DrawsCandidates  # noqa: E402  (the capability; this module's Report is the document)
 from verifiers import registry  # noqa: E402
 from verifiers.scheduler import Observation, Surrogate  # noqa: E402
 
@@ -359,7 +360,7 @@ def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> 
             cells = [f"{x:.3f}" if isinstance(x, float) else _cell(x) for x in vals]
             reward = f"{c['reward']:.3f} ± {c['std']:.3f}" + ("" if c["verified"] else " **estimate**")
             lines.append(f"| `{_cell(name)}` | {reward} | " + " | ".join(cells) + " |")
-        picture = suite.draw_candidates(names, [f"{c['reward']:.2f}" + ("" if c["verified"] else " (est.)") for c in top]) if isinstance(suite, Report) else None
+        picture = suite.draw_candidates(names, [f"{c['reward']:.2f}" + ("" if c["verified"] else " (est.)") for c in top]) if isinstance(suite, DrawsCandidates) else None
         if picture:
             images["best.png"] = picture
             lines += ["", "Structures of the best candidates (legend: reward; est.: an estimate only):", "", img("best.png", "best candidates")]

@@ -30,7 +30,7 @@ def tiered_reward_flow(
 ) -> list[float]:
     """One call of a registered TieredReward, its tier batches as Prefect tasks."""
     reward = _REWARDS[reward_key]
-    runner = _tier_runner(reward, _setup_limits(reward.config))  # type: ignore[arg-type] - needs .config and .ladder
+    runner = _tier_runner(reward.config, reward.ladder, _setup_limits(reward.config))
     details = reward.score(prompts, completions, task_id=task_id, run_tier=runner)
     return [d.reward for d in details]
 

@@ -1,7 +1,8 @@
 """One training run as plain functions: rollout, verify, GRPO, hindsight, checkpoint.
 
 These are the stages; :func:`arl_flows.step.run_step` strings them into a
-step, once, for the CLI, the Prefect flows and the benchmarks. A
+step, once, for the CLI, the Prefect flows and the benchmarks (the verify
+stage, a loop over the scheduler's tier batches, lives there too). A
 :class:`RunSession` holds what must stay in memory between the stages of a
 step (the policy, its optimizer, the step's rollout tensors); everything that
 must survive a crash goes through the ledger, one transaction per arrow of
@@ -26,7 +27,6 @@ import logging
 import math
 import os
 import shutil
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -52,31 +52,19 @@ from storage.records import (
     tier_rank,
 )
 from verifiers import Candidate, Closable, Verifier, registry
-from verifiers.scheduler import Scheduler, StepResult, spend_records
+from verifiers.scheduler import Scheduler, StepResult
 
 __all__ = [
+    "Completion",
     "LateTrajectory",
     "RunSession",
     "StepState",
     "StepSummary",
-    "TierInterrupted",
-    "TierRunner",
     "build_ladder",
+    "has_behaviour",
+    "record_batch",
     "teach_from_ledger",
-    "verify_candidates",
 ]
-
-TierRunner = Callable[[str, list[Candidate]], list[Verdict]]
-"""Runs one verifier (by name) on a batch of candidates; flows pass a Prefect task here."""
-
-
-class TierInterrupted(BaseException):
-    """Raised by a tier runner when the run is interrupted: carries the verdicts the batch finished."""
-
-    def __init__(self, verdicts: list[Verdict], cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.verdicts = verdicts
-        self.cause = cause
 
 
 def build_ladder(config: RunConfig) -> list[Verifier]:
@@ -222,7 +210,6 @@ class RunSession:
         cfg = self.config
         prompts = self.suite.prompts(step)
         prompt_ids = [self.suite.prompt_ids(self.policy, p) for p in prompts]
-        self.ledger.add_prompts({p.id: p for p in prompts}.values())
         rollout = self.policy.sample(
             prompt_ids,
             group_size=cfg.trainer.group_size,
@@ -232,31 +219,23 @@ class RunSession:
             seed=cfg.seed * 1_000_003 + step,
         )
         lengths = [int(n) for n in rollout.completion_mask.sum(1).tolist()]
-        trajectories, candidates = [], []
+        completions = []
         for row, text in enumerate(rollout.texts):
-            p_index = int(rollout.prompt_index[row])
-            prompt = prompts[p_index]
-            cand, answer, turns = self.suite.completion(prompt, text)
-            candidates.append(cand)
-            n = lengths[row]
-            trajectories.append(
-                Trajectory(
-                    run_id=self.run.id,
-                    prompt_id=prompt.id,
-                    step=step,
-                    group_id=f"{self.run.id[:8]}-{step}-{p_index}",
-                    turns=turns,
-                    final_answer=answer,
-                    candidate_key=cand.key,
-                    prompt_tokens=len(prompt_ids[p_index]),
+            p_index, n = int(rollout.prompt_index[row]), lengths[row]
+            completions.append(
+                Completion(
+                    prompt=prompts[p_index],
+                    group=p_index,
+                    text=text,
                     completion_tokens=n,
+                    prompt_tokens=len(prompt_ids[p_index]),
                     truncated=bool(rollout.truncated[row]),
                     policy_version=policy_version,
                     completion_ids=rollout.completion_ids[row, :n].tolist(),
                     behaviour_logprobs=rollout.logps[row, :n].tolist(),
                 )
             )
-        self.ledger.add_trajectories(trajectories)
+        trajectories, candidates = record_batch(self.ledger, self.suite, self.run.id, step, completions)
         return StepState(rollout=rollout, trajectories=trajectories, candidates=candidates, prompts=prompts)
 
     def restore_step(self, step: int) -> None:
@@ -270,39 +249,54 @@ class RunSession:
         rows = self.ledger.step_trajectories(self.run.id, step)
         if not rows:
             raise RuntimeError(f"run {self.run.id} has no trajectories at step {step}: run the rollout flow first")
-        prompts = self.ledger.get_prompts({t.prompt_id for t, _ in rows})
-        order = list(dict.fromkeys(t.prompt_id for t, _ in rows))
-        tok = self.policy.tokenizer
-        prompt_lists = [self.suite.prompt_ids(self.policy, prompts[p]) for p in order]
-        completions = []
-        for traj, _ in rows:
-            ids = self.policy.encode(traj.final_answer)
-            completions.append(ids if traj.truncated else ids + [tok.eos_token_id])
-        rollout = _rollout_from_tokens(self.policy, prompt_lists, [order.index(t.prompt_id) for t, _ in rows], completions,
-                                       [t.truncated for t, _ in rows], [t.final_answer for t, _ in rows],
-                                       self.config.trainer.temperature, group_size=self.config.trainer.group_size)
-        self.steps[step] = StepState(
+        self.steps[step] = self.rebuild_state([t for t, _ in rows], [e for _, e in rows if e is not None])
+
+    def rebuild_state(
+        self,
+        trajectories: list[Trajectory],
+        estimates: list[RewardEstimate],
+        candidates: list[Candidate] | None = None,
+        *,
+        behaviour: bool = False,
+    ) -> StepState:
+        """A step's state from ledger records: the trajectories' rows as one rollout, in order, with no sampling.
+
+        With ``behaviour`` and every row's tokens and behaviour log-probs
+        recorded (:func:`has_behaviour`), the rollout holds them as sampled
+        (the decoupled loss weighs them against the proximal policy).
+        Otherwise each final answer is re-encoded (with an EOS unless it was
+        truncated) and its old log-probs are computed under the current
+        policy, which is exactly what GRPO needs on-policy. ``candidates``
+        default to the suite's parse of each final answer.
+        """
+        prompts = self.ledger.get_prompts({t.prompt_id for t in trajectories})
+        order = list(dict.fromkeys(t.prompt_id for t in trajectories))
+        recorded = behaviour and has_behaviour(trajectories)
+        eos = self.policy.tokenizer.eos_token_id
+        if recorded:
+            completions = [list(t.completion_ids or []) for t in trajectories]
+        else:
+            completions = [self.policy.encode(t.final_answer) + ([] if t.truncated else [eos]) for t in trajectories]
+        rollout = _rollout_from_tokens(
+            self.policy,
+            [self.suite.prompt_ids(self.policy, prompts[p]) for p in order],
+            [order.index(t.prompt_id) for t in trajectories],
+            completions,
+            [t.truncated for t in trajectories],
+            [t.final_answer for t in trajectories],
+            self.config.trainer.temperature,
+            group_size=self.config.trainer.group_size,
+            logps=[list(t.behaviour_logprobs or []) for t in trajectories] if recorded else None,
+        )
+        if candidates is None:
+            candidates = [self.suite.completion(prompts[t.prompt_id], t.final_answer)[0] for t in trajectories]
+        return StepState(
             rollout=rollout,
-            trajectories=[t for t, _ in rows],
-            candidates=[self.suite.completion(prompts[t.prompt_id], t.final_answer)[0] for t, _ in rows],
-            estimates=[e for _, e in rows if e is not None],
+            trajectories=list(trajectories),
+            candidates=list(candidates),
+            estimates=list(estimates),
             prompts=[prompts[p] for p in order],
         )
-
-    # ------------------------------------------------------------------ verify
-    def verify(self, step: int, run_tier: TierRunner | None = None, max_batch: int | None = None) -> StepResult:
-        """Route the step's candidates through the tiers under the budget; write verdicts as they come."""
-        state = self.steps[step]
-        result = verify_candidates(
-            self.ledger, self.scheduler, self.suite, self.run.id, step, state.trajectories, state.candidates,
-            run_tier=run_tier or self._run_tier_inline, max_batch=max_batch,
-        )
-        state.result = result
-        state.estimates = result.estimates
-        return result
-
-    def _run_tier_inline(self, name: str, batch: list[Candidate]) -> list[Verdict]:
-        return self.scheduler.verifier(name).verify_batch(batch)
 
     # ------------------------------------------------------------------ GRPO
     def grpo(self, step: int) -> dict[str, float]:
@@ -444,77 +438,50 @@ def teach_from_ledger(scheduler: Scheduler, ledger: Ledger, suite: Suite) -> int
     return scheduler.add_history(observations, progress=log.info)
 
 
-def verify_candidates(
-    ledger: Ledger,
-    scheduler: Scheduler,
-    suite: Suite,
-    run_id: str,
-    step: int,
-    trajectories: list[Trajectory],
-    candidates: list[Candidate],
-    *,
-    run_tier: TierRunner | None = None,
-    max_batch: int | None = None,
-    budget: float | None = None,
-    deadline: float | None = None,
-) -> StepResult:
-    """Route candidates (one per trajectory, already in the ledger) through the tiers under the budget.
+@dataclass(frozen=True)
+class Completion:
+    """One completion to record as a trajectory: its prompt, its group in the batch, and what its sampler knows."""
 
-    Cached verdicts come from the ledger and are never paid for again; each
-    tier batch's verdicts land in the ledger with their bill in one
-    transaction before the next round is planned; the suite turns verdicts
-    into rewards, which are written too. ``budget`` (CPU-seconds) defaults to
-    the scheduler's step budget capped by what its run has left.
-    ``deadline`` (a ``time.monotonic()`` value) stops starting new batches
-    once passed: the rewards then come from the verdicts in hand, so a
-    caller is never held much past it (at most one batch of ``max_batch``,
-    whose isolated verifiers have their own timeouts).
+    prompt: Prompt
+    group: int  # GRPO group within the batch (the sampler's prompt index; TRL's run of num_generations)
+    text: str
+    completion_tokens: int
+    prompt_tokens: int = 0
+    truncated: bool = False
+    policy_version: int | None = None  # None: sampled by a policy ARL does not track
+    completion_ids: list[int] | None = None
+    behaviour_logprobs: list[float] | None = None
+
+
+def record_batch(
+    ledger: Ledger, suite: Suite, run_id: str, step: int, completions: list[Completion]
+) -> tuple[list[Trajectory], list[Candidate]]:
+    """Parse each completion into a candidate (the suite's job), then write prompts and trajectories to the ledger.
+
+    Returns one trajectory and one candidate per completion, in order. A
+    group's id is ``RUN8-STEP-GROUP`` (the run id's first 8 characters): the
+    scheduler plans and GRPO normalises within it.
     """
-    run_tier = run_tier or (lambda name, batch: scheduler.verifier(name).verify_batch(batch))
-    names = [v.name for v in scheduler.ladder]
-    cached = ledger.verdicts_for([c.key for c in candidates], verifiers=names)
-    plan = scheduler.plan_step(
-        candidates,
-        group_ids=[t.group_id for t in trajectories],
-        trajectory_ids=[t.id for t in trajectories],
-        cached=cached,
-        budget=budget,
-        step=step,
-        run_id=run_id,
-    )
-    late = False
-    while not late and (requests := plan.next_round()):
-        for name, batch in requests.items():
-            size = max_batch or len(batch)
-            for i in range(0, len(batch), size):
-                if deadline is not None and time.monotonic() >= deadline:
-                    late = True
-                    break
-                try:
-                    verdicts = run_tier(name, batch[i : i + size])
-                except TierInterrupted as stop:
-                    # Ctrl-C / SIGTERM while a batch ran: keep what it finished, then stop.
-                    done = {v.candidate_key for v in stop.verdicts}
-                    cands = [c for c in batch if c.key in done]
-                    spend = spend_records(run_id, step, scheduler.verifier(name), cands, stop.verdicts)
-                    ledger.put_verdicts(stop.verdicts, spend=spend)
-                    raise stop.cause from None
-                # Verdicts and their bill land in one transaction (and the bill is never deleted):
-                # a crash leaves no paid call unbilled and no verdict unpaid for.
-                spend = spend_records(run_id, step, scheduler.verifier(name), batch[i : i + size], verdicts)
-                plan.observe(ledger.put_verdicts(verdicts, spend=spend))
-            if late:
-                break
-    result = plan.result()
-    if result.lab_requests:
-        ledger.create_lab_requests(result.lab_requests)
-    by_key: dict[str, list[Verdict]] = {}
-    for v in [*cached, *result.verdicts]:
-        by_key.setdefault(v.candidate_key, []).append(v)
-    result.estimates = suite.rewards(trajectories, candidates, by_key, result.estimates)
-    result.estimates = suite.disagreements(scheduler, candidates, by_key, result.estimates)
-    ledger.add_reward_estimates(result.estimates)
-    return result
+    trajectories, candidates = [], []
+    for c in completions:
+        cand, answer, turns = suite.completion(c.prompt, c.text)
+        candidates.append(cand)
+        trajectories.append(
+            Trajectory(
+                run_id=run_id, prompt_id=c.prompt.id, step=step, group_id=f"{run_id[:8]}-{step}-{c.group}",
+                turns=turns, final_answer=answer, candidate_key=cand.key,
+                prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens, truncated=c.truncated,
+                policy_version=c.policy_version, completion_ids=c.completion_ids, behaviour_logprobs=c.behaviour_logprobs,
+            )
+        )
+    ledger.add_prompts({c.prompt.id: c.prompt for c in completions}.values())
+    ledger.add_trajectories(trajectories)
+    return trajectories, candidates
+
+
+def has_behaviour(trajectories: list[Trajectory]) -> bool:
+    """Whether every trajectory carries its sampled tokens and their behaviour log-probs (older rows do not)."""
+    return all(t.completion_ids is not None and t.behaviour_logprobs is not None for t in trajectories)
 
 
 def _rollout_from_tokens(

@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from arl_flows.step import verify_inline
 from arl_flows.suites import Lab, Suite
 
 from storage.ledger import Ledger
@@ -42,7 +43,7 @@ from verifiers import Candidate, LabRequester, RemoteVerifier, Verifier
 from verifiers.scheduler import Scheduler, StepPlan
 from verifiers.scheduler.spend import spend_records
 
-__all__ = ["LateVerdict", "SettledGroup", "VerificationService"]
+__all__ = ["LateVerdict", "SettledGroup", "VerificationService", "verify_one"]
 
 
 @dataclass
@@ -120,7 +121,7 @@ class VerificationService:
         self.settle_std = settle_std
         self.max_group_wait_s = max_group_wait_s
         self.record_from = tier_rank(record_from)
-        self.execute = execute or _verify_one
+        self.execute = execute or verify_one
         self.draining = False  # set: no new calls are sent, the ones out finish
         self._pools = {n: ThreadPoolExecutor(self.slots[n], thread_name_prefix=f"arl-{n}") for n in names}
         self._done: queue.Queue[_Call] = queue.Queue()
@@ -366,6 +367,7 @@ def _external(verifier: Verifier) -> bool:
     return isinstance(verifier, LabRequester)
 
 
-def _verify_one(verifier: Verifier, candidate: Candidate) -> Verdict:
-    (verdict,) = verifier.verify_batch([candidate])
+def verify_one(verifier: Verifier, candidate: Candidate) -> Verdict:
+    """One call: the default tier runner on a batch of one (the service's default ``execute``)."""
+    (verdict,) = verify_inline(verifier, [candidate])
     return verdict

@@ -329,8 +329,8 @@ class _RegimeDriver(StepHooks):
     def spent(self) -> float:
         return self.session.scheduler.run_spent + self.step_spend
 
-    def run_tier(self, session: RunSession, name: str, batch: list[Candidate]) -> list[Verdict]:
-        verifier = session.scheduler.verifier(name)
+    def run_tier(self, verifier: Verifier, batch: list[Candidate]) -> list[Verdict]:
+        name = verifier.name
         verdicts = self.memo.get(verifier, batch)
         self.step_spend += charge(verifier, batch, verdicts)
         if name == self.fast.name:

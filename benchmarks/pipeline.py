@@ -260,13 +260,13 @@ class _SyncDriver(StepHooks):
         self.steps = 0
         self.learned = 0  # trajectories GRPO took (all on-policy: staleness 0)
 
-    def run_tier(self, session: RunSession, name: str, batch: list[Candidate]) -> list[Verdict]:
+    def run_tier(self, verifier: Verifier, batch: list[Candidate]) -> list[Verdict]:
         t0 = time.monotonic()
-        if self.dask is not None and name == self.dask.name:
+        if self.dask is not None and verifier.name == self.dask.name:
             verdicts = self.dask.verify(batch)
         else:
-            verdicts = session.scheduler.verifier(name).verify_batch(batch)
-        self.tier_s[name] += time.monotonic() - t0
+            verdicts = super().run_tier(verifier, batch)
+        self.tier_s[verifier.name] += time.monotonic() - t0
         return verdicts
 
     def stage(self, step: int, name: str, work: Callable[[], Any]) -> Any:

@@ -48,7 +48,8 @@ def test_interval_rule():
 def _code_step(ledger: Ledger, answers: list[str]):
     from arl_flows.config import load_config
     from arl_flows.suites import suite_for
-    from arl_flows.training import build_ladder, verify_candidates
+    from arl_flows.step import verify_candidates
+    from arl_flows.training import build_ladder
     from verifiers.scheduler import Scheduler
 
     cfg = load_config(overrides={"suite": "code", "policy_path": "/models/x", "code_tasks": ["sum-to-n"],

@@ -72,6 +72,7 @@ def test_code_suite_training_run(prefect_harness, tmp_path: Path, sqlite_url: st
 def test_code_suite_rewards_a_correct_answer_through_the_session(tmp_path: Path, sqlite_url: str) -> None:
     """Score hand-written trajectories through the same verify path a run uses (reward composition end to end)."""
     from arl_flows.config import load_config
+    from arl_flows.step import StepHooks, verify
     from arl_flows.training import RunSession, StepState
     from storage.records import Trajectory
     from arl_flows.suites.code import get_task
@@ -94,7 +95,7 @@ def test_code_suite_rewards_a_correct_answer_through_the_session(tmp_path: Path,
                                 final_answer=final, candidate_key=cand.key, completion_tokens=20))
     ledger.add_trajectories(trajs)
     session.steps[0] = StepState(trajectories=trajs, candidates=cands, prompts=prompts)
-    result = session.verify(0)
+    result = verify(session, 0, StepHooks())
     honest, hardcoded = result.estimates
     assert honest.mean > 1.0 and honest.fidelity.value == "high_fidelity"
     assert hardcoded.mean < honest.mean and hardcoded.components["outcome"] < 0  # the hidden tests catch it

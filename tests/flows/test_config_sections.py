@@ -6,7 +6,6 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel
 
 from arl_flows.config import ConfigError, RunConfig, _models_in, load_config
 

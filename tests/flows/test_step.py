@@ -33,13 +33,13 @@ def test_run_step_calls_each_hook_once_the_ledger_holds_what_came_before(flow_ho
             assert len(rows) == len(state.trajectories) == 8 and all(e is None for _, e in rows)  # written, not yet verified
             events.append("sampled")
 
-        def run_tier(self, session, name, batch):  # noqa: ANN001, ANN201
+        def run_tier(self, verifier, batch):  # noqa: ANN001, ANN201
             assert len(batch) <= 3
             # Every batch that returned before this one is in the ledger already.
             stored = {v.cache_key for v in ledger.verdicts_for({v.candidate_key for v in returned})}
             assert stored >= {v.cache_key for v in returned}
-            events.append(f"tier:{name}")
-            verdicts = super().run_tier(session, name, batch)
+            events.append(f"tier:{verifier.name}")
+            verdicts = super().run_tier(verifier, batch)
             returned.extend(verdicts)
             return verdicts
 

@@ -32,7 +32,6 @@ import functools
 import importlib
 import re
 import string
-import sys
 import types
 from abc import abstractmethod
 from collections.abc import Callable, Sequence

@@ -32,13 +32,12 @@ import shutil
 import time
 import warnings
 from pathlib import Path
-from typing import Literal
 
 import torch
 from pydantic import BaseModel, Field
 from transformers import GPT2Config
 
-from arl_flows.suites.molecules.datasets import QM9_GAP_CSV, load_qm9_gaps
+from arl_flows.suites.molecules.datasets import load_qm9_gaps
 from policies import Policy, PolicyConfig, collate
 from storage.records import params_hash
 from storage.settings import settings
