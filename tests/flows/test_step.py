@@ -1,6 +1,7 @@
 """The one step function: its stages run in order through the hooks, and each writes the ledger when the contract says.
 
-No Prefect here: the default hooks run inline. The flows (``FlowHooks``) and
+No Prefect here: the default hooks run inline. The run is the toy suite's (``tests/helpers/toy_suite.py``):
+the step's contract holds for any suite. The flows (``FlowHooks``) and
 the learning benchmark use the same ``run_step``; their own tests run it with
 their hooks.
 """
@@ -10,13 +11,15 @@ from __future__ import annotations
 from storage.ledger import Ledger
 
 
-def test_run_step_calls_each_hook_once_the_ledger_holds_what_came_before(flow_home, overrides, sqlite_url) -> None:  # noqa: ANN001
+def test_run_step_calls_each_hook_once_the_ledger_holds_what_came_before(tmp_path, monkeypatch, sqlite_url) -> None:  # noqa: ANN001
     from arl_flows.config import load_config
     from arl_flows.step import StepHooks, run_step
     from arl_flows.training import RunSession
+    from tests.helpers.toy_suite import toy_overrides
 
+    monkeypatch.setenv("ARL_HOME", str(tmp_path / "home"))
     ledger = Ledger(sqlite_url)
-    session = RunSession.open(load_config(overrides=overrides(steps=1)), ledger)
+    session = RunSession.open(load_config(overrides=toy_overrides(steps=1)), ledger)  # 2 prompts x 4 samples
     run_id = session.run.id
     events: list[str] = []
     returned: list = []

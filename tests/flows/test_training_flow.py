@@ -54,11 +54,14 @@ def test_training_run_completes_and_the_ledger_adds_up(prefect_harness, flow_hom
     assert "Spend by tier" in report.data and "data:image/png;base64" in report.data
 
 
-def test_resume_continues_from_the_last_completed_step_without_repaying(prefect_harness, flow_home, overrides, sqlite_url) -> None:
+def test_resume_continues_from_the_last_completed_step_without_repaying(prefect_harness, tmp_path, monkeypatch, sqlite_url) -> None:  # noqa: ANN001
     from arl_flows.config import load_config
     from arl_flows.flows import run_training
     from arl_flows.step import run_step
     from arl_flows.training import RunSession
+    from tests.helpers.toy_suite import toy_overrides as overrides  # any suite resumes so: the core's toy one
+
+    monkeypatch.setenv("ARL_HOME", str(tmp_path / "home"))
 
     # An "interrupted" run: one step done, then the process stops.
     ledger = Ledger(sqlite_url)
