@@ -169,7 +169,8 @@ def test_files_outside_the_allow_list_are_not_there(outside, name, code):
     assert r.mount_layer == "pivot-root"
 
 
-@pytest.mark.parametrize("name", ["task-source", "ledger", "venv-package-data", "walk-the-root"])
+@pytest.mark.parametrize("name", ["task-source", "ledger", "venv-package-data",
+                                  pytest.param("walk-the-root", marks=pytest.mark.slow)])  # walks every file: 20 s loaded
 def test_control_with_the_deny_list_every_one_is_read(outside, name):
     code = dict(by_category("outside-root"))[name]
     r = run(fill(code, outside), cpu_s=10, wall_s=60, allow_list_root=False)

@@ -26,6 +26,7 @@ def test_get_task_unknown_id():
         get_task("no-such-task")
 
 
+@pytest.mark.slow  # 31 s on 2 loaded cores, about 15 s idle
 def test_every_reference_solution_passes_every_tier():
     tasks = load_tasks()
     cands = [make_candidate(t.id, f"<think>reference</think>\n<code>\n{t.reference}</code>") for t in tasks]

@@ -1,3 +1,4 @@
+import pytest
 """The whole code suite through a short training-like loop with a scripted policy.
 
 The "policy" samples from canned trajectories, some honest, some hacking.
@@ -40,6 +41,7 @@ def canned(task_id: str) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow  # 20 s on 2 loaded cores, about 10 s idle
 def test_scripted_training_loop():
     rng = random.Random(0)
     tiers = [CodeFormat(), CodeExecution({"limits": LIMITS}), CodeTests({"limits": LIMITS})]

@@ -78,6 +78,7 @@ def test_lists_show_the_broken_plugins(broken_site: Path, tmp_path: Path) -> Non
     assert "fake-suite" in table.stdout and "broken" in table.stdout
 
 
+@pytest.mark.slow  # 29 s on 2 loaded cores, about 14 s idle
 def test_commands_that_do_not_need_it_work(broken_site: Path, tmp_path: Path) -> None:
     result = _arl(["verify", "--suite", "molecules", "--tiers", "fast", "--answer", "CCO", "--json"], broken_site, tmp_path)
     assert result.returncode == 0, result.stderr
@@ -85,6 +86,7 @@ def test_commands_that_do_not_need_it_work(broken_site: Path, tmp_path: Path) ->
     assert "rdkit-eht" in result.stdout
 
 
+@pytest.mark.slow  # 94 s on 2 loaded cores, about 47 s idle
 def test_naming_it_is_one_error_line(broken_site: Path, tmp_path: Path) -> None:
     config = tmp_path / "fake.toml"
     config.write_text('suite = "fake-suite"\n', encoding="utf-8")

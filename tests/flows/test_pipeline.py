@@ -34,6 +34,7 @@ def _learned(ledger: Ledger, run_id: str) -> list[str]:
     return [g for record in ledger.training_steps(run_id) for g in record.metrics[GROUPS_KEY]]
 
 
+@pytest.mark.slow  # 18 s on 2 loaded cores, about 9 s idle
 def test_async_run_learns_every_group_once_from_the_policy_that_sampled_it(prefect_harness, flow_home, overrides, sqlite_url) -> None:
     from prefect import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey

@@ -144,6 +144,7 @@ def test_with_prefect_each_call_is_a_flow_run_with_tier_tasks(prefect_harness: s
     assert {"rdkit-eht", "reference-table"} <= tasks
 
 
+@pytest.mark.slow  # 63 s on 2 loaded cores, about 31 s idle
 def test_the_reward_api_does_not_import_prefect() -> None:
     import subprocess
     import sys

@@ -54,6 +54,7 @@ def test_training_run_completes_and_the_ledger_adds_up(prefect_harness, flow_hom
     assert "Spend by tier" in report.data and "data:image/png;base64" in report.data
 
 
+@pytest.mark.slow  # 11 s on 2 loaded cores, about 5 s idle
 def test_resume_continues_from_the_last_completed_step_without_repaying(prefect_harness, tmp_path, monkeypatch, sqlite_url) -> None:  # noqa: ANN001
     from arl_flows.config import load_config
     from arl_flows.flows import run_training

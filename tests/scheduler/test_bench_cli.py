@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import json
 import sqlite3
 
@@ -10,6 +11,7 @@ from typer.testing import CliRunner
 from arl_flows.cli import app
 
 
+@pytest.mark.slow  # 18 s on 2 loaded cores, about 9 s idle
 def test_bench_scheduler_and_advantages_on_a_tiny_pool(tmp_path) -> None:
     cache, out, png = tmp_path / "verdicts.db", tmp_path / "report.json", tmp_path / "curve.png"
     common = ["--limit", "40", "--held-out", "40", "--window", "5.5", "7.0", "--cache", str(cache), "--top-cost", "10"]

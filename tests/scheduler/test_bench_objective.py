@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import json
 
 from typer.testing import CliRunner
@@ -9,6 +10,7 @@ from typer.testing import CliRunner
 from arl_flows.cli import app
 
 
+@pytest.mark.slow  # 30 s on 2 loaded cores, about 15 s idle
 def test_bench_scheduler_finds_the_top_fraction_of_a_maximized_value(tmp_path) -> None:
     cache, out = tmp_path / "verdicts.db", tmp_path / "report.json"
     common = ["bench", "scheduler", "--limit", "40", "--held-out", "40", "--cache", str(cache), "--top-cost", "10",
