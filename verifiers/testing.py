@@ -136,7 +136,8 @@ class VerifierContract:
 
     def test_params_refuse_unknown_fields(self) -> None:
         params_model: type[BaseModel] = self.verifier_class.Params
-        assert params_model.model_config.get("extra") == "forbid", "Params needs model_config = ConfigDict(extra='forbid')"
+        forbids = params_model.model_config.get("extra") == "forbid"
+        assert forbids, "Params needs model_config = ConfigDict(extra='forbid')"
         with pytest.raises(ValidationError):
             self.verifier_class(dict(self.params) | {"no_such_param": 1})
 
@@ -156,7 +157,8 @@ class VerifierContract:
     def test_only_ok_carries_a_value(self, table: tuple[list[Candidate], list[Verdict]]) -> None:
         for case, verdict in zip(self.cases, table[1], strict=True):
             if verdict.status == Status.ok:
-                assert verdict.value is not None or verdict.score is not None, f"{case.payload[:80]!r}: ok without a value"
+                carries = verdict.value is not None or verdict.score is not None
+                assert carries, f"{case.payload[:80]!r}: ok without a value"
                 if verdict.value is not None:
                     assert math.isfinite(verdict.value)
                     low = -math.inf if case.low is None else case.low

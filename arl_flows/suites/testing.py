@@ -111,7 +111,8 @@ class SuiteContract:
 
     def test_options_refuse_unknown_fields(self) -> None:
         options_model: type[BaseModel] = self.suite_class.Options
-        assert options_model.model_config.get("extra") == "forbid", "Options needs model_config = ConfigDict(extra='forbid')"
+        forbids = options_model.model_config.get("extra") == "forbid"
+        assert forbids, "Options needs model_config = ConfigDict(extra='forbid')"
         with pytest.raises(ValueError, match="no_such_option"):
             self.run_config(options=dict(self.options) | {"no_such_option": 1})
 
@@ -119,7 +120,8 @@ class SuiteContract:
         ranks = []
         for rung in suite.config.tiers:
             cls = ladder.get(rung.verifier)
-            assert getattr(cls, "suite", None) in (None, suite.name), f"{rung.verifier} is a tier of suite {cls.suite!r}"
+            owner = getattr(cls, "suite", None)
+            assert owner in (None, suite.name), f"{rung.verifier} is a tier of suite {owner!r}"
             made = cls(rung.params)  # the suite's params for it validate (no worker starts before a batch)
             getattr(made, "close", lambda: None)()
             ranks.append(tier_rank(cls.tier))
@@ -165,7 +167,8 @@ class SuiteContract:
         prompt, made = written
         candidates = [candidate for candidate, _a, _t in made]
         trajectories = [
-            Trajectory(prompt_id=prompt.id, step=0, group_id="g0", turns=turns, final_answer=answer, candidate_key=c.key)
+            Trajectory(prompt_id=prompt.id, step=0, group_id="g0", turns=turns, final_answer=answer,
+                       candidate_key=c.key)
             for c, answer, turns in made
         ]
         first = suite.config.tiers[0]  # the cheapest tier's real verdicts
@@ -176,7 +179,8 @@ class SuiteContract:
             getattr(tier, "close", lambda: None)()
         estimates = [RewardEstimate(trajectory_id=t.id, mean=0.0, std=1.0) for t in trajectories]
         rewards = suite.rewards(trajectories, candidates, verdicts, estimates)
-        assert [r.trajectory_id for r in rewards] == [t.id for t in trajectories], "one estimate per trajectory, in order"
+        ids = [r.trajectory_id for r in rewards]
+        assert ids == [t.id for t in trajectories], "one estimate per trajectory, in order"
         for reward in rewards:
             assert isinstance(reward, RewardEstimate) and math.isfinite(reward.mean) and math.isfinite(reward.std)
 
