@@ -82,3 +82,11 @@ def quick_overrides(**extra: object) -> dict[str, object]:
 def overrides():  # noqa: ANN201
     """Factory of run-config overrides for a small, fast run (see quick_overrides)."""
     return quick_overrides
+
+
+@pytest.fixture
+def toy_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``ARL_HOME`` of a run of the core's toy suite (``tests/helpers/toy_suite.py``): nothing to pretrain or copy."""
+    home = tmp_path / "arl_home"
+    monkeypatch.setenv("ARL_HOME", str(home))
+    return home

@@ -11,13 +11,12 @@ from __future__ import annotations
 from storage.ledger import Ledger
 
 
-def test_run_step_calls_each_hook_once_the_ledger_holds_what_came_before(tmp_path, monkeypatch, sqlite_url) -> None:  # noqa: ANN001
+def test_run_step_calls_each_hook_once_the_ledger_holds_what_came_before(toy_home, sqlite_url) -> None:  # noqa: ANN001
     from arl_flows.config import load_config
     from arl_flows.step import StepHooks, run_step
     from arl_flows.training import RunSession
     from tests.helpers.toy_suite import toy_overrides
 
-    monkeypatch.setenv("ARL_HOME", str(tmp_path / "home"))
     ledger = Ledger(sqlite_url)
     session = RunSession.open(load_config(overrides=toy_overrides(steps=1)), ledger)  # 2 prompts x 4 samples
     run_id = session.run.id

@@ -55,14 +55,13 @@ def test_training_run_completes_and_the_ledger_adds_up(prefect_harness, flow_hom
 
 
 @pytest.mark.slow  # 11 s on 2 loaded cores, about 5 s idle
-def test_resume_continues_from_the_last_completed_step_without_repaying(prefect_harness, tmp_path, monkeypatch, sqlite_url) -> None:  # noqa: ANN001
+def test_resume_continues_from_the_last_completed_step_without_repaying(prefect_harness, toy_home, sqlite_url) -> None:  # noqa: ANN001
     from arl_flows.config import load_config
     from arl_flows.flows import run_training
     from arl_flows.step import run_step
     from arl_flows.training import RunSession
     from tests.helpers.toy_suite import toy_overrides as overrides  # any suite resumes so: the core's toy one
 
-    monkeypatch.setenv("ARL_HOME", str(tmp_path / "home"))
 
     # An "interrupted" run: one step done, then the process stops.
     ledger = Ledger(sqlite_url)
