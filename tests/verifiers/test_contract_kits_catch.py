@@ -77,12 +77,12 @@ def test_the_tier_kit_fails_a_tier_that_breaks_its_promises() -> None:
 
 
 class DriftingKeySuite(MoleculeSuite):
-    """Keys with a counter in them: the verdict cache would never hit, and validity is a string."""
+    """Keys with a counter in them (the verdict cache would never hit), and every candidate claimed valid."""
 
     def completion(self, prompt: Any, text: str) -> Any:
         candidate, answer, turns = super().completion(prompt, text)
-        meta = candidate.meta | {"valid": "yes"}
-        return candidate.model_copy(update={"key": f"{candidate.key}:{next(_calls)}", "meta": meta}), answer, turns
+        claim = {"valid": True} if "valid" in Candidate.model_fields else {"meta": candidate.meta | {"valid": True}}
+        return candidate.model_copy(update={"key": f"{candidate.key}:{next(_calls)}", **claim}), answer, turns
 
 
 class DriftingKeySuiteKit(SuiteContract):
