@@ -161,7 +161,7 @@ class SuiteContract:
 
     def test_the_scheduler_can_featurize_every_candidate(self, suite: Suite, written: Any) -> None:
         features = [np.asarray(suite.featurize(candidate)) for candidate, _a, _t in written[1]]
-        assert all(f.ndim == 1 and f.size and np.isfinite(f).all() for f in features), features
+        assert all(f.ndim == 1 and np.isfinite(f).all() for f in features), features  # empty: no features, the prior alone
         assert len({f.shape for f in features}) == 1, "every candidate needs features of the same length"
 
     def test_a_step_gives_one_reward_per_trajectory(self, suite: Suite, ladder: VerifierRegistry, written: Any) -> None:
