@@ -120,8 +120,12 @@ class VerifierContract:
         assert isinstance(cls.version, str) and cls.version, "version: a non-empty string (part of the cache key)"
         assert Tier(cls.tier) == cls.tier, "tier: one of storage.records.Tier"
         assert isinstance(cls.cost_model, CostModel), "cost_model: a verifiers.CostModel"
-        fresh = VerifierRegistry()  # not the global one: registering here changes nothing for other tests
-        assert fresh.load_reference(f"{cls.__module__}:{cls.__qualname__}") is cls
+        origin = cls.origin  # registering records the origin on the class: put it back for other tests
+        try:
+            fresh = VerifierRegistry()  # not the global one
+            assert fresh.load_reference(f"{cls.__module__}:{cls.__qualname__}") is cls
+        finally:
+            cls.origin = origin
         if self.by_entry_point:
             assert registry.get(cls.name) is cls, f"the entry point named {cls.name!r} loads another class"
 

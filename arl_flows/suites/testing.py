@@ -21,7 +21,7 @@ modules that subclass it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -85,12 +85,18 @@ class SuiteContract:
         return self.suite_class(self.run_config())
 
     @pytest.fixture(scope="class")
-    def ladder(self) -> VerifierRegistry:
+    def ladder(self) -> Iterator[VerifierRegistry]:
         """A registry of the suite's tiers: the installed entry points and :meth:`tier_classes`."""
-        tiers = VerifierRegistry()  # not the global one: registering here changes nothing for other tests
-        for cls in self.tier_classes():
-            tiers.register(cls, origin="entry point")
-        return tiers
+        tiers = VerifierRegistry()  # not the global one
+        added = self.tier_classes()
+        origins = [cls.origin for cls in added]  # registering records the origin on the class: put it back after
+        try:
+            for cls in added:
+                tiers.register(cls, origin="entry point")
+            yield tiers
+        finally:
+            for cls, origin in zip(added, origins, strict=True):
+                cls.origin = origin
 
     @pytest.fixture(scope="class")
     def written(self, suite: Suite) -> tuple[Prompt, list[tuple[Candidate, str, list[Turn]]]]:
