@@ -39,7 +39,7 @@ test: setup-dev
 	$(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
 
 # Skips the slow tests (each over about 5 s on an idle machine) too. Measured in one process (WORKERS=0) on
-# 2 cores shared with a load of 10-14: 1,115 tests in 17.6 minutes of wall time, 3.3 of them on the CPU;
+# 2 cores shared with a load of 5-9: 1,115 tests in 9.3 minutes of wall time, 3.1 of them on the CPU;
 # the rest is waiting on subprocesses, sandboxes and servers, which 2 workers overlap.
 test-fast: setup-dev
 	$(BIN)/pytest $(XDIST) -m 'not slow and not soak' $(PYTEST_ARGS)
