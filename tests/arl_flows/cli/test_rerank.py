@@ -114,7 +114,7 @@ def test_rich_output_escapes_user_text(tmp_path: Path) -> None:
 
 
 def test_a_line_without_candidates_is_sampled_from_a_policy(tmp_path: Path) -> None:
-    policy = Path(__file__).resolve().parents[1] / "data" / "tiny_prior"
+    policy = Path(__file__).resolve().parents[2] / "data" / "tiny_prior"
     path = _write(tmp_path, [{"prompt": "sample me", "window": [4.0, 5.0]}])
     out = runner.invoke(app, ["rerank", "--input", str(path), "--n", "4", "--k", "4", "--budget", "20", "--json",
                               "--policy-path", str(policy), "--ledger", f"sqlite:///{tmp_path / 'l.db'}", *TIERS])

@@ -68,7 +68,7 @@ def test_missing_config_file_and_unknown_profile(tmp_path: Path, capsys) -> None
 def test_examples_are_valid_configs() -> None:
     from arl_flows.config import load_config
 
-    root = Path(__file__).resolve().parents[2] / "examples"
+    root = Path(__file__).resolve().parents[3] / "examples"
     for path in sorted(root.glob("*.toml")):
         assert load_config(path).steps >= 1, path
 

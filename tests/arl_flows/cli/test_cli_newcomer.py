@@ -52,7 +52,7 @@ def test_verify_with_fast_tiers_runs_only_the_fast_tier() -> None:
 
 # ---------------------------------------------------------------- the default ledger has one name
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_every_help_and_doc_names_the_ledger_the_settings_open() -> None:

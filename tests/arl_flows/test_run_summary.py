@@ -13,7 +13,7 @@ from arl_flows.report import best_candidates, build_report, verified_by_step
 from arl_flows.training import StepSummary
 from storage.ledger import Ledger
 from storage.records import Prompt, RewardEstimate, SpendRecord, Tier, TrainingStepRecord, Trajectory, Verdict
-from tests.flows.test_cli_run import _main
+from tests.arl_flows.cli.test_cli_run import _main
 
 # Step 0: three molecules, two answered by the top tier (the reference table); step 1: two molecules, none answered.
 STEP0 = [("CCO", 0.9, 0.0, 3.6), ("c1ccccc1", 0.4, 0.0, 5.1), ("CC=O", 0.7, 0.1, None)]

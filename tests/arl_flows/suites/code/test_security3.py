@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.code_suite.attacks3 import ATTACKS3
+from tests.arl_flows.suites.code.attacks3 import ATTACKS3
 
 from verifiers.sandbox.runtime import SandboxError, SandboxLimits, isolation_support, run_python
 
@@ -223,7 +223,7 @@ def test_the_interpreter_still_runs_what_programs_use():
 
 def _leak_through_tiers(**limits) -> tuple[str, float]:
     from arl_flows.suites.code import CodeExecution, CodeTests, make_candidate
-    from tests.code_suite.attacks3 import HIDDEN_INPUTS_READER, HIDDEN_INPUTS_RECORDER
+    from tests.arl_flows.suites.code.attacks3 import HIDDEN_INPUTS_READER, HIDDEN_INPUTS_RECORDER
 
     params = {"limits": {**LIMITS, **limits}, "enforce_policy": False}
     recorder = make_candidate("sum-to-n", f"<think>a</think>\n<code>\n{HIDDEN_INPUTS_RECORDER}\n</code>")

@@ -15,7 +15,7 @@ from arl_flows.suites.code import CodeExecution, CodeFormat, CodeTests, TaskSour
 from arl_flows.suites.code.fast import check_code
 from benchmarks import code_tasks as bench
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 DATA = Path(__file__).with_name("data")
 MBPP = DATA / "mbpp_sample.jsonl"
 HUMANEVAL_FORMAT = DATA / "humaneval_sample.jsonl"
