@@ -72,7 +72,7 @@ from benchmarks.counting_tier import COUNT_LOG_ENV, read_count_log
 ROOT = Path(__file__).resolve().parents[1]
 
 TOP_TIER = "counting-reference-table"
-# A prior small enough to pretrain in about a minute on 2 cores (the same one tests/flows uses).
+# A prior small enough to pretrain in about a minute on 2 cores (the same one tests/arl_flows uses).
 # A copy trained with our own code ships in tests/data/tiny_prior (ensure_prior installs it instead of pretraining);
 # it is below the default quality gate on purpose (min_validity 0), and max_minutes is only a safety cap.
 TINY_PRIOR = {"n_layer": 2, "n_embd": 64, "n_head": 2, "max_steps": 400, "max_minutes": 60.0, "min_validity": 0.0,

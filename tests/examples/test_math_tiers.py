@@ -71,6 +71,7 @@ def _expect(verdict: Any, expected: Any) -> None:
         assert verdict.cost_s > 0
 
 
+@pytest.mark.slow  # 35 s on 2 loaded cores, about 17 s idle
 def test_the_ladder_by_table(ladder: Any) -> None:
     from arl_math.candidates import make_candidate
 

@@ -75,6 +75,7 @@ def test_count_log_lines_survive_as_whole_lines(tmp_path: Path, monkeypatch: pyt
 QUICK_PRIOR = crash.TINY_PRIOR | {"max_steps": 40, "eval_samples": 10}
 
 
+@pytest.mark.slow  # 15 s on 2 loaded cores, about 7 s idle
 def test_crash_between_checkpoint_and_step_record_resumes_from_the_last_done_step(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

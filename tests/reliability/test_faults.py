@@ -178,17 +178,20 @@ def test_invalid_candidates_are_never_faulted() -> None:
         assert faulty.injected == {} and faulty.pool.worker_pids == []
 
 
+@pytest.mark.slow  # 31 s on 2 loaded cores, about 15 s idle
 def test_ten_percent_of_each_fault_small_batch() -> None:
     counts = _check_faulted_batch(_exact_mass, _molecules(100), FaultPlan(fractions=TEN_PERCENT_EACH, seed=0), workers=2)
     assert set(counts) == {None, *FAULT_KINDS}, counts  # every kind really happened
 
 
+@pytest.mark.slow  # 60 s on 2 loaded cores, about 30 s idle
 def test_ten_percent_of_each_fault_on_the_real_xtb_tier() -> None:
     plan = FaultPlan(fractions=TEN_PERCENT_EACH, seed=5)  # every malformed kind, NaN included
     counts = _check_faulted_batch(_xtb, _molecules(30, start=200), plan, workers=2)
     assert set(counts) == {None, *FAULT_KINDS}, counts
 
 
+@pytest.mark.slow  # 12 s on 2 loaded cores, about 6 s idle
 def test_nan_result_of_xtb_is_a_failed_verdict() -> None:
     cands = _molecules(3, start=400)
     with FaultInjectingVerifier(_xtb(), {"fractions": {"malformed": 1.0}, "malformed": ["nan"]}) as faulty:
@@ -210,6 +213,7 @@ def test_ten_percent_of_each_fault_across_2000_candidates() -> None:
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # 15 s on 2 loaded cores, about 7 s idle
 def test_scheduler_step_survives_a_simulation_tier_that_always_fails() -> None:
     goal = {"property": "gap_ev", "low": 6.0, "high": 8.0}
     cands = [make_candidate(c.payload, goal=goal) for c in _molecules(24, start=100)]

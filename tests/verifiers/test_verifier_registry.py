@@ -74,6 +74,7 @@ def _arl(args: list[str], site: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # 34 s on 2 loaded cores, about 17 s idle
 def test_plugin_appears_in_cli_and_in_a_run(plugin_site: Path) -> None:
     listed = _arl(["tiers", "list", "--json"], plugin_site)
     assert listed.returncode == 0, listed.stderr

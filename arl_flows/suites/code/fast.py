@@ -1,7 +1,7 @@
 """Fast tier of the code suite: format, syntax, static policy, length.
 
 Cheap enough to run on every trajectory. The static policy is *not* the
-security boundary (the sandbox is; ``tests/code_suite`` runs the attacks
+security boundary (the sandbox is; ``tests/arl_flows/suites/code`` runs the attacks
 with this policy switched off too), and its ``ok`` says so. It exists because
 a candidate that reaches for ``os``, ``eval`` or ``__subclasses__`` is trying
 something the tasks never need, and saying so early is cheaper and clearer

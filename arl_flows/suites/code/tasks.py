@@ -7,7 +7,7 @@ arguments and the JSON value it must return. The
 expected values were produced by running the reference solution stored with
 each task (hand-written arguments, plus arguments generated over the domain
 each number task's prompt states: ``benchmarks/generate_code_tests.py``), and
-``tests/code_suite`` checks that every reference still passes every tier. The file never enters a sandbox: the sandbox mounts an empty
+``tests/arl_flows/suites/code`` checks that every reference still passes every tier. The file never enters a sandbox: the sandbox mounts an empty
 directory over the checkout, and the hidden tests' expected values stay in
 the verifier process (only their arguments are sent to the test runner).
 Tasks converted from other formats (HumanEval, MBPP: ``arl_flows.suites.code.sources``)

@@ -1,0 +1,163 @@
+"""What a newcomer sees first: defaults of `arl verify`, `arl tiers show`, `arl tasks list`, and docs that agree with them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from arl_flows.cli import app
+from arl_flows.suites.code import get_task
+
+
+def _invoke(args: list[str]):  # noqa: ANN202
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result
+
+
+# ---------------------------------------------------------------- arl verify
+
+
+def test_verify_without_tiers_runs_the_suites_ladder_and_says_so(tmp_path: Path) -> None:
+    good = tmp_path / "good.txt"
+    good.write_text(f"<think>add them up</think>\n<code>\n{get_task('sum-to-n').reference}\n</code>\n")
+    args = ["verify", "--suite", "code", "--task", "sum-to-n", "--answer-file", str(good)]
+    rows = json.loads(_invoke([*args, "--json"]).stdout)
+    assert [r["verifier"] for r in rows] == ["code-format", "code-exec", "code-tests"]
+    assert all(r["status"] == "ok" for r in rows)
+    plain = _invoke(args).stdout
+    assert "the code suite's ladder (code-format, code-exec, code-tests)" in plain
+
+
+def test_a_tier_name_selects_the_ladders_rung_with_its_params() -> None:
+    from arl_flows.cli.verify import _resolve_verifiers
+    from arl_flows.config import standalone_suite
+
+    suite = standalone_suite("molecules")
+    (top,) = [t for t in suite.config.tiers if t.verifier == "pyscf-b3lyp"]
+    chosen = _resolve_verifiers(suite, "high_fidelity")
+    assert [(cls.name, params) for cls, params in chosen] == [("pyscf-b3lyp", top.params)]
+    # A tier the ladder leaves out still finds the suite's verifiers registered at it.
+    assert {cls.name for cls, _ in _resolve_verifiers(suite, "lab")} == {"lab", "reference-table"}
+    # A verifier by name runs with its own defaults.
+    assert _resolve_verifiers(suite, "reference-or-dft")[0][1] == {}
+
+
+def test_verify_with_fast_tiers_runs_only_the_fast_tier() -> None:
+    rows = json.loads(_invoke(["verify", "--suite", "molecules", "--answer", "CCO", "--tiers", "fast", "--json"]).stdout)
+    assert [r["verifier"] for r in rows] == ["rdkit-eht"]
+
+
+# ---------------------------------------------------------------- the default ledger has one name
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_every_help_and_doc_names_the_ledger_the_settings_open() -> None:
+    from storage.settings import Settings
+
+    assert Settings(home=Path.home() / ".arl").ledger_url == f"sqlite:///{Path.home() / '.arl' / 'ledger.db'}"
+    for command in (["rerank", "--help"], ["runs", "list", "--help"], ["db", "check", "--help"]):
+        assert "~/.arl/ledger.db" in " ".join(_invoke(command).stdout.replace("│", " ").split()), command
+    for doc in ["README.md", "examples/trl_grpo.py", "arl_flows/integrations.py", *map(str, (ROOT / "docs").glob("*.md"))]:
+        assert "arl.db" not in (ROOT / doc).read_text(encoding="utf-8"), doc
+    assert "`ARL_DATABASE_URL` | `sqlite:///$ARL_HOME/ledger.db`" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------- the examples use the default ladder's basis
+
+
+def test_the_molecule_examples_use_the_default_ladders_dft_basis() -> None:
+    import tomllib
+
+    from arl_flows.config import build_config
+
+    def basis(tiers: list[dict]) -> str:
+        (dft,) = [t for t in tiers if t["verifier"] == "pyscf-b3lyp"]
+        return dft.get("params", {}).get("basis", "")
+
+    default = basis(build_config({"suite": "molecules"}).model_dump()["tiers"])
+    for name in ("molecules.toml", "objective.toml"):
+        assert basis(tomllib.loads((ROOT / "examples" / name).read_text(encoding="utf-8"))["tiers"]) == default, name
+
+
+# ---------------------------------------------------------------- "quick" means one thing
+
+
+def test_the_readme_and_run_help_say_the_same_about_the_quick_profile() -> None:
+    promise = "about a minute on an idle machine"
+    help_text = " ".join(_invoke(["run", "--help"]).stdout.replace("│", " ").split())
+    assert promise in help_text
+    (line,) = [line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines() if "arl run --profile quick " in line]
+    assert promise in line
+
+
+# ---------------------------------------------------------------- arl tasks list: one line per task
+
+
+def test_tasks_list_prints_one_line_per_task_and_long_prints_whole_prompts() -> None:
+    from arl_flows.suites.code.sources import TaskSource, load_source
+
+    tasks = load_source(TaskSource(source="humaneval")).tasks
+    short = _invoke(["tasks", "list", "--source", "humaneval"]).stdout.splitlines()
+    assert len(short) == len(tasks) + 2  # a title, a header, then one line per task
+    first = next(line for line in short if line.startswith(tasks[0].id + " "))
+    assert "Check if in given list of numbers" in first and f"{len(tasks[0].visible_tests)}+{len(tasks[0].tests)}" in first
+    long = _invoke(["tasks", "list", "--source", "humaneval", "--long"]).stdout
+    assert len(long.splitlines()) > 5 * len(tasks) and "def has_close_elements" in long
+
+
+def test_the_examples_and_tier_docs_use_the_current_verify_syntax() -> None:
+    docs = [ROOT / "docs" / "tiers.md", *(ROOT / "examples").rglob("README.md")]
+    for doc in docs:
+        for line in doc.read_text(encoding="utf-8").splitlines():
+            if "arl verify" in line:
+                assert not any(old in line for old in ("--smiles", "--task ", "--goal-low", "--goal-high")), (doc, line)
+
+
+# ---------------------------------------------------------------- arl tiers show: a parameter table
+
+
+def test_tiers_show_prints_a_parameter_table_and_json_keeps_the_schema() -> None:
+    from arl_flows.suites.molecules.dft import DFTParams
+
+    from arl_flows.cli._common import console
+
+    # One row per parameter, unwrapped. The console reads COLUMNS once, when it is made, so set its width itself.
+    old = console._width
+    console.width = 200
+    try:
+        out = _invoke(["tiers", "show", "pyscf-b3lyp"]).stdout
+    finally:
+        console._width = old
+    assert "params_schema" not in out and '"properties"' not in out
+    rows = {cells[0]: cells[1:] for line in out.splitlines()
+            if len(cells := [c.strip() for c in line.strip("│┃ ").split("│")]) == 4}  # fmt: skip
+    assert rows["basis"] == ["str", '"6-31G*"', DFTParams.model_fields["basis"].description]
+    assert rows["constraints.max_heavy_atoms"][:2] == ["int", "9"]  # nested params as outer.inner
+    assert rows["geometry_source"][0] == "Literal['mmff', 'xtb']"
+    schema = json.loads(_invoke(["tiers", "show", "pyscf-b3lyp", "--json"]).stdout)["params_schema"]
+    assert schema["properties"]["basis"]["default"] == "6-31G*"
+
+
+# ---------------------------------------------------------------- arl --help: the core apart from the suites
+
+
+def test_help_groups_the_suites_commands_apart_from_the_core() -> None:
+    import typer
+
+    from arl_flows.cli import CORE_PANEL
+    from arl_flows.cli.suites import suite_panel
+
+    group = typer.main.get_command(app)
+    panels = {name: command.rich_help_panel for name, command in group.commands.items()}
+    core = {"run", "verify", "rerank", "report", "ui", "deploy", "db", "runs", "tiers", "lab", "suites", "config"}
+    assert {panels[name] for name in core} == {CORE_PANEL}
+    assert (panels["prior"], panels["bench"]) == (suite_panel("molecules"),) * 2 == ("Molecules suite",) * 2
+    assert panels["tasks"] == suite_panel("code") == "Code suite"
+    assert all(isinstance(panel, str) for panel in panels.values()), panels  # nothing falls back to "Commands"
+    out = _invoke(["--help"]).stdout
+    assert out.index(CORE_PANEL) < out.index("Code suite") and out.index(CORE_PANEL) < out.index("Molecules suite")
+    assert "─ Commands ─" not in out

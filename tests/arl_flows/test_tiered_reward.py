@@ -1,0 +1,164 @@
+"""TieredReward and the verl adapter, with the real ladder, scheduler and ledger (no trainer needed here)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from arl_flows.integrations import TieredReward, Window, compute_score, compute_score_batch
+from storage.ledger import Ledger
+
+# Fast tier, xTB in its worker process, the QM9 table on top (charged as a DFT call would be).
+LADDER = ["rdkit-eht", ("gfn2-xtb", {"threads": 1, "workers": 1}), ("reference-table", {"cost_per_call": 5.0})]
+# The fast tier and the table alone: for tests about the call's contract rather than the isolation.
+TWO_TIERS = ["rdkit-eht", ("reference-table", {"cost_per_call": 5.0})]
+QM9 = ["CCO", "c1ccncc1", "CC(=O)C", "OCC#N"]  # in the shipped table except where the table lacks them
+
+
+def _url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'ledger.db'}"
+
+
+def test_a_call_writes_a_run_and_a_repeat_is_a_cache_hit(tmp_path: Path) -> None:
+    with TieredReward("molecules", objective=(3.0, 8.0), budget_per_call=100.0, ledger_url=_url(tmp_path), tiers=LADDER,
+                      policy="all") as reward:
+        rewards = reward(["<gap>"] * 5, ["CCO", "c1ccncc1", "not a smiles((", "CCO", "C C O"])
+        assert len(rewards) == 5 and all(0.0 <= r <= 1.0 for r in rewards)
+        first = reward.last_details
+        assert first[2].status == "invalid" and first[2].reward == 0.0
+        assert first[0].candidate_key == first[3].candidate_key == first[4].candidate_key  # spaces from a SMILES tokenizer
+        assert first[0].new >= 2 and first[0].tier in ("simulation", "lab")
+        spent = reward.last_call.spend_s
+        assert spent > 0 and reward.last_call.cache_hits == 0
+
+        again = reward(["<gap>"], ["CCO"])
+        assert again == pytest.approx([rewards[0]], abs=1e-9)
+        assert reward.last_details[0].cached >= 2 and reward.last_details[0].new == 0
+        assert reward.last_call.spend_s == 0.0 and reward.last_call.cache_hits == 1
+        run_id = reward.run_id
+
+    ledger = Ledger(_url(tmp_path))
+    summary = ledger.run_summary(run_id)
+    assert summary["status"] == "completed" and summary["steps_done"] == 2 and summary["trajectories"] == 6
+    assert math.isclose(sum(summary["spend_by_tier"].values()), spent, rel_tol=1e-6)
+    assert [s["step"] for s in summary["steps"]] == [0, 1]
+    assert summary["steps"][1]["spend_by_tier"] in ({}, {"fast": 0.0})
+    # Another reward on the same ledger (a new trainer run) pays nothing for what is known.
+    with TieredReward("molecules", objective=(3.0, 8.0), budget_per_call=100.0, ledger_url=_url(tmp_path), tiers=LADDER,
+                      policy="all") as other:
+        other(["x"], ["c1ccncc1"])
+        assert other.last_call.spend_s == 0.0 and other.last_details[0].new == 0
+
+
+def test_the_budget_caps_the_spend_of_a_call(tmp_path: Path) -> None:
+    with TieredReward("molecules", objective=Window(low=3.0, high=8.0), budget_per_call=6.0, ledger_url=_url(tmp_path),
+                      tiers=TWO_TIERS, policy="all") as reward:
+        reward(["p"] * 4, QM9)
+        assert reward.last_call.calls["reference-table"] == 1  # one 5 s top-tier call fits in 6 s, two do not
+        assert reward.last_call.spend_s <= 6.0 + 1e-9
+        tiers = {d.tier for d in reward.last_details}
+        assert tiers == {"lab", "fast"}
+
+
+def test_a_passed_deadline_starts_no_batch_and_still_answers(tmp_path: Path) -> None:
+    with TieredReward("molecules", objective=(3.0, 4.0), budget_per_call=100.0, ledger_url=_url(tmp_path), tiers=TWO_TIERS,
+                      max_wait_s=0.0) as reward:
+        rewards = reward(["p"] * 2, ["CCO", "c1ccncc1"])
+        assert len(rewards) == 2 and all(math.isfinite(r) for r in rewards)
+        assert sum(reward.last_call.calls.values()) == 0 and reward.last_call.stopped_by_deadline
+        assert {d.status for d in reward.last_details} == {"unverified"}
+
+
+def test_async_forms_and_trl_logging_hooks(tmp_path: Path) -> None:
+    metrics: dict[str, float] = {}
+    columns: dict[str, list] = {}
+    with TieredReward("molecules", objective=(3.0, 8.0), budget_per_call=100.0, ledger_url=_url(tmp_path), tiers=TWO_TIERS,
+                      policy="all") as reward:
+        details = asyncio.run(reward.ascore(["p", "p"], ["CCO", "CCN"]))
+        assert [d.completion for d in details] == ["CCO", "CCN"]
+        async_reward = reward.as_async()
+        assert asyncio.iscoroutinefunction(type(async_reward).__call__)
+        got = asyncio.run(async_reward(prompts=["p"], completions=[[{"role": "assistant", "content": "CCO"}]],
+                                       log_metric=metrics.__setitem__,
+                                       log_extra=lambda col, vals: columns.setdefault(col, []).extend(vals)))
+        assert got == pytest.approx([details[0].reward], abs=1e-9)
+    assert metrics["arl/cache_hits"] == 1.0 and metrics["arl/spend_s"] == 0.0
+    assert columns["arl_tier"] == [details[0].tier] and len(columns["arl_std"]) == 1
+
+
+def test_code_suite_rewards_a_correct_answer_above_a_wrong_one(tmp_path: Path) -> None:
+    from arl_flows.suites.code import get_task
+
+    right = f"<think>sum</think><code>{get_task('sum-to-n').reference}</code>"
+    wrong = "<think>guess</think><code>print(1)</code>"
+    with TieredReward("code", budget_per_call=60.0, ledger_url=_url(tmp_path), policy="all") as reward:
+        rewards = reward(["task"] * 2, [right, wrong], task_id=["sum-to-n", "sum-to-n"])
+        assert rewards[0] > rewards[1]
+        assert reward.last_details[0].tier == "high_fidelity"
+        with pytest.raises(ValueError, match="task_id"):
+            reward(["task"], [right])
+
+
+def test_verl_batch_and_single_shapes(tmp_path: Path) -> None:
+    """Called as verl's batch reward manager does (keyword arrays of objects) and as its naive one does."""
+    options = {"ledger_url": _url(tmp_path), "tiers": TWO_TIERS, "budget_per_call": 100.0, "policy": "all"}
+    scores = compute_score_batch(
+        data_sources=np.array(["molecules", "molecules", "arl/molecules"], dtype=object),
+        solution_strs=np.array(["CCO", "bad((", "CCO"], dtype=object),
+        ground_truths=np.array(["3.0,8.0", "3.0,8.0", [3.0, 8.0]], dtype=object),
+        extra_infos=np.array([{"index": 0}, {"index": 0}, {"index": 1}], dtype=object),
+        **options,
+    )
+    assert len(scores) == 3 and scores[1]["score"] == 0.0
+    # One candidate key in two groups: verified once, in this call (not a cache hit yet).
+    assert scores[0]["score"] == pytest.approx(scores[2]["score"], abs=1e-9) and scores[2]["cached"] == 0.0
+    assert scores[0]["spend_s"] > 0 and scores[0]["tier_rank"] >= 1
+    single = compute_score(data_source="molecules", solution_str="CCO", ground_truth={"low": 3.0, "high": 8.0},
+                           extra_info={"index": 2}, **options)
+    assert single["score"] == pytest.approx(scores[0]["score"], abs=1e-9) and single["cached"] == 1.0
+    with pytest.raises(ValueError, match="not an ARL suite"):
+        compute_score(data_source="gsm8k", solution_str="4", ground_truth="4", **options)
+
+
+@pytest.mark.slow
+def test_with_prefect_each_call_is_a_flow_run_with_tier_tasks(prefect_harness: str, tmp_path: Path) -> None:
+    from prefect import get_client
+
+    from arl_flows.reward_flows import with_prefect
+
+    reward = with_prefect(TieredReward("molecules", objective=(3.0, 8.0), budget_per_call=100.0, ledger_url=_url(tmp_path),
+                                       tiers=TWO_TIERS, policy="all", run_name="prefect-view"))
+    try:
+        got = reward(["p", "p"], ["CCO", "bad(("])
+        assert got[1] == 0.0 and reward.reward.last_call.calls["reference-table"] == 1
+    finally:
+        reward.close()
+    with get_client(sync_client=True) as client:
+        runs = [r for r in client.read_flow_runs() if r.name == "prefect-view call"]
+        assert runs and runs[-1].state.is_completed()
+        tasks = {t.name.split(" ")[0] for t in client.read_task_runs() if t.flow_run_id == runs[-1].id}
+    assert {"rdkit-eht", "reference-table"} <= tasks
+
+
+@pytest.mark.slow  # 63 s on 2 loaded cores, about 31 s idle
+def test_the_reward_api_does_not_import_prefect() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, arl_flows; arl_flows.TieredReward; print(any(m.split('.')[0] == 'prefect' for m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    assert done.stdout.strip() == "False"
+
+
+def test_group_size_splits_repeated_prompts_into_trl_groups(tmp_path: Path) -> None:
+    with TieredReward("molecules", objective=(3.0, 8.0), ledger_url=_url(tmp_path), tiers=TWO_TIERS, group_size=2) as reward:
+        reward(["same"] * 4, ["CCO", "CCN", "CCC", "CCO"])
+        rows = reward.ledger.step_trajectories(reward.run_id, 0)
+    groups = [t.group_id for t, _ in rows]
+    assert len(set(groups)) == 2 and groups[0] == groups[1] != groups[2] == groups[3]
+    with pytest.raises(ValueError, match="group_size"):
+        TieredReward("molecules", ledger_url=_url(tmp_path), tiers=TWO_TIERS, group_size=0)

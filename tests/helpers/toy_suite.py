@@ -1,0 +1,194 @@
+"""A minimal suite for the core's tests: words of lowercase letters, a cheap tier and a "costly" one.
+
+The flows, the step, the scheduler and the ledger need *a* suite, not chemistry: this one has no data,
+no native code and no shipped policy, so a core test that uses it fails only for the core's reasons.
+
+- Prompts: "write a word with LOW to HIGH vowels", one per step and prompt slot.
+- Candidates: the completion with spaces removed; valid when it is 1 to 24 lowercase ASCII letters;
+  keyed by a hash of the word (the same word is one candidate for every prompt: goals do not change a verdict).
+- Ladder: ``toy-length`` (fast: the word's length, a cheap feature correlated with the top value) and
+  ``toy-vowels`` (high fidelity: the number of vowels, charged ``cost_per_call`` CPU-seconds as an expensive
+  simulation would be, though it computes in microseconds).
+- Policy: a one-layer GPT-2 with one token per letter, freshly initialised from ``seed`` (nothing to
+  download or pretrain), or ``policy_path``.
+
+Runs name it by reference, ``suite = "tests.helpers.toy_suite:ToySuite"``, and its ladder names its tiers
+by reference too (:func:`toy_overrides` gives a run config's fields).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from arl_flows.suites import Suite
+from storage.records import Prompt, Status, Tier, Turn, Verdict
+from verifiers import Candidate, CostModel, Verifier, register_verifier
+
+if TYPE_CHECKING:
+    from policies import Policy, PolicyConfig
+
+__all__ = ["REFERENCE", "ToyLength", "ToyOptions", "ToySuite", "ToyVowels", "make_candidate", "toy_overrides"]
+
+SUITE = "toy"
+REFERENCE = "tests.helpers.toy_suite:ToySuite"
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+VOWELS = frozenset("aeiou")
+MAX_LETTERS = 24
+
+
+def _is_word(text: str) -> bool:
+    return 0 < len(text) <= MAX_LETTERS and all(ch in LETTERS for ch in text)
+
+
+def make_candidate(text: str, goal: dict[str, Any] | None = None) -> Candidate:
+    """The candidate a completion proposes: the word without spaces, valid if it is 1-24 lowercase letters."""
+    word = "".join(str(text).split())
+    valid = _is_word(word)
+    digest = hashlib.sha256(word.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return Candidate(key=f"{SUITE}:{digest}", suite=SUITE, payload=word, goal=dict(goal or {}),
+                     meta={"valid": valid, "size": min(len(word), 10 * MAX_LETTERS)})
+
+
+def _reason(word: str) -> str:
+    if not word:
+        return "empty word"
+    if len(word) > MAX_LETTERS:
+        return f"{len(word)} characters; at most {MAX_LETTERS}"
+    bad = next(ch for ch in word if ch not in LETTERS)
+    return f"{bad!r} is not a lowercase letter"
+
+
+class ToyLengthParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToyVowelsParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cost_per_call: float = Field(default=2.0, ge=0, description="CPU-seconds charged per word, as a costly tier would.")
+
+
+def _verify(verifier: Verifier[Any], candidates: Sequence[Candidate], value: Callable[[str], float], cost: float) -> list[Verdict]:
+    out = []
+    for candidate in candidates:
+        word = candidate.payload
+        if not _is_word(word):
+            out.append(verifier.verdict(candidate, Status.invalid, feedback=_reason(word)))
+        else:
+            out.append(verifier.verdict(candidate, Status.ok, value=value(word), cost_s=cost))
+    return out
+
+
+@register_verifier
+class ToyLength(Verifier[ToyLengthParams]):
+    """Length of the word (the toy suite's fast tier)."""
+
+    name: ClassVar[str] = "toy-length"
+    tier: ClassVar[Tier] = Tier.fast
+    version: ClassVar[str] = "1"
+    suite: ClassVar[str | None] = SUITE
+    Params: ClassVar[type[BaseModel]] = ToyLengthParams
+    cost_model: ClassVar[CostModel] = CostModel(base=0.0001)
+
+    def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
+        return _verify(self, candidates, lambda w: float(len(w)), 0.0001)
+
+
+@register_verifier
+class ToyVowels(Verifier[ToyVowelsParams]):
+    """Number of vowels of the word (the toy suite's top tier, charged like a simulation)."""
+
+    name: ClassVar[str] = "toy-vowels"
+    tier: ClassVar[Tier] = Tier.high_fidelity
+    version: ClassVar[str] = "1"
+    suite: ClassVar[str | None] = SUITE
+    Params: ClassVar[type[BaseModel]] = ToyVowelsParams
+    cost_model: ClassVar[CostModel] = CostModel(base=2.0)
+
+    def __init__(self, params: ToyVowelsParams | dict[str, Any] | None = None) -> None:
+        super().__init__(params)
+        self.costs = CostModel(base=self.params.cost_per_call)
+
+    def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
+        return _verify(self, candidates, lambda w: float(sum(ch in VOWELS for ch in w)), self.params.cost_per_call)
+
+
+class ToyOptions(BaseModel):
+    """``[options]`` of a toy run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    windows: list[tuple[float, float]] = Field(default_factory=lambda: [(2.0, 3.0), (1.0, 2.0)],
+                                               description="Vowel-count windows the prompts ask for, cycled.")
+    seed: int = Field(default=0, ge=0, description="Seed of the freshly initialised policy's weights.")
+
+
+class ToySuite(Suite):
+    name = SUITE
+    description = "Write a word of lowercase letters with a number of vowels in a window (the core's test suite)."
+    Options = ToyOptions
+    defaults: ClassVar[dict[str, Any]] = {
+        "name": "toy",
+        # By reference: a worker process (a Dask worker, `arl` in a subprocess) imports this module to find them.
+        "tiers": [{"verifier": f"{__name__}:ToyLength"}, {"verifier": f"{__name__}:ToyVowels"}],
+        "scheduler": {"policy": "all", "target_low": 2.0, "target_high": 3.0, "budget_per_step": 100.0,
+                      "budget_per_run": 1000.0},
+        "trainer": {"group_size": 4, "max_new_tokens": 8},
+        "rollout": {"prompts_per_step": 2},
+        "tier_concurrency": {},
+    }
+
+    def load_policy(self, policy_config: PolicyConfig, on_pretrain: Callable[[str], None] | None = None) -> Policy:
+        if self.config.policy_path:
+            return super().load_policy(policy_config, on_pretrain)
+        import torch
+        from transformers import GPT2Config
+
+        from policies import Policy
+
+        tokenizer = _tokenizer()
+        torch.manual_seed(self.options.seed)
+        model_config = GPT2Config(vocab_size=len(tokenizer), n_positions=32, n_embd=16, n_layer=1, n_head=2,
+                                  bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+        return Policy.from_config(model_config, tokenizer, policy_config)
+
+    def prompts(self, step: int) -> list[Prompt]:
+        windows = self.options.windows
+        n = self.config.rollout.prompts_per_step
+        out = []
+        for i in range(n):
+            low, high = windows[(step * n + i) % len(windows)]
+            out.append(Prompt(id=f"{SUITE}:vowels:{low:g}-{high:g}", suite=SUITE,
+                              text=f"Write a word with {low:g} to {high:g} vowels.", goal={"low": low, "high": high}))
+        return out
+
+    def prompt_ids(self, policy: Policy, prompt: Prompt) -> list[int]:
+        return [policy.tokenizer.bos_token_id]  # the goal is in the reward, not the tokens: a policy of letters
+
+    def completion(self, prompt: Prompt, text: str) -> tuple[Candidate, str, list[Turn]]:
+        candidate = make_candidate(text, prompt.goal)
+        return candidate, candidate.payload, [Turn(role="user", content=prompt.text), Turn(role="assistant", content=candidate.payload)]
+
+    def candidate(self, text: str, goal: dict[str, Any] | None = None) -> Candidate:
+        return make_candidate(text, goal)
+
+
+def _tokenizer() -> Any:
+    """One token per letter, plus the special tokens a policy needs."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    special = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"}
+    core = Tokenizer(models.WordLevel(vocab={t: i for i, t in enumerate([*special.values(), *LETTERS])}, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=core, **special, padding_side="left")
+
+
+def toy_overrides(**extra: Any) -> dict[str, Any]:
+    """Run-config fields of a small toy run: 2 steps, 2 prompts of 4 samples, both tiers on every candidate."""
+    return {"suite": REFERENCE, "name": "toy-run", "steps": 2} | extra
