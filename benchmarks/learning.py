@@ -24,7 +24,7 @@ The regimes differ only in how candidates are verified:
   scale with top-tier data (a stronger baseline than the issue's literal
   one, reported beside it);
 - ``cascade``: fixed per-tier thresholds tuned on a held-out QM9 split
-  (:meth:`verifiers.scheduler.CascadePolicy.tune`, as the retrieval benchmark
+  (:meth:`benchmarks.baselines.CascadePolicy.tune`, as the retrieval benchmark
   does), with the same per-step budget as ``scheduled``.
 
 All regimes but ``fast-only`` start with the same surrogate history: the
@@ -72,8 +72,10 @@ from arl_flows.training import RunSession, StepState, StepSummary
 from storage.records import RewardEstimate, Status, Verdict
 from storage.settings import settings
 from verifiers import Candidate, Verifier
+from verifiers.scheduler import Observation, VoiTarget, charge, window_score
+
+from benchmarks.baselines import CascadePolicy
 from benchmarks.replay import surrogate_kind
-from verifiers.scheduler import CascadePolicy, Observation, VoiTarget, charge, window_score
 
 __all__ = [
     "REGIMES",

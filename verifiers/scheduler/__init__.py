@@ -15,9 +15,7 @@ from outside the product packages (``benchmarks/replay.py``).
 
 from verifiers.scheduler.policies import make_policy, policy_names, register_policy
 from verifiers.scheduler.policies.all import AllPolicy
-from verifiers.scheduler.policies.cascade import CascadePolicy
 from verifiers.scheduler.policies.fast_only import FastOnlyPolicy
-from verifiers.scheduler.policies.oracle import OraclePolicy
 from verifiers.scheduler.policies.random import RandomPolicy
 from verifiers.scheduler.policies.voi import VoiPolicy
 from verifiers.scheduler.config import SchedulerConfig, TierCaps, VoiTarget
@@ -32,12 +30,10 @@ from verifiers.scheduler.window import hit_probability, reward_moments, window_s
 __all__ = [
     "Action",
     "AllPolicy",
-    "CascadePolicy",
     "Decision",
     "EscalationPolicy",
     "FastOnlyPolicy",
     "Observation",
-    "OraclePolicy",
     "PlanView",
     "RandomPolicy",
     "Scheduler",
