@@ -75,6 +75,7 @@ from verifiers import Candidate, Verifier
 from verifiers.scheduler import Observation, VoiTarget, charge, window_score
 
 from benchmarks.baselines import CascadePolicy
+from benchmarks.provenance import with_provenance
 from benchmarks.replay import surrogate_kind
 
 __all__ = [
@@ -646,7 +647,9 @@ def merge_reports(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "audit_calls": sum(r["audit_calls"] for r in reports),
         "fresh_verdict_cost_s": sum(r["fresh_verdict_cost_s"] for r in reports),
         "wall_s": max(r["wall_s"] for r in reports),
+        "merged_from_provenance": [r.get("provenance") for r in reports],  # where each part ran
     }
+    merged.pop("provenance", None)  # the merged report's own is where it is written
     merged["settings"] = settings | {"seeds": seeds, "regimes": order}
     merged["ratios"] = _ratios(regimes)
     return merged
@@ -726,8 +729,9 @@ def plot_curves(report: dict[str, Any], path: Path) -> None:
 
 
 def write_json(report: dict[str, Any], path: Path) -> None:
+    """The report as JSON at ``path``, with its provenance (commit, versions, machine); non-finite numbers as null."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2, default=lambda o: None if isinstance(o, float) and not math.isfinite(o) else str(o)))
+    path.write_text(json.dumps(with_provenance(report), indent=2, default=lambda o: None if isinstance(o, float) and not math.isfinite(o) else str(o)))
 
 
 def _thread_setup() -> None:
