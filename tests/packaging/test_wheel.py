@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -107,6 +108,23 @@ def test_arl_bench_from_the_wheel_shows_its_options_and_says_in_one_line_what_it
             "clone the repository and run it from an editable install (pip install -e .)"
         ]
     assert not (tmp_path / "artifacts").exists()  # nothing computed, nothing cached
+
+
+@pytest.mark.slow
+def test_arl_bench_from_an_editable_install_runs_the_checkouts_benchmarks(tmp_path: Path) -> None:
+    """The console script's path holds neither the checkout nor the current folder; pip's record of the install does."""
+    python, _ = new_venv(tmp_path / "venv")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-build-isolation",
+                    "-q", "-e", str(ROOT)], check=True, capture_output=True, text=True, timeout=600, env=env)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    # Two checks that only benchmarks/commands.py makes: the harness was imported from the checkout.
+    for args, line in ((["scheduler", "--window", "4", "3"], "error: --window 4.0 3.0: LO must be below HI; swap them"),
+                       (["learning", "--seeds", "0"], "error: --seeds must be from 1 to 1,000, got 0")):
+        done = subprocess.run([str(python.parent / "arl"), "bench", *args], cwd=elsewhere, env=_env(tmp_path),
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 2 and _lines(done.stdout + done.stderr) == [line], done.stdout + done.stderr
 
 
 def _pypi_verifiers_wheel(work: Path) -> Path:
