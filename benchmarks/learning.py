@@ -77,6 +77,7 @@ from verifiers.scheduler import Observation, VoiTarget, charge, window_score
 from benchmarks.baselines import CascadePolicy
 from benchmarks.provenance import with_provenance
 from benchmarks.replay import surrogate_kind
+from benchmarks.settings import bench_settings
 
 __all__ = [
     "REGIMES",
@@ -735,7 +736,7 @@ def write_json(report: dict[str, Any], path: Path) -> None:
 
 
 def _thread_setup() -> None:
-    """One torch thread: the verifiers' workers use the other core."""
+    """``ARL_BENCH_TORCH_THREADS`` torch threads (1 by default): the verifiers' workers use the other cores."""
     import torch
 
-    torch.set_num_threads(settings().bench_torch_threads)
+    torch.set_num_threads(bench_settings().torch_threads)
