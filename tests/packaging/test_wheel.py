@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import build_wheel, new_venv, pip_install
+from tests.helpers.venvs import build_wheel, new_venv, pip_install
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -114,9 +113,7 @@ def test_arl_bench_from_the_wheel_shows_its_options_and_says_in_one_line_what_it
 def test_arl_bench_from_an_editable_install_runs_the_checkouts_benchmarks(tmp_path: Path) -> None:
     """The console script's path holds neither the checkout nor the current folder; pip's record of the install does."""
     python, _ = new_venv(tmp_path / "venv")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-build-isolation",
-                    "-q", "-e", str(ROOT)], check=True, capture_output=True, text=True, timeout=600, env=env)
+    pip_install(python, ROOT, "--no-build-isolation", "-e")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     # Two checks that only benchmarks/commands.py makes: the harness was imported from the checkout.
