@@ -29,7 +29,6 @@ from arl_flows.suites import Suite, SuiteNotFound, get_suite
 from policies import TrainerConfig
 from verifiers.objectives import Objective
 from verifiers.scheduler import SchedulerConfig
-from verifiers.scheduler.policies import policy_class, policy_names
 
 __all__ = [
     "ClusterConfig",
@@ -353,12 +352,6 @@ class RunConfig(_Section):
         names = [t.verifier for t in self.tiers]
         if len(set(names)) != len(names):
             raise ValueError(f"tiers: verifier names repeat ({', '.join(names)}); list each verifier once")
-        if policy_class(self.scheduler.policy).needs_data:
-            usable = [n for n in policy_names() if not policy_class(n).needs_data]
-            raise ValueError(
-                f"scheduler.policy: {self.scheduler.policy!r} needs tuned thresholds or the true values, which a training "
-                f"run does not have; use one of {', '.join(usable)} (the benchmarks compare the others)"
-            )
         return self
 
     @model_validator(mode="after")

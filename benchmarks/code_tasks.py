@@ -43,6 +43,7 @@ from typing import Any
 from arl_flows.suites.code import CodeExecution, CodeFormat, CodeTests, make_candidate
 from arl_flows.suites.code.sources import TaskSource, load_source
 from arl_flows.suites.code.tasks import CodeTask
+from benchmarks.provenance import format_provenance, with_provenance
 
 MUTANTS = ("return-none", "off-by-one", "constants-swapped", "partial-loop", "float-shortcut")
 # The loops of a partial-loop mutant stop after this many rounds (a primality test dividing by 2..7 only).
@@ -278,8 +279,9 @@ def main() -> None:
             if row["survivors"]:
                 print(f"  survivors: {', '.join(row['survivors'])}")
     print(f"\n{res['seconds']} s for the checks")
+    print(f"provenance: {format_provenance()}")
     if args.json:
-        args.json.write_text(json.dumps(res, indent=2))
+        args.json.write_text(json.dumps(with_provenance(res), indent=2))
 
 
 if __name__ == "__main__":

@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.counting_tier import COUNT_LOG_ENV, read_count_log
+from benchmarks.provenance import format_provenance, with_provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -922,8 +923,9 @@ def main(argv: list[str] | None = None) -> int:
         reports = [run_chain(async_kills(), workdir=workdir / f"chain-{i:03d}", arl_home=args.arl_home or workdir / "arl_home",
                              steps=max(args.steps, 2), seed=args.seed + i, pipeline="async") for i in range(args.trials)]
         print(json.dumps([{k: v for k, v in r.items() if k != "kills"} for r in reports], indent=2))
+        print(f"provenance: {format_provenance()}")
         if args.json:
-            args.json.write_text(json.dumps(reports, indent=2))
+            args.json.write_text(json.dumps(with_provenance({"reports": reports}), indent=2))
         return 0 if not any(r["problems"] for r in reports) else 1
     signals = [s.strip() for s in args.signals.split(",") if s.strip()]
     unknown = set(signals) - set(SIGNALS)
@@ -932,8 +934,9 @@ def main(argv: list[str] | None = None) -> int:
     trials = run_trials(args.trials, signals, seed=args.seed, workdir=args.workdir, arl_home=args.arl_home, steps=args.steps)
     totals = summarize(trials)
     print(json.dumps(totals, indent=2))
+    print(f"provenance: {format_provenance()}")
     if args.json:
-        args.json.write_text(json.dumps({"totals": totals, "trials": [asdict(t) for t in trials]}, indent=2))
+        args.json.write_text(json.dumps(with_provenance({"totals": totals, "trials": [asdict(t) for t in trials]}), indent=2))
     return 0 if not totals["failed_trials"] and not totals["wrong_exit_code_trials"] else 1
 
 

@@ -37,6 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from benchmarks.provenance import with_provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -165,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"load {row['load']} / load {base['load']}: total {row['total_s'] / base['total_s']:.2f}x, "
                   f"run {row['run_s'] / base['run_s']:.2f}x")
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "python": sys.version.split()[0]}, indent=2))
+        args.json.write_text(json.dumps(with_provenance({"rows": rows, "python": sys.version.split()[0]}), indent=2))
     if args.keep:
         print(f"kept {workdir}")
     else:

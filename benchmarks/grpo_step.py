@@ -32,6 +32,7 @@ from policies import GRPOLossConfig, PolicyTrainer, TrainerConfig
 from arl_flows.suites.molecules.prior import PretrainConfig, build_prior
 from arl_flows.suites.molecules.smiles import build_smiles_tokenizer, goal_prompt_ids
 from arl_flows.suites.molecules.datasets import load_qm9_gaps
+from benchmarks.provenance import format_provenance
 
 HEADING = "## GRPO update throughput"
 
@@ -149,6 +150,7 @@ def main() -> None:
         f"{'trl':<6} {med['trl']:>16.4f} {tps['trl']:>10.0f}",
         f"ratio ours/trl tokens/s: {tps['ours'] / tps['trl']:.2f}",
     ]
+    lines.append(f"provenance: {format_provenance()}")
     print("\n".join(lines))
     if a.update_docs:
         _update_docs(lines, a)

@@ -24,7 +24,7 @@ The regimes differ only in how candidates are verified:
   scale with top-tier data (a stronger baseline than the issue's literal
   one, reported beside it);
 - ``cascade``: fixed per-tier thresholds tuned on a held-out QM9 split
-  (:meth:`verifiers.scheduler.CascadePolicy.tune`, as the retrieval benchmark
+  (:meth:`benchmarks.baselines.CascadePolicy.tune`, as the retrieval benchmark
   does), with the same per-step budget as ``scheduled``.
 
 All regimes but ``fast-only`` start with the same surrogate history: the
@@ -72,8 +72,12 @@ from arl_flows.training import RunSession, StepState, StepSummary
 from storage.records import RewardEstimate, Status, Verdict
 from storage.settings import settings
 from verifiers import Candidate, Closable, Verifier
+from verifiers.scheduler import Observation, VoiTarget, charge, window_score
+
+from benchmarks.baselines import CascadePolicy
+from benchmarks.provenance import with_provenance
 from benchmarks.replay import surrogate_kind
-from verifiers.scheduler import CascadePolicy, Observation, VoiTarget, charge, window_score
+from benchmarks.settings import bench_settings
 
 __all__ = [
     "REGIMES",
@@ -643,7 +647,9 @@ def merge_reports(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "audit_calls": sum(r["audit_calls"] for r in reports),
         "fresh_verdict_cost_s": sum(r["fresh_verdict_cost_s"] for r in reports),
         "wall_s": max(r["wall_s"] for r in reports),
+        "merged_from_provenance": [r.get("provenance") for r in reports],  # where each part ran
     }
+    merged.pop("provenance", None)  # the merged report's own is where it is written
     merged["settings"] = settings | {"seeds": seeds, "regimes": order}
     merged["ratios"] = _ratios(regimes)
     return merged
@@ -723,12 +729,13 @@ def plot_curves(report: dict[str, Any], path: Path) -> None:
 
 
 def write_json(report: dict[str, Any], path: Path) -> None:
+    """The report as JSON at ``path``, with its provenance (commit, versions, machine); non-finite numbers as null."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2, default=lambda o: None if isinstance(o, float) and not math.isfinite(o) else str(o)))
+    path.write_text(json.dumps(with_provenance(report), indent=2, default=lambda o: None if isinstance(o, float) and not math.isfinite(o) else str(o)))
 
 
 def _thread_setup() -> None:
-    """One torch thread: the verifiers' workers use the other core."""
+    """``ARL_BENCH_TORCH_THREADS`` torch threads (1 by default): the verifiers' workers use the other cores."""
     import torch
 
-    torch.set_num_threads(settings().bench_torch_threads)
+    torch.set_num_threads(bench_settings().torch_threads)

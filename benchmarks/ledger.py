@@ -22,6 +22,7 @@ from pathlib import Path
 
 from storage.ledger import Ledger
 from storage.records import Tier, Verdict
+from benchmarks.provenance import format_provenance
 
 COLUMNS = (
     "candidate_key", "verifier", "version", "params_hash", "tier", "status", "value", "values",
@@ -144,7 +145,8 @@ def main() -> None:
             finally:
                 _drop(args.postgres, name)
 
-    print(f"\nledger benchmark: {args.rows:,} verdict rows, {args.lookup:,}-key cache lookup\n")
+    print(f"\nledger benchmark: {args.rows:,} verdict rows, {args.lookup:,}-key cache lookup")
+    print(f"provenance: {format_provenance()}\n")
     print(f"{'backend':<12}{'ledger rows/s':>15}{'executemany rows/s':>20}{'ratio':>8}{'lookup ms':>11}{'cached rewrite rows/s':>23}")
     for backend, r in results.items():
         ratio = r["ledger_rows_per_s"] / r["executemany_rows_per_s"]

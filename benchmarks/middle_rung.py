@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from arl_flows.suites.molecules.pretrained import LOWER_TIERS, load_lower_tiers, load_shipped, split_of
+from benchmarks.provenance import with_provenance
 
 TOP_COST = 10.5  # median CPU-s of one B3LYP/6-31G* call on QM9 (docs/tiers.md)
 
@@ -135,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
         "residual_corr_rung": float(np.corrcoef(y - net, rung)[0, 1]),
         "out_of_fold": {name: _summary(e, near) for name, e in views.items()},
     }
+    report = with_provenance(report)
     print(json.dumps(report, indent=2))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -527,10 +527,14 @@ def summary_table(report: dict[str, Any]) -> list[list[str]]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m benchmarks.pipeline``: the same command as ``arl bench pipeline``."""
-    import arl_flows.cli  # noqa: F401 - the CLI package first: it registers the suites' commands
-    from arl_flows.suites.molecules.bench_pipeline import pipeline_app
+    import typer
 
-    pipeline_app(args=list(argv) if argv is not None else None, prog_name="python -m benchmarks.pipeline")
+    import arl_flows.cli  # noqa: F401 - the CLI package first: it registers the suites' commands
+    from arl_flows.suites.molecules.bench import bench_pipeline
+
+    app = typer.Typer(add_completion=False)
+    app.command()(bench_pipeline)
+    app(args=list(argv) if argv is not None else None, prog_name="python -m benchmarks.pipeline")
 
 
 if __name__ == "__main__":

@@ -34,15 +34,14 @@ import gzip
 import json
 import math
 import os
-import platform
 import random
 import statistics
-import subprocess
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from benchmarks.provenance import provenance
 
 __all__ = [
     "POOLS",
@@ -393,35 +392,6 @@ def _ledger_rows(pool: str, ledger_url: str, pool_dir: Path) -> tuple[list[dict[
     return ok_rows, failures, missing
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for name in ("pyscf", "tblite", "rdkit", "torch"):
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = "not installed"
-    return out
-
-
 def summary(rows: list[dict[str, Any]], failures: list[dict[str, Any]]) -> dict[str, Any]:
     """CPU-s per DFT call by heavy-atom count, failure rate, and EHT/xTB vs DFT mean absolute error."""
     by_size: dict[int, list[float]] = {}
@@ -481,13 +451,15 @@ def export(pool: str, ledger_url: str, pool_dir: Path = POOL_DIR, command: str |
         writer.writerows(rows)
     spec = _spec(pool)
     dft = ladder(pool)[-1]
-    provenance = {
+    where = provenance()
+    record = {
         "pool": pool,
         "command": command or f"python -m benchmarks.reference_pools compute --pool {pool}; ... export --pool {pool}",
-        "commit": _commit(),
+        "commit": where["commit"] or "unknown",
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "packages": _versions(),
-        "machine": {"platform": platform.platform(), "cpu": _cpu_name(), "python": platform.python_version()},
+        "packages": where["packages"],
+        "machine": {"platform": where["machine"]["platform"], "cpu": where["machine"]["cpu_model"],
+                    "cpu_count": where["machine"]["cpu_count"], "python": where["python"]},
         "level_of_theory": {
             "dft": f"{dft.params.xc}/{dft.params.basis}", "density_fitting": dft.params.density_fitting,
             "geometry": f"ETKDG + MMFF94 (seed {dft.params.geometry.seed}), not re-optimised at the DFT level",
@@ -503,8 +475,8 @@ def export(pool: str, ledger_url: str, pool_dir: Path = POOL_DIR, command: str |
         "summary": summary(rows, failures),
         "failures": sorted(failures, key=lambda f: order.get(f["smiles"], len(order))),
     }
-    (pool_dir / f"{pool}.json").write_text(json.dumps(provenance, indent=2) + "\n")
-    return provenance
+    (pool_dir / f"{pool}.json").write_text(json.dumps(record, indent=2) + "\n")
+    return record
 
 
 # ---------------------------------------------------------------------------------------------------- status

@@ -31,7 +31,6 @@ from scipy.stats import spearmanr
 from storage.records import Status, Verdict
 from verifiers.base import Candidate, CostModel, Verifier
 from verifiers.scheduler.policies import make_policy
-from verifiers.scheduler.policies.cascade import CascadePolicy
 from verifiers.objectives import Objective
 from verifiers.scheduler.config import LearnedSurrogateConfig, SchedulerConfig, VoiTarget
 from verifiers.scheduler.escalation import EscalationPolicy
@@ -39,6 +38,8 @@ from verifiers.scheduler.features import Featurizer
 from verifiers.scheduler.planner import Scheduler
 from verifiers.scheduler.surrogate import Observation
 from verifiers.scheduler.window import window_score
+
+from benchmarks.baselines import CascadePolicy, OraclePolicy
 
 __all__ = [
     "RECALL_LEVELS",
@@ -225,7 +226,7 @@ def retrieval_benchmark(
     for name in policies:
         variants: list[tuple[str, EscalationPolicy, float]] = []
         config = SchedulerConfig(
-            policy=name if name != "cascade" else "all",
+            policy="all" if name in ("cascade", "oracle") else name,  # the baselines are passed as instances
             voi_target=VoiTarget.discovery,
             **({"reward": objective} if objective is not None else {"target_low": low, "target_high": high}),
             seed=seed,
@@ -238,7 +239,7 @@ def retrieval_benchmark(
                     pol = CascadePolicy.tune(held_out, lower, top, low, high, keep=keep, margin=margin)
                     variants.append((f"cascade@{keep:g}+{margin:g}", pol, math.inf))
         elif name == "oracle":
-            variants.append((name, make_policy(name, config, truth=truth), math.inf))
+            variants.append((name, OraclePolicy(truth, config), math.inf))
         elif name in ("voi", "random"):
             variants.append((name, make_policy(name, config), step_budget))
         else:

@@ -45,8 +45,9 @@ from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from arl_flows.integrations import TieredReward, rank_details, rerank  # noqa: E402
+from arl_flows.integrations import TieredReward, rerank  # noqa: E402
 from verifiers.scheduler import window_score  # noqa: E402
+from benchmarks.provenance import format_provenance, with_provenance  # noqa: E402
 
 
 def molecule_ladder(top_cost: float) -> list[Any]:
@@ -204,11 +205,12 @@ def main() -> None:
             report["code"] = code(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    print(f"provenance: {format_provenance()}")
     _print("molecules (top tier: QM9 table, charged as DFT)", report["molecules"])
     if "code" in report:
         _print("code (top tier: hidden tests in a fresh sandbox)", report["code"])
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+        Path(args.json).write_text(json.dumps(with_provenance(report), indent=2))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import subprocess
 import time
 
 from verifiers.sandbox.runtime import SandboxLimits, isolation_support, run_python
+from benchmarks.provenance import format_provenance
 
 PROGRAM = "print(1)\n"
 OLD = SandboxLimits(private_pids_ipc=False, socket_filter=False)
@@ -80,6 +81,7 @@ def main() -> None:
         rates["deny-root"].append(sandboxed(args.runs, DENY_ROOT, new_layer))
         rates["new"].append(sandboxed(args.runs, NEW, new_layer))
     med = {k: statistics.median(v) for k, v in rates.items()}
+    print(f"provenance: {format_provenance()}")
     print(f"isolation: {support.model_dump()}")
     print(f"parent holds {args.parent_mb} MiB; {args.rounds} rounds x {args.runs} runs per side")
     print(f"{'runner':<42}{'executions/s':>14}{'ms/run':>10}   per round")

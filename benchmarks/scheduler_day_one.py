@@ -48,6 +48,7 @@ from verifiers.scheduler.config import LearnedSurrogateConfig
 
 from benchmarks.molecule_pool import molecule_pool
 from benchmarks.replay import RECALL_LEVELS, retrieval_benchmark
+from benchmarks.provenance import with_provenance
 
 DEFAULT_TOP_COST = 10.5  # median CPU-s of one pyscf-b3lyp call on QM9 (docs/tiers.md), as `arl bench scheduler`
 
@@ -161,7 +162,7 @@ def _write(args: argparse.Namespace, results: dict[str, Any]) -> None:
         "results": results,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(out, indent=2) + "\n")
+    args.json.write_text(json.dumps(with_provenance(out), indent=2) + "\n")
 
 
 if __name__ == "__main__":

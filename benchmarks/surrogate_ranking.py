@@ -50,6 +50,7 @@ from benchmarks.molecule_pool import molecule_pool
 from storage.ledger import Ledger
 from verifiers.scheduler import Observation, Surrogate
 from arl_flows.suites.molecules.graph import GraphModel, GraphModelConfig
+from benchmarks.provenance import format_provenance
 
 FP_BITS = 2048
 
@@ -108,6 +109,7 @@ def main() -> None:
     hit = (y >= low) & (y <= high)
     lower_cost = sum(t[c.key].cost_s for t in data.tables[:-1] for c in pool_c if c.key in t)
     oracle = [np.ceil(f * hit.sum()) * args.top_cost for f in fractions]
+    print(f"provenance: {format_provenance()}")
     print(f"pool {len(pool)} molecules, {int(hit.sum())} hits; held-out split {len(held)}; "
           f"fast + xTB on the whole pool: {lower_cost:.0f} CPU-s; oracle: {', '.join(f'{c:.0f}' for c in oracle)} CPU-s")
 

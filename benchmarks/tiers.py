@@ -37,6 +37,7 @@ from arl_flows.suites.molecules import (
     check_molecule,
     make_candidate,
 )
+from benchmarks.provenance import format_provenance, with_provenance
 
 SAMPLE_CSV = ROOT / "tests" / "data" / "qm9_sample.csv"
 _LADDER = {c.name: c for c in (EHTGapVerifier, XTBGapVerifier, DFTGapVerifier, ReferenceTableVerifier)}
@@ -174,8 +175,9 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(f"{len(molecules)} molecules from {args.sample.name}")
     print(markdown_table(results))
+    print(f"provenance: {format_provenance()}")
     if args.out:
-        args.out.write_text(json.dumps(results, indent=2))
+        args.out.write_text(json.dumps(with_provenance({"results": results}), indent=2))
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ from arl_flows.suites.molecules.pretrained import (
     load_lower_tiers,
     split_of,
 )
+from benchmarks.provenance import with_provenance
 
 
 def _sha256(path: Path) -> str:
@@ -220,7 +221,7 @@ def main(argv: list[str] | None = None) -> None:
         "test_split": test,
         "weights_sha256": _sha256(args.out / WEIGHTS.name),
     }
-    (args.out / REPORT.name).write_text(json.dumps(report, indent=2) + "\n")
+    (args.out / REPORT.name).write_text(json.dumps(with_provenance(report), indent=2) + "\n")
     print(json.dumps({"training": report["training"], "std_scale": scale, "test_split": test}, indent=2))
 
 

@@ -42,6 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from benchmarks.provenance import format_provenance, with_provenance
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -223,10 +224,11 @@ def main() -> None:
               f"{mean(regime, 'spend'):>11.0f}{mean(regime, 'wall_s'):>10.0f}{mean(regime, 'hits_found'):>6.1f}")
     top = mean("top-only", "top10_auc")
     ratio = mean("tiered", "top10_auc") / top if top > 0 else math.inf
+    print(f"provenance: {format_provenance()}")
     print(f"AUC ratio tiered / top-only: {ratio:.2f}x (target 1.5x); wall ratio: "
           f"{mean('tiered', 'wall_s') / mean('top-only', 'wall_s'):.2f}x")
     if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows, "auc_ratio": ratio}, indent=2, default=str))
+        Path(args.json).write_text(json.dumps(with_provenance({"args": vars(args), "rows": rows, "auc_ratio": ratio}), indent=2, default=str))
 
 
 if __name__ == "__main__":

@@ -43,9 +43,6 @@ class Settings(BaseSettings):
     traceback: bool = Field(
         default=False, description="Print an internal error's traceback instead of writing it to a log file (ARL_TRACEBACK=1)."
     )
-    bench_torch_threads: int = Field(
-        default=1, ge=1, description="torch threads of `arl bench learning` (the verifiers' workers use the other cores)."
-    )
 
     @field_validator("traceback", mode="before")
     @classmethod

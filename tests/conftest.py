@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import sysconfig
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.venvs import InstalledWheel, build_wheel, new_venv, pip_install
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -110,75 +108,6 @@ def ledger(db_url: str):  # noqa: ANN201
     led = Ledger(db_url)
     yield led
     led.close()
-
-
-@dataclass(frozen=True)
-class InstalledWheel:
-    """ARL built as a wheel and installed into a fresh venv (see :func:`installed_wheel`)."""
-
-    wheel: Path
-    python: Path
-    site: Path
-
-    @property
-    def arl(self) -> Path:
-        return self.python.with_name("arl")
-
-
-def build_wheel(source: Path, out: Path) -> Path:
-    """``pip wheel`` of a project folder, offline (no build isolation), into ``out``."""
-    before = set(out.glob("*.whl"))
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
-        check=True, cwd=out, capture_output=True, text=True, timeout=600,
-    )
-    (wheel,) = set(out.glob("*.whl")) - before
-    return wheel
-
-
-def new_venv(path: Path) -> tuple[Path, Path]:
-    """A fresh venv without ARL whose third-party packages come from this environment: (python, site-packages)."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=300)
-    python = path / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               check=True, capture_output=True, text=True).stdout.strip())
-    (site / "_arl_test_deps.pth").write_text(f"{third_party_site(path.parent / f'{path.name}-deps')}\n")
-    return python, site
-
-
-def third_party_site(dest: Path, source: Path | None = None) -> Path:
-    """``source`` (this environment's site-packages) as links in ``dest``, less the ARL plugins installed there.
-
-    A venv a test builds reads its third-party packages from here, as a path
-    entry: its ``.pth`` files are not run, so a suite or tier the user
-    installed into this environment in editable mode would show in the venv
-    as entry points without modules. ARL's own distribution stays.
-    """
-    source = source or Path(sysconfig.get_paths()["purelib"])
-    dest.mkdir(parents=True, exist_ok=True)
-    for entry in source.iterdir():
-        if not _is_user_arl_plugin(entry) and not (dest / entry.name).exists():
-            (dest / entry.name).symlink_to(entry)
-    return dest
-
-
-def _is_user_arl_plugin(entry: Path) -> bool:
-    """A distribution's metadata folder that declares ``arl.*`` entry points and is not ARL's own."""
-    if not entry.name.endswith((".dist-info", ".egg-info")) or entry.name.split("-")[0].lower() == "arl":
-        return False
-    points = entry / "entry_points.txt"
-    return points.is_file() and "[arl." in points.read_text(encoding="utf-8", errors="replace")
-
-
-def pip_install(python: Path, wheel: Path, *options: str) -> None:
-    """Install one wheel into the venv of ``python`` (no dependencies, nothing downloaded).
-
-    Without the test's ``PYTHONPATH``: a checkout on it (with the ``arl.egg-info`` that ``pip wheel`` leaves
-    there) would make pip see ARL as installed already and skip the wheel.
-    """
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", *options, str(wheel)],
-                   check=True, capture_output=True, text=True, timeout=600, env=env)
 
 
 @pytest.fixture(scope="session")

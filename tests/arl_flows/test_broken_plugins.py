@@ -103,7 +103,7 @@ def test_naming_it_is_one_error_line(broken_site: Path, tmp_path: Path) -> None:
 
 
 def test_venvs_the_tests_build_leave_out_plugins_the_user_installed(broken_site: Path, tmp_path: Path) -> None:
-    from tests.conftest import third_party_site
+    from tests.helpers.venvs import third_party_site
 
     site = tmp_path / "site"
     shutil.copytree(broken_site, site)  # the user's plugin, installed into this environment

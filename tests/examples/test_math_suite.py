@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.conftest import third_party_site
+from tests.helpers.venvs import third_party_site
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import build_wheel, new_venv, pip_install
+from tests.helpers.venvs import build_wheel, new_venv, pip_install
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -107,6 +107,21 @@ def test_arl_bench_from_the_wheel_shows_its_options_and_says_in_one_line_what_it
             "clone the repository and run it from an editable install (pip install -e .)"
         ]
     assert not (tmp_path / "artifacts").exists()  # nothing computed, nothing cached
+
+
+@pytest.mark.slow
+def test_arl_bench_from_an_editable_install_runs_the_checkouts_benchmarks(tmp_path: Path) -> None:
+    """The console script's path holds neither the checkout nor the current folder; pip's record of the install does."""
+    python, _ = new_venv(tmp_path / "venv")
+    pip_install(python, ROOT, "--no-build-isolation", "-e")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    # Two checks that only benchmarks/commands.py makes: the harness was imported from the checkout.
+    for args, line in ((["scheduler", "--window", "4", "3"], "error: --window 4.0 3.0: LO must be below HI; swap them"),
+                       (["learning", "--seeds", "0"], "error: --seeds must be from 1 to 1,000, got 0")):
+        done = subprocess.run([str(python.parent / "arl"), "bench", *args], cwd=elsewhere, env=_env(tmp_path),
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 2 and _lines(done.stdout + done.stderr) == [line], done.stdout + done.stderr
 
 
 def _pypi_verifiers_wheel(work: Path) -> Path:

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import pytest
-import torch
-from transformers import GPT2Config
-
-from policies import Policy
 
 from arl_flows.suites.molecules.smiles import build_smiles_tokenizer
 from arl_flows.suites.molecules.datasets import load_qm9_gaps
+from tests.helpers.tiny_policy import make_tiny_policy
 
 
 @pytest.fixture(scope="session")
@@ -20,16 +17,6 @@ def qm9():
 @pytest.fixture(scope="session")
 def smiles_tokenizer(qm9):
     return build_smiles_tokenizer(s for s, _ in qm9)
-
-
-def make_tiny_policy(tokenizer, seed: int = 0, n_layer: int = 2, n_embd: int = 32) -> Policy:
-    torch.manual_seed(seed)
-    config = GPT2Config(
-        vocab_size=len(tokenizer), n_positions=64, n_embd=n_embd, n_layer=n_layer, n_head=2,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-    )
-    return Policy.from_config(config, tokenizer)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from arl_flows.suites.molecules.smiles import goal_prompt_ids, goal_window
 from arl_flows.suites.molecules.hindsight import relabel
 from storage.records import Prompt, RewardEstimate, Status, Tier, Trajectory, Verdict
 
-from .conftest import make_tiny_policy
+from tests.helpers.tiny_policy import make_tiny_policy
 
 
 def _verdict(tier, status, value=None):

@@ -17,7 +17,7 @@ datasets = pytest.importorskip("datasets")
 
 from policies import GRPOLossConfig, grpo_loss  # noqa: E402
 
-from .conftest import make_tiny_policy  # noqa: E402
+from tests.helpers.tiny_policy import make_tiny_policy  # noqa: E402
 
 B, T, G = 6, 7, 3
 

@@ -1,6 +1,6 @@
 """Reliability tests: fault injection inside verifiers and fuzzing of outside input.
 
-``fault_targets.py`` is imported as ``tests.reliability.fault_targets`` (the
+``tests/helpers/fault_targets.py`` is imported as ``tests.helpers.fault_targets`` (the
 repository root is on the import path, pyproject's ``pythonpath``), so worker
 processes can unpickle its work function.
 

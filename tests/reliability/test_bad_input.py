@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.cli_runner import arl, assert_no_traceback, assert_user_error
+from tests.helpers.cli_runner import arl, assert_no_traceback, assert_user_error
 from storage.ledger import Ledger, LedgerError
 
 MARKUP = ["[/x]", "[/]", "[bold]unclosed", "c1cc[nH]c1", "[link=file:///etc/passwd]x[/link]", "\\[/x]", "x\\"]

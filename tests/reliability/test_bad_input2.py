@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from storage.ledger import Ledger, LedgerError
-from tests.reliability.cli_runner import arl, assert_no_traceback, assert_user_error
+from tests.helpers.cli_runner import arl, assert_no_traceback, assert_user_error
 
 TWO_TIERS = ["--tiers", "rdkit-eht,reference-table", "--tier-param", "reference-table.cost_per_call=2"]
 

@@ -1,6 +1,6 @@
 """Faults inside verifiers cost the faulted candidate only; the batch, the pool and the step go on.
 
-Each test wraps a real isolated verifier in :class:`benchmarks.faults.FaultInjectingVerifier`,
+Each test wraps a real isolated verifier in :class:`tests.helpers.faults.FaultInjectingVerifier`,
 runs a batch, and checks against a clean run of the same verifier:
 
 - every candidate the plan faulted has a ``failed`` or ``timeout`` verdict with the reason;
@@ -17,7 +17,7 @@ import math
 
 import psutil
 import pytest
-from tests.reliability.fault_targets import ExactMassVerifier
+from tests.helpers.fault_targets import ExactMassVerifier
 
 from arl_flows.suites.molecules.datasets import load_qm9_gaps
 from storage.records import Status, Tier
@@ -30,7 +30,7 @@ from arl_flows.suites.molecules import (
     check_molecule,
     make_candidate,
 )
-from benchmarks.faults import FAULT_KINDS, MALFORMED_KINDS, FaultInjectingVerifier, FaultPlan
+from tests.helpers.faults import FAULT_KINDS, MALFORMED_KINDS, FaultInjectingVerifier, FaultPlan
 from verifiers.isolation import IsolatedVerifier
 from arl_flows.suites.molecules.features import molecule_features
 from verifiers.scheduler import Scheduler, SchedulerConfig

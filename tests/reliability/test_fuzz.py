@@ -47,8 +47,8 @@ from arl_flows.suites.code import CodeFormat, check_trajectory, load_tasks, pars
 from arl_flows.suites.code import make_candidate as code_candidate
 from arl_flows.suites.code.format import FormatError, ParsedTrajectory
 
-from tests.reliability.cli_runner import arl
-from tests.reliability.cli_runner import assert_user_error as _assert_user_error
+from tests.helpers.cli_runner import arl
+from tests.helpers.cli_runner import assert_user_error as _assert_user_error
 
 # Inputs tried per property (default and soak runs alike); the soak total is asserted at the end.
 TRIED: collections.Counter[str] = collections.Counter()

@@ -34,7 +34,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.reliability.cli_runner import arl, assert_no_traceback, assert_user_error
+from tests.helpers.cli_runner import arl, assert_no_traceback, assert_user_error
 from storage.ledger import Ledger
 
 EXAMPLES_PER_COMMAND = 8

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tests.verifiers.faulty_work import FaultyVerifier, misbehave
+from tests.helpers.faulty_work import FaultyVerifier, misbehave
 
 from storage.records import Status
 from verifiers.base import Candidate

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from tests.verifiers.faulty_work import ConfigOnlyTier
+from tests.helpers.faulty_work import ConfigOnlyTier
 
 from storage.records import Status, Tier
 from verifiers import register_verifier, registry
@@ -43,7 +43,7 @@ def test_decorator_registers_a_new_class() -> None:
 
 def test_module_class_reference() -> None:
     fresh = VerifierRegistry()
-    cls = fresh.load_reference("tests.verifiers.faulty_work:ConfigOnlyTier")
+    cls = fresh.load_reference("tests.helpers.faulty_work:ConfigOnlyTier")
     assert cls is ConfigOnlyTier and cls.origin == "config"
     verdicts = cls().verify_batch([make_candidate("CCO")])
     assert verdicts[0].value == 3.0

@@ -15,9 +15,7 @@ from outside the product packages (``benchmarks/replay.py``).
 
 from verifiers.scheduler.policies import make_policy, policy_names, register_policy, register_settings
 from verifiers.scheduler.policies.all import AllPolicy
-from verifiers.scheduler.policies.cascade import CascadePolicy
 from verifiers.scheduler.policies.fast_only import FastOnlyPolicy
-from verifiers.scheduler.policies.oracle import OraclePolicy
 from verifiers.scheduler.policies.random import RandomPolicy
 from verifiers.scheduler.policies.voi import VoiPolicy
 from verifiers.scheduler.config import SchedulerConfig, TierCaps, VoiTarget
@@ -33,13 +31,11 @@ from verifiers.scheduler.window import hit_probability, reward_moments, window_s
 __all__ = [
     "Action",
     "AllPolicy",
-    "CascadePolicy",
     "Decision",
     "EscalationPolicy",
     "FastOnlyPolicy",
     "LearnedModel",
     "Observation",
-    "OraclePolicy",
     "PlanView",
     "PretrainedLearner",
     "RandomPolicy",

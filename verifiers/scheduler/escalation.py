@@ -10,7 +10,6 @@ overspend. This module is the interface; the policies are in
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -78,17 +77,9 @@ class EscalationPolicy(ABC):
     """Chooses the actions of each round; the planner enforces budget and caps."""
 
     name: ClassVar[str]
-    needs_data: ClassVar[bool] = False
-    """True when the policy needs what a training run does not have (tuned thresholds, the true values)."""
 
     @classmethod
-    def build(
-        cls,
-        config: SchedulerConfig,
-        *,
-        truth: Mapping[str, float] | None = None,
-        thresholds: Mapping[str, tuple[float, float]] | None = None,
-    ) -> EscalationPolicy:
+    def build(cls, config: SchedulerConfig) -> EscalationPolicy:
         """The policy for a scheduler config (override when it needs more than the config)."""
         return cls()
 

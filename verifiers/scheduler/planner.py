@@ -103,10 +103,9 @@ class Scheduler:
     cheap features (the suite's ``featurize``); ``learner(lower_tiers, config.learned, seed)``
     makes the learned model the surrogate stacks once the history is large (the suite's
     ``surrogate_learner``; None: the linear surrogate only).
-    ``policy`` defaults to the one named in ``config.policy`` among those
-    that need no extra data (``voi``, ``all``, ``fast-only``, ``random``);
-    ``cascade`` and ``oracle`` need thresholds or the truth, so build them
-    with :func:`verifiers.scheduler.policies.make_policy` and pass them in.
+    ``policy`` defaults to the one registered as ``config.policy`` (``voi``,
+    ``all``, ``fast-only``, ``random``); any other :class:`EscalationPolicy`
+    instance may be passed in (the benchmarks pass their baselines so).
     """
 
     def __init__(

@@ -1,29 +1,32 @@
-"""``arl bench`` (added by the molecules suite): the scheduler and learning benchmarks on the molecule ladder.
+"""``arl bench`` (added by the molecules suite): the scheduler, advantage, learning and pipeline benchmarks.
 
-The commands here take and check the options and print the reports; the
-harnesses they run live in the source checkout's ``benchmarks`` package,
-outside the wheel (:mod:`benchmarks.molecule_pool`, :mod:`benchmarks.replay`,
-:mod:`benchmarks.learning`). Every tier's verdict on every pool molecule is
-computed live once by the real verifiers and kept in a ledger (``--cache``, a
-SQLite file, or any ``--ledger`` URL), so a rerun pays for nothing twice;
-each policy is then charged as if it had computed what it asked for.
+The commands here only declare their options, so that ``--help`` works from
+a wheel; each hands them, as given, to the function of the same name in
+:mod:`benchmarks.commands` of ARL's source checkout, which checks them, runs
+the harness and prints the report. The ``benchmarks`` package is not in the
+wheel: it imports as usual where the checkout is on the import path (tests,
+``python -m``, ``PYTHONPATH``); the console script of an editable install
+finds the checkout pip recorded for that install (``direct_url.json``,
+PEP 610) and puts it on the path; anywhere else a command says in one line
+what it needs.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
-import math
-import random
-import time
-from collections.abc import Sequence
+import sys
+from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import unquote, urlparse
 
 import typer
 
-from arl_flows.cli._common import UserError, console, err_console, open_ledger, shown
+from arl_flows.cli._common import UserError
 
-__all__ = ["bench_app"]
+__all__ = ["bench_app", "bench_pipeline"]
 
 bench_app = typer.Typer(
     help="Benchmarks on the molecule ladder (scheduler retrieval, advantage accuracy per cost, learning); "
@@ -35,129 +38,36 @@ DEFAULT_CACHE = Path("artifacts/bench/tier_verdicts.db")
 # Median CPU-seconds of one pyscf-b3lyp call on QM9 molecules, measured in docs/tiers.md.
 DEFAULT_TOP_COST = 10.5
 
-
-def _harness(module: str) -> Any:
-    """``benchmarks.<module>`` of ARL's source checkout, or one line saying that ``arl bench`` needs one.
-
-    The ``benchmarks`` package is not in the wheel. It is imported as usual when
-    it is on the import path (tests, ``python -m``, ``PYTHONPATH``), else from
-    the checkout this ``arl_flows`` was installed from in editable mode (the
-    console script's import path holds neither the checkout nor the current folder).
-    """
-    import importlib
-    import importlib.util
-    import sys
-    from importlib.machinery import PathFinder
-
-    import arl_flows
-
-    if "benchmarks" not in sys.modules and importlib.util.find_spec("benchmarks") is None:
-        checkout = Path(arl_flows.__file__).resolve().parents[1]
-        spec = PathFinder.find_spec("benchmarks", [str(checkout)])
-        if spec is None or spec.loader is None:
-            raise UserError(
-                "arl bench needs ARL's source checkout (its benchmarks package is not in the wheel): "
-                "clone the repository and run it from an editable install (pip install -e .)"
-            )
-        package = importlib.util.module_from_spec(spec)
-        sys.modules["benchmarks"] = package
-        spec.loader.exec_module(package)
-    return importlib.import_module(f"benchmarks.{module}")
+NEEDS_CHECKOUT = (
+    "arl bench needs ARL's source checkout (its benchmarks package is not in the wheel): "
+    "clone the repository and run it from an editable install (pip install -e .)"
+)
 
 
-def _pool(args: dict[str, Any]) -> Any:
-    """The benchmark pool, its verdicts read from (and new ones kept in) the --ledger URL or the --cache SQLite file."""
-    pools = _harness("molecule_pool")
-    cache, ledger_url = args.pop("cache"), args.pop("ledger")
+def _editable_checkout() -> Path | None:
+    """The folder ARL was installed from in editable mode, if it holds the ``benchmarks`` package."""
     try:
-        pools.load_pool(args["pool"])  # a bad pool file fails before a ledger file is created
-    except pools.PoolError as exc:
-        raise UserError(str(exc)) from None
-    if ledger_url is None:
-        if cache.exists() and not cache.is_file():
-            raise UserError(f"--cache {str(cache)[:300]!r} is not a file; pass a SQLite file path")
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        ledger_url = f"sqlite:///{cache}"
-    ledger = open_ledger(ledger_url)
-    try:
-        return pools.molecule_pool(**args, ledger=ledger, progress=err_console.print)
-    except pools.PoolError as exc:
-        raise UserError(str(exc)) from None
-    finally:
-        ledger.close()
+        record = distribution("arl").read_text("direct_url.json")
+    except PackageNotFoundError:
+        return None
+    if not record:
+        return None
+    origin = json.loads(record)
+    if not origin.get("dir_info", {}).get("editable"):
+        return None  # a wheel or an archive: no checkout beside it
+    url = urlparse(origin.get("url", ""))
+    checkout = Path(unquote(url.path)) if url.scheme == "file" else None
+    return checkout if checkout is not None and (checkout / "benchmarks" / "__init__.py").is_file() else None
 
 
-def _write_png(report: dict[str, Any], path: Path, n_hits: int) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    best_cascades = set(report["policies"].get("cascade", {}).get("variant", {}).values()) - {None}
-    for label, curve in report["curves"].items():
-        xs = [max(c, 1.0) for c in curve["cost"]]
-        if label.startswith("cascade@") and label not in best_cascades:
-            ax.plot(xs, curve["recall"], color="0.8", lw=0.6, drawstyle="steps-post", zorder=1)
-            continue
-        ax.plot(xs, curve["recall"], label=label, lw=1.6, drawstyle="steps-post", zorder=2)
-    ax.plot([], [], color="0.8", lw=0.6, label="other cascade tunings")
-    ax.set_xscale("log")
-    ax.set_xlabel("CPU-seconds charged (log)")
-    ax.set_ylabel(f"recall of {n_hits} hits")
-    ax.set_title(f"Retrieval ({_target_text(report)}) from {report['pool']} molecules")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-
-
-def _positive(option: str, value: float | None, *, allow_inf: bool = False) -> None:
-    """A CPU-second or width option: a positive number (click's own range checks let NaN through)."""
-    if value is None:
-        return
-    if math.isnan(value) or value <= 0 or (math.isinf(value) and not allow_inf):
-        raise UserError(f"{option} must be a positive {'number' if allow_inf else 'finite number'}, got {value}")
-
-
-def _count(option: str, value: int, low: int, high: int) -> None:
-    if not low <= value <= high:
-        raise UserError(f"{option} must be from {low:,} to {high:,}, got {value}")
-
-
-def _workdir_and_overrides(workdir: Path, config: Path | None) -> dict[str, Any]:
-    """Check ``--workdir`` is (or can be) a folder; return the TOML overrides of ``--config`` (empty without one)."""
-    if workdir.exists() and not workdir.is_dir():
-        raise UserError(f"--workdir {str(workdir)[:300]!r} is not a folder")
-    if config is None:
-        return {}
-    from arl_flows.config import ConfigError, read_toml
-
-    try:
-        return read_toml(config)
-    except ConfigError as exc:
-        raise UserError(str(exc)) from None
-
-
-def _window(window: tuple[float, float]) -> tuple[float, float]:
-    low, high = window
-    if not (math.isfinite(low) and math.isfinite(high)):
-        raise UserError(f"--window {low} {high}: give two finite numbers LO HI (eV)")
-    if not low < high:
-        raise UserError(f"--window {low} {high}: LO must be below HI; swap them")
-    return low, high
-
-
-_MAX_POOL = 10_000_000  # far more molecules than any pool file holds; a larger number is a typo
-
-
-def _policies(text: str, allowed: Sequence[str]) -> list[str]:
-    names = [p.strip() for p in text.split(",") if p.strip()]
-    bad = [p for p in names if p not in allowed]
-    if bad or not names:
-        raise UserError(f"unknown policy {', '.join(bad) or '(none)'}; use a comma list of {', '.join(allowed)}")
-    return names
+def _commands() -> Any:
+    """:mod:`benchmarks.commands` of ARL's source checkout, or one line saying that ``arl bench`` needs one."""
+    if importlib.util.find_spec("benchmarks") is None:
+        checkout = _editable_checkout()
+        if checkout is None:
+            raise UserError(NEEDS_CHECKOUT)
+        sys.path.append(str(checkout))
+    return importlib.import_module("benchmarks.commands")
 
 
 PoolOpt = Annotated[Path | None, typer.Option("--pool", help="CSV with 'smiles' and 'gap_ev' (default: shipped QM9 subset).")]
@@ -197,100 +107,7 @@ def bench_scheduler(
     the scheduler then maximizes (minimizes) the value with a sigmoid whose midpoint is that cut, as it is
     given the window otherwise; the oracle knows every value.
     """
-    from arl_flows.suites.molecules.features import molecule_features
-    from arl_flows.suites.molecules.suite import MoleculeSuite
-    from verifiers.scheduler.config import LearnedSurrogateConfig
-
-    low, high = _window(window)
-    learned_config = LearnedSurrogateConfig(enabled=learned, shipped=learned and shipped)
-    if maximize and minimize:
-        raise UserError("give --maximize or --minimize, not both")
-    if (maximize or minimize) and not 0 < top_fraction <= 0.5:  # NaN fails the comparison too
-        raise UserError(f"--top-fraction must be in (0, 0.5], got {top_fraction}")
-    _positive("--top-cost", top_cost)
-    _positive("--step-budget", step_budget)
-    _count("--limit", limit, 10, _MAX_POOL)
-    _count("--held-out", held_out, 0, _MAX_POOL)
-    names = _policies(policies, ("voi", "all", "cascade", "random", "oracle", "fast-only"))
-    pool_args = {"pool": pool, "limit": limit, "held_out": held_out, "seed": seed, "top_cost": top_cost, "low": low, "high": high}
-    data = _pool(pool_args | {"cache": cache, "ledger": ledger})
-    objective, target = None, None
-    if maximize or minimize:
-        low, high, objective, target = _top_fraction(data.truth, "maximize" if maximize else "minimize", top_fraction)
-    t0 = time.perf_counter()
-    try:
-        report = _harness("replay").retrieval_benchmark(
-            data.ladder,
-            data.pool,
-            data.truth,
-            data.held_out,
-            low=low,
-            high=high,
-            policies=names,
-            featurize=molecule_features,
-            step_budget=step_budget or 10 * top_cost,
-            seed=seed,
-            learned=learned_config,
-            objective=objective,
-            progress=lambda msg: err_console.print(f"  {msg} ({time.perf_counter() - t0:.0f}s)"),
-            learner=MoleculeSuite.surrogate_learner,
-        )
-    except ValueError as exc:  # no hits in the pool or the held-out split: the user must widen or enlarge
-        raise UserError(str(exc)) from None
-    report["target"] = target or {"window": [low, high]}
-    report["top_cost"] = top_cost
-    report["tiers"] = [v.name for v in data.ladder]
-    report["surrogate_calibration"], report["learned_surrogate_pairs"] = _harness("molecule_pool").calibration(data, seed, learned_config)
-    _print_retrieval(report)
-    for pattern, cal in report["surrogate_calibration"].items():
-        console.print(
-            f"surrogate given {pattern}: 50% interval covers {cal['coverage_50']:.3f}, "
-            f"90% covers {cal['coverage_90']:.3f}, MAE {cal['mean_abs_error']:.3f} eV (n={cal['n']:.0f})"
-        )
-    if png:
-        _write_png(report, png, report["hits"])
-    if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(report, indent=2))
-
-
-def _top_fraction(truth: dict[str, float], direction: str, fraction: float) -> tuple[float, float, Any, dict[str, Any]]:
-    """Hit range, objective and report entry for the pool's top (maximize) or bottom (minimize) ``fraction``."""
-    from verifiers.objectives import VALUE, Objective, Term
-
-    values = sorted(truth.values(), reverse=direction == "maximize")
-    k = max(math.ceil(fraction * len(values)), 1)
-    cut = values[k - 1]
-    low, high = (cut, math.inf) if direction == "maximize" else (-math.inf, cut)
-    # The sigmoid's midpoint is the cut (where the objective counts a value as a hit); 10 per eV sets only
-    # how fast the reward rises around it, which discovery does not use.
-    term = Term(kind=direction, property=VALUE, transform="sigmoid", midpoint=cut, steepness=10.0)
-    return low, high, Objective(terms=[term]), {direction: VALUE, "top_fraction": fraction, "cut": cut}
-
-
-def _target_text(report: dict[str, Any]) -> str:
-    target = report.get("target") or {}
-    if "window" in target:
-        return f"window {target['window']} eV"
-    direction = "maximize" if "maximize" in target else "minimize"
-    return f"{direction}: {'top' if direction == 'maximize' else 'bottom'} {target['top_fraction']:g} (cut {target['cut']:.3f} eV)"
-
-
-def _fmt(x: float | None, digits: int = 0) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
-
-
-def _print_retrieval(report: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    t = Table(title=f"{report['hits']} hits in {report['pool']} molecules, {_target_text(report)}")
-    t.add_column("policy", no_wrap=True, min_width=18)
-    for col in ("cost@50%", "cost@80%", "cost@95%", "x oracle @50", "x oracle @80", "x oracle @95"):
-        t.add_column(col, justify="right")
-    for label, row in report["policies"].items():
-        c, r = row["cost_to_recall"], row["ratio_to_oracle"]
-        t.add_row(label, *(_fmt(c[k]) for k in ("0.5", "0.8", "0.95")), *(_fmt(r[k], 2) for k in ("0.5", "0.8", "0.95")))
-    console.print(t)
+    _commands().scheduler(**locals())
 
 
 @bench_app.command("advantages")
@@ -317,65 +134,7 @@ def bench_advantages(
     Every policy's scheduler is built as a run's is (the suite's features and learner), so with
     --shipped its surrogate starts from the suite's network.
     """
-    from arl_flows.suites.molecules.features import molecule_features
-    from arl_flows.suites.molecules.suite import MoleculeSuite
-    from verifiers.scheduler.config import LearnedSurrogateConfig
-
-    low, high = _window(window)
-    if math.isnan(softness) or not 0 <= softness < math.inf:
-        raise UserError(f"--softness must be a finite number >= 0 (eV), got {softness}")
-    _positive("--top-cost", top_cost)
-    _count("--group-size", group_size, 2, 1024)
-    _count("--groups", groups, 1, _MAX_POOL)
-    _count("--limit", limit, 10, _MAX_POOL)
-    _count("--held-out", held_out, 0, _MAX_POOL)
-    names = _policies(policies, ("voi", "voi-discovery", "all", "random", "fast-only"))
-    try:
-        fracs = [float(f) for f in fractions.split(",") if f.strip()]
-    except ValueError:
-        raise UserError(f"--fractions {fractions[:100]!r} must be a comma list of numbers") from None
-    if not fracs or not all(0 < f <= 1 for f in fracs):  # NaN fails the comparison too
-        raise UserError(f"--fractions {fractions[:100]!r}: give fractions of the cost of 'all' in (0, 1], e.g. 0.05,0.1")
-    pool_args = {"pool": pool, "limit": limit, "held_out": held_out, "seed": seed, "top_cost": top_cost, "low": low, "high": high}
-    data = _pool(pool_args | {"cache": cache, "ledger": ledger})
-    members = list(data.pool)
-    if len(members) < group_size * groups:
-        raise UserError(f"the pool has {len(members)} molecules; {groups} groups of {group_size} need more (raise --limit)")
-    random.Random(seed + 1).shuffle(members)
-    grouped = [members[g * group_size : (g + 1) * group_size] for g in range(groups)]
-    t0 = time.perf_counter()
-    report = _harness("replay").advantage_benchmark(
-        data.ladder,
-        grouped,
-        data.truth,
-        data.held_out,
-        low=low,
-        high=high,
-        softness=softness,
-        policies=names,
-        budget_fractions=fracs,
-        featurize=molecule_features,  # what MoleculeSuite.featurize returns
-        seed=seed,
-        learned=LearnedSurrogateConfig(enabled=learned, shipped=learned and shipped),
-        progress=lambda msg: err_console.print(f"  {msg} ({time.perf_counter() - t0:.0f}s)"),
-        learner=MoleculeSuite.surrogate_learner,
-    )
-    report["top_cost"] = top_cost
-    from rich.table import Table
-
-    t = Table(title=f"{groups} groups of {group_size} ({report['informative_groups']} informative), cost of all {report['cost_of_all']:.0f}s")
-    for col in ("policy", "budget", "spend", "spend/all", "spearman", "sign agree", "rmse"):
-        t.add_column(col, justify="right")
-    for name, rows in report["policies"].items():
-        for r in rows:
-            t.add_row(name, f"{r['budget_fraction']:g}", _fmt(r["spend"]), _fmt(r["spend_fraction"], 3),
-                      _fmt(r["spearman"], 3), _fmt(r["sign_agreement"], 3), _fmt(r["rmse"], 3))
-    console.print(t)
-    console.print(f"spend fraction to match 'all' (spearman and sign within 0.02): {report['spend_fraction_to_match_all']}")
-    console.print(f"surrogate: {', '.join(report['surrogate'])}")
-    if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(report, indent=2))
+    _commands().advantages(**locals())
 
 
 @bench_app.command("learning")
@@ -414,71 +173,47 @@ def learning(
     png_out: Annotated[Path | None, typer.Option("--png", help="Save the curves (audited top-10 vs spend) here.")] = None,
 ) -> None:
     """Learning under a verification budget: GRPO per verification regime, audited top-10 vs spend."""
-    harness = _harness("learning")
-
-    if merge:
-        missing = [str(p) for p in merge if not p.is_file()]
-        if missing:
-            raise UserError(f"--merge: no such report(s): {', '.join(missing)}")
-        try:
-            report = harness.merge_reports([json.loads(p.read_text()) for p in merge])
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not a report this command wrote
-            raise UserError(f"--merge: not a learning-benchmark report ({type(exc).__name__}: {exc})") from None
-        _print_learning(report, json_out, png_out)
-        return
-
-    names = [r.strip() for r in regimes.split(",") if r.strip()]
-    unknown = [r[:40] for r in names if r not in harness.REGIMES]
-    if unknown or not names:
-        raise UserError(f"--regimes: unknown {', '.join(unknown[:5]) or '(none given)'}; use {', '.join(harness.REGIMES)}")
-    _positive("--budget", budget)
-    _positive("--step-budget", step_budget)
-    _count("--seeds", seeds, 1, 1000)
-    _count("--first-seed", first_seed, 0, 2**31 - seeds)
-    _count("--max-steps", max_steps, 1, 1_000_000)
-    _count("--proxy-max-steps", proxy_max_steps, 1, 1_000_000)
-    _count("--audit-points", audit_points, 1, 10_000)
-    _count("--history", history, 0, _MAX_POOL)
-    overrides = _workdir_and_overrides(workdir, config)
-    try:
-        bench = harness.LearningBenchConfig(
-            budget=budget, seeds=list(range(first_seed, first_seed + seeds)), regimes=names, budget_per_step=step_budget, max_steps=max_steps,
-            proxy_max_steps=proxy_max_steps,
-            audit_points=audit_points, history=history, run_overrides=overrides,
-        )
-    except ValueError as exc:
-        raise UserError(f"bad benchmark setting: {str(exc).splitlines()[-1]}") from None
-    t0 = time.perf_counter()
-    try:
-        report = harness.learning_benchmark(
-            bench, workdir=workdir, cache=cache, progress=lambda msg: err_console.print(f"  {msg} ({time.perf_counter() - t0:.0f}s)")
-        )
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-    _print_learning(report, json_out, png_out)
+    _commands().learning(**locals())
 
 
-def _print_learning(report: dict[str, Any], json_out: Path | None, png_out: Path | None) -> None:
-    from rich.table import Table
+@bench_app.command("pipeline")
+def bench_pipeline(
+    budget: Annotated[float, typer.Option("--budget", help="CPU-seconds of verification each mode may spend.")] = 900.0,
+    step_budget: Annotated[float, typer.Option("--step-budget", help="CPU-seconds one step (one sampled batch) may spend.")] = 240.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of both modes.")] = 0,
+    max_steps: Annotated[int, typer.Option("--max-steps", help="Step cap of both modes (they normally stop on the budget).")] = 60,
+    modes: Annotated[str, typer.Option("--modes", help="Comma list of sync, async.")] = "sync,async",
+    real: Annotated[
+        bool,
+        typer.Option(
+            "--real",
+            help="Top tier: real PySCF B3LYP/6-31G DFT on a local Dask cluster of --dask-workers processes on this "
+            "machine's cores, instead of the simulated cluster.",
+        ),
+    ] = False,
+    latency: Annotated[float, typer.Option("--latency", help="Simulated cluster: wall seconds per call.")] = 10.0,
+    slots: Annotated[int, typer.Option("--slots", help="Simulated cluster: calls it runs at once.")] = 16,
+    cost_per_call: Annotated[float, typer.Option("--cost-per-call", help="Simulated cluster: CPU-seconds charged per call.")] = 15.0,
+    dask_workers: Annotated[int, typer.Option("--dask-workers", help="With --real: Dask worker processes, one thread each.")] = 2,
+    max_ahead: Annotated[int | None, typer.Option("--max-ahead", help="Async: streaming.max_ahead (default: the run config's).")] = None,
+    settle_std: Annotated[float | None, typer.Option("--settle-std", help="Async: streaming.settle_std (eV).")] = None,
+    max_group_wait: Annotated[float | None, typer.Option("--max-group-wait", help="Async: streaming.max_group_wait_s.")] = None,
+    audit_points: Annotated[int, typer.Option("--audit-points", help="Audits at evenly spaced spend marks.")] = 12,
+    history: Annotated[int, typer.Option("--history", help="Held-out QM9 molecules given to both surrogates (simulated setting).")] = 200,
+    config: Annotated[Path | None, typer.Option("--config", help="TOML run config whose training settings both modes share.")] = None,
+    workdir: Annotated[Path, typer.Option("--workdir", help="Where the per-mode ledgers go.")] = Path("artifacts/bench/pipeline"),
+    cache: Annotated[
+        Path | None, typer.Option("--cache", help="SQLite ledger keeping the audit verdicts (the truth) across reruns.")
+    ] = Path("artifacts/bench/pipeline_audit.db"),
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
+) -> None:
+    """Streaming pipeline: sync steps against the async pipeline at equal budget, seed and prior.
 
-    harness = _harness("learning")
-    rows = harness.summary_table(report)
-    t = Table(
-        title=f"Learning under a {report['budget']:g} CPU-s verification budget, {len(report['seeds'])} seed(s), "
-        f"top tier {shown(report['top_tier'])}"
-    )
-    for col in rows[0]:
-        t.add_column(shown(col), justify="right")
-    for row in rows[1:]:
-        t.add_row(*(shown(cell) for cell in row))
-    console.print(t)
-    console.print("top-10 AUC ratios: " + ", ".join(f"{shown(k)} {_fmt(v, 2)}" for k, v in report["ratios"].items()))
-    if json_out:
-        harness.write_json(report, json_out)
-    if png_out:
-        harness.plot_curves(report, png_out)
+    Reports per mode the wall-clock seconds, top-10 AUC (as `arl bench learning` defines it), GRPO steps, the
+    utilisation of each tier's workers, the learner's idle share and the staleness of what it learned.
 
-
-from arl_flows.suites.molecules.bench_pipeline import bench_pipeline  # noqa: E402 - its own module; registered here
-
-bench_app.command("pipeline")(bench_pipeline)
+    By default the top tier is the simulated cluster (--latency 10 s per call, --slots 16): it MODELS A REMOTE
+    DFT QUEUE OR LAB (answers from the QM9 table after the wait, uses no CPU here, charged --cost-per-call). With
+    --real it is real DFT run on this machine's cores through a local Dask cluster.
+    """
+    _commands().pipeline(**locals())

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from verifiers.scheduler import CascadePolicy, Observation, Scheduler, SchedulerConfig, make_policy
+from benchmarks.baselines import CascadePolicy, OraclePolicy
+from verifiers.scheduler import Observation, Scheduler, SchedulerConfig, make_policy
 
 WINDOW = {"target_low": 3.0, "target_high": 4.0}
 
@@ -83,8 +84,8 @@ def test_random_spends_the_same_budget_reproducibly(ladder_factory, pool_factory
 
 def test_oracle_asks_the_top_tier_about_true_hits_only(ladder_factory, pool_factory) -> None:
     pool, truth, ladder, _ = _ladder_and_pool(ladder_factory, pool_factory)
-    config = SchedulerConfig(policy="oracle", **WINDOW)
-    oracle = make_policy("oracle", config, truth=truth)
+    config = SchedulerConfig(**WINDOW)
+    oracle = OraclePolicy(truth, config)
     result = Scheduler(ladder, config, policy=oracle).run_step(pool, budget=math.inf)
     tiers = _by_tier(result, ladder)
     hits = {k for k, y in truth.items() if 3.0 <= y <= 4.0}
@@ -93,14 +94,17 @@ def test_oracle_asks_the_top_tier_about_true_hits_only(ladder_factory, pool_fact
     assert result.total_spend == pytest.approx(10.0 * len(hits))
 
 
-def test_policies_that_need_data_say_so() -> None:
-    config = SchedulerConfig()
-    with pytest.raises(ValueError, match="truth"):
-        make_policy("oracle", config)
-    with pytest.raises(ValueError, match="thresholds"):
-        make_policy("cascade", config)
-    with pytest.raises(ValueError, match="unknown scheduler policy 'greedy'; known: all, cascade, fast-only, oracle, random, voi"):
-        make_policy("greedy", config)
+def test_the_benchmark_baselines_are_not_scheduler_policies_a_config_can_name() -> None:
+    """oracle and cascade need the truth: the benchmarks pass them as instances, and a config naming one says so."""
+    from pydantic import ValidationError
+
+    for name in ("oracle", "cascade"):
+        with pytest.raises(ValidationError, match=f"scheduler policy '{name}' is a benchmark baseline .*; use one of all, fast-only, random, voi"):
+            SchedulerConfig(policy=name)
+        with pytest.raises(ValueError, match="is a benchmark baseline"):
+            make_policy(name, SchedulerConfig())
+    with pytest.raises(ValueError, match="unknown scheduler policy 'greedy'; known: all, fast-only, random, voi$"):
+        make_policy("greedy", SchedulerConfig())
 
 
 def test_a_policy_is_one_registered_class_and_configs_know_it_by_name() -> None:
@@ -110,7 +114,7 @@ def test_a_policy_is_one_registered_class_and_configs_know_it_by_name() -> None:
     from verifiers.scheduler import Action, EscalationPolicy, PlanView, policy_names, register_policy
     from verifiers.scheduler.policies import _POLICIES
 
-    with pytest.raises(ValidationError, match="unknown policy 'cheapest-first'; known: all, cascade"):
+    with pytest.raises(ValidationError, match="unknown scheduler policy 'cheapest-first'; known: all, fast-only"):
         SchedulerConfig(policy="cheapest-first")
 
     @register_policy
@@ -127,3 +131,16 @@ def test_a_policy_is_one_registered_class_and_configs_know_it_by_name() -> None:
         assert isinstance(make_policy(config.policy, config), CheapestFirst)
     finally:
         _POLICIES.pop("cheapest-first")
+
+
+def test_a_run_config_naming_a_benchmark_baseline_fails_in_one_line(tmp_path) -> None:  # noqa: ANN001
+    from arl_flows.config import ConfigError, load_config
+
+    path = tmp_path / "run.toml"
+    path.write_text('[scheduler]\npolicy = "oracle"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "scheduler.policy: scheduler policy 'oracle' is a benchmark baseline" in message
+    assert message.endswith("use one of all, fast-only, random, voi")

@@ -8,13 +8,15 @@ the registry is first read, so the new name is known to ``SchedulerConfig``
 A policy with settings of its own adds ``NAME_settings.py``: a pydantic model
 decorated with :func:`register_settings`, whose fields ``SchedulerConfig``
 takes as its own (``voi_settings.py``).
+Baselines that need what a run does not have (the true values, thresholds
+tuned on labelled data) are not registered: the benchmarks build them and
+pass them to the ``Scheduler`` as instances (``benchmarks/baselines.py``).
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Mapping
 from typing import Any
 
 from verifiers.scheduler.escalation import EscalationPolicy
@@ -24,6 +26,8 @@ __all__ = ["make_policy", "policy_class", "policy_names", "register_policy", "re
 
 _POLICIES: dict[str, type[EscalationPolicy]] = {}
 _loaded = False
+# Names a config may reach for but cannot have: the benchmarks' baselines, which need the truth.
+_BENCHMARK_BASELINES = ("cascade", "oracle")
 
 
 def register_policy(cls: type[EscalationPolicy]) -> type[EscalationPolicy]:
@@ -55,17 +59,16 @@ def policy_names() -> list[str]:
 def policy_class(name: str) -> type[EscalationPolicy]:
     """The policy class registered as ``name``; an unknown name lists the known ones."""
     policies = _load()
+    if name in _BENCHMARK_BASELINES and name not in policies:
+        raise ValueError(
+            f"scheduler policy {name!r} is a benchmark baseline (it needs the true values or tuned thresholds, "
+            f"which a run does not have); use one of {', '.join(sorted(policies))}"
+        )
     if name not in policies:
         raise ValueError(f"unknown scheduler policy {name!r}; known: {', '.join(sorted(policies))}")
     return policies[name]
 
 
-def make_policy(
-    name: str,
-    config: Any,
-    *,
-    truth: Mapping[str, float] | None = None,
-    thresholds: Mapping[str, tuple[float, float]] | None = None,
-) -> EscalationPolicy:
-    """Build a policy by name; ``cascade`` needs ``thresholds`` and ``oracle`` needs ``truth``."""
-    return policy_class(name).build(config, truth=truth, thresholds=thresholds)
+def make_policy(name: str, config: Any) -> EscalationPolicy:
+    """Build the policy registered as ``name`` for a scheduler config."""
+    return policy_class(name).build(config)

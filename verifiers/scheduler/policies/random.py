@@ -18,7 +18,7 @@ class RandomPolicy(EscalationPolicy):
     name = "random"
 
     @classmethod
-    def build(cls, config: SchedulerConfig, **_: object) -> RandomPolicy:
+    def build(cls, config: SchedulerConfig) -> RandomPolicy:
         return cls(config.seed)
 
     def __init__(self, seed: int = 0) -> None:

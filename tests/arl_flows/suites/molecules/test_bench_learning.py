@@ -221,3 +221,14 @@ def test_verdict_memo_keeps_paid_verdicts_in_a_ledger_and_replays_them_at_their_
     assert [v.cost_s for v in replayed[:3]] == [v.cost_s for v in paid]
     assert [v.value for v in replayed[:3]] == [v.value for v in paid]
     assert 0 < again.computed_s == replayed[3].cost_s  # only the new molecule was computed
+
+
+def test_a_merged_report_records_where_each_part_ran() -> None:
+    from benchmarks.learning import merge_reports
+
+    a = _report({"scheduled": [0]}) | {"provenance": {"commit": "aaa"}}
+    b = _report({"scheduled": [1]}) | {"provenance": {"commit": "bbb"}}
+    merged = merge_reports([a, b])
+    assert merged["merged_from_provenance"] == [{"commit": "aaa"}, {"commit": "bbb"}]
+    assert "provenance" not in merged  # write_json stamps the merged report with its own
+

@@ -1,4 +1,4 @@
-"""Fault injection around an isolated verifier, for tests and benchmarks only.
+"""Fault injection around an isolated verifier, for the reliability tests only.
 
 Nothing in a training run imports this module. It exists to show that the
 worker-process isolation (:mod:`verifiers.isolation`) keeps its promise: a

@@ -1,5 +1,14 @@
-"""``cascade``: fixed value thresholds per tier, tuned on a held-out split (a candidate moves up only if
-its value at the current tier lies in that tier's interval)."""
+"""The scheduler's benchmark baselines, built here and passed to :class:`verifiers.scheduler.Scheduler` as instances.
+
+Both need what a training run does not have, so no run config can name them:
+
+- :class:`OraclePolicy` knows the true top-tier values and asks the top tier
+  about the true hits only, skipping every lower tier: the physical limit of
+  discovery;
+- :class:`CascadePolicy` moves a candidate up only while its value at the
+  current tier lies in that tier's interval, the intervals tuned on a held-out
+  split whose every tier is known.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +19,31 @@ import numpy as np
 from verifiers.scheduler.config import SchedulerConfig
 from verifiers.scheduler.escalation import Action, EscalationPolicy, PlanView
 from verifiers.scheduler.surrogate import Observation
-from verifiers.scheduler.policies import register_policy
 
-__all__ = ["CascadePolicy"]
+__all__ = ["CascadePolicy", "OraclePolicy"]
 
 
-@register_policy
+class OraclePolicy(EscalationPolicy):
+    """Knows the truth: the top tier on true hits only, no lower tier at all."""
+
+    name = "oracle"
+
+    def __init__(self, truth: Mapping[str, float], config: SchedulerConfig) -> None:
+        self.truth = dict(truth)
+        self.low, self.high = config.reward_objective().hit_interval()  # a window alone: target_low..target_high
+
+    def first_round(self, view: PlanView) -> list[Action]:
+        return []
+
+    def escalate(self, view: PlanView) -> list[Action]:
+        out = []
+        for i, key in enumerate(view.keys):
+            y = self.truth.get(key)
+            if view.open[i] and y is not None and self.low <= y <= self.high:
+                out.append(Action(i, view.top, None, f"oracle: true value {y:.3f} is a hit"))
+        return out
+
+
 class CascadePolicy(EscalationPolicy):
     """Fixed thresholds: move up from a tier only if its value lies in that tier's ``(lo, hi)`` interval.
 
@@ -24,13 +52,6 @@ class CascadePolicy(EscalationPolicy):
     """
 
     name = "cascade"
-    needs_data = True
-
-    @classmethod
-    def build(cls, config: SchedulerConfig, *, thresholds: Mapping[str, tuple[float, float]] | None = None, **_: object) -> CascadePolicy:
-        if thresholds is None:
-            raise ValueError("the 'cascade' policy needs thresholds; tune them with CascadePolicy.tune(held_out, ...)")
-        return cls(thresholds)
 
     def __init__(self, thresholds: Mapping[str, tuple[float, float]]) -> None:
         self.thresholds = {k: (float(lo), float(hi)) for k, (lo, hi) in thresholds.items()}

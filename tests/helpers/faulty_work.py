@@ -1,8 +1,9 @@
 """Work functions and verifiers that misbehave on demand, for the isolation and registry tests.
 
 A module of its own (not a test file) so that worker processes and
-``module:Class`` references can import it by name: ``conftest.py`` puts this
-folder on ``sys.path``.
+``module:Class`` references can import it by name, as
+``tests.helpers.faulty_work`` (the repository root is on the import path,
+pyproject's ``pythonpath``).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class FaultyVerifier(IsolatedVerifier):
 
 
 class ConfigOnlyTier(Verifier):
-    """Referenced from a run config as 'faulty_work:ConfigOnlyTier' (never decorated)."""
+    """Referenced from a run config as 'tests.helpers.faulty_work:ConfigOnlyTier' (never decorated)."""
 
     name: ClassVar[str] = "test-config-only"
     tier: ClassVar[Tier] = Tier.fast
