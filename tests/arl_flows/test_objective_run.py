@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from storage.ledger import Ledger
-from tests.reliability.cli_runner import arl_run_subprocess
+from tests.helpers.cli_runner import arl_run_subprocess
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "objective.toml"
 

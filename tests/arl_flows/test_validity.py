@@ -75,7 +75,7 @@ def test_molecules_validity_is_the_share_of_molecules_that_parse(flow_home, over
 
 
 def test_code_validity_is_the_share_of_well_formed_trajectories(flow_home, tmp_path: Path, sqlite_url: str) -> None:  # noqa: ANN001
-    from tests.flows.test_code_suite_flow import _code_overrides, _tiny_text_policy
+    from tests.arl_flows.suites.code.test_code_suite_flow import _code_overrides, _tiny_text_policy
 
     tiers = [{"verifier": "code-format"}, {"verifier": "code-exec"}]
     config = _code_overrides(_tiny_text_policy(tmp_path / "policy"), tiers=tiers, hindsight={"enabled": False})

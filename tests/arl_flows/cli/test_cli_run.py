@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from storage.ledger import Ledger
 from storage.records import LabRequest, Status, Tier, Verdict
-from tests.reliability.cli_runner import arl, arl_run_subprocess
+from tests.helpers.cli_runner import arl, arl_run_subprocess
 
 def _main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     """Run the console-script entry point (which maps user errors to one line and exit code 2)."""

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from arl_flows.suites.code import get_task
-from tests.reliability.cli_runner import arl
+from tests.helpers.cli_runner import arl
 
 
 def _main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
