@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 from pydantic import BaseModel
 
-from arl_flows.config import RunConfig
+from arl_flows.config import RunConfig, build_config
 from arl_flows.suites import Suite, get_suite
 from storage.records import Prompt, RewardEstimate, Trajectory, Turn, tier_rank
 from verifiers import Candidate, Verifier
@@ -77,7 +77,7 @@ class SuiteContract:
         data: dict[str, Any] = {"suite": self.reference, "options": dict(self.options)} | dict(self.config) | fields
         if self.suite_class.needs_policy_path:
             data.setdefault("policy_path", "(owned by the caller)")
-        return RunConfig.model_validate(data)
+        return build_config(data, "contract")
 
     # -- fixtures: one suite per test class ---------------------------------------------------------
     @pytest.fixture(scope="class")

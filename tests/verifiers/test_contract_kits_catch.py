@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import pytest
 from pydantic import BaseModel
 
-from arl_flows.config import RunConfig
+from arl_flows.config import build_config
 from arl_flows.suites.molecules import make_candidate
 from arl_flows.suites.molecules.suite import MoleculeSuite
 from arl_flows.suites.testing import SuiteContract
@@ -92,7 +92,7 @@ class DriftingKeySuiteKit(SuiteContract):
 
 def test_the_suite_kit_fails_a_suite_whose_keys_drift() -> None:
     kit = DriftingKeySuiteKit()
-    suite = DriftingKeySuite(RunConfig.model_validate({"suite": "molecules"}))
+    suite = DriftingKeySuite(build_config({"suite": "molecules"}))
     prompt = suite.prompts(0)[0]
     written = (prompt, [suite.completion(prompt, text) for text, _ in kit.completions])
     kit.test_prompts_are_non_empty(suite)  # what it does keep passes
