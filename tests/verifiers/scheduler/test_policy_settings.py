@@ -26,5 +26,5 @@ def test_a_bad_voi_setting_names_the_field() -> None:
 
 
 def test_an_unknown_policy_lists_the_registered_ones() -> None:
-    with pytest.raises(ValidationError, match="unknown policy 'vio'; known: " + ", ".join(policy_names())):
+    with pytest.raises(ValidationError, match="unknown scheduler policy 'vio'; known: " + ", ".join(policy_names())):
         SchedulerConfig.model_validate({"policy": "vio"})
