@@ -67,7 +67,7 @@ def _resolve_verifiers(the_suite: Any, tiers: str | None) -> list[tuple[Any, dic
         except (VerifierNotFound, ImportError, TypeError, ValueError) as exc:
             raise UserError(f"suite {shown(suite)}: ladder verifier {rung.verifier!r}: {exc}") from None
     if tiers is None:
-        return ladder
+        return _with_options(the_suite, ladder)
     chosen: list[tuple[Any, dict[str, Any]]] = []
     for item in (t.strip() for t in tiers.split(",")):
         if not item:
@@ -90,7 +90,12 @@ def _resolve_verifiers(the_suite: Any, tiers: str | None) -> list[tuple[Any, dic
         chosen += [(c, p) for c, p in found if c not in [k for k, _ in chosen]]
     if not chosen:
         raise UserError("--tiers is empty; e.g. --tiers fast,simulation, or leave it out for the suite's ladder")
-    return chosen
+    return _with_options(the_suite, chosen)
+
+
+def _with_options(the_suite: Any, chosen: list[tuple[Any, dict[str, Any]]]) -> list[tuple[Any, dict[str, Any]]]:
+    """Each verifier's params with what the suite's options add (the molecules suite's chemistry space)."""
+    return [(cls, the_suite.verifier_params(cls, params)) for cls, params in chosen]
 
 
 def _make_params(cls: Any, base: dict[str, Any], threads: int | None, timeout_s: float | None) -> dict[str, Any]:

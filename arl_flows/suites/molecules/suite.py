@@ -102,6 +102,18 @@ class MoleculeSuite(Suite):
 
         return GraphLearner.from_settings(tiers, learned, seed)
 
+    def verifier_params(self, verifier: type, params: dict[str, Any]) -> dict[str, Any]:
+        """A tier with validity rules checks the run's chemistry space, unless its own params name one."""
+        params_model = getattr(verifier, "Params", None)
+        fields = getattr(params_model, "model_fields", {})
+        if "constraints" not in fields:
+            return params
+        options = self.options
+        constraints = {"space": options.space} | dict(params.get("constraints") or {})
+        if options.max_heavy_atoms is not None:
+            constraints.setdefault("max_heavy_atoms", options.max_heavy_atoms)
+        return params | {"constraints": constraints}
+
     def goal_windows(self) -> list[tuple[float, float]]:
         sched = self.config.scheduler
         return self.options.goal_windows or [(sched.target_low, sched.target_high)]
