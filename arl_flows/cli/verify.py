@@ -14,7 +14,17 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from arl_flows.cli._common import UserError, app, console, goal_of_items, load_suite, open_ledger, print_json, shown
+from arl_flows.cli._common import (
+    UserError,
+    app,
+    console,
+    goal_of_items,
+    load_suite,
+    open_ledger,
+    print_json,
+    shown,
+    space_options,
+)
 
 # Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
 # run, so that `arl --help` loads none of it.
@@ -127,6 +137,7 @@ def verify(
     threads: int | None = typer.Option(None, "--threads", min=1, max=1024, help="Threads per worker for isolated tiers (default: their params)."),
     timeout_s: float | None = typer.Option(None, "--timeout", min=0.001, max=86_400, help="Per-candidate timeout for isolated tiers (s)."),
     ledger_url: str | None = typer.Option(None, "--ledger", help="Also store the verdicts in this ledger."),
+    space: str | None = typer.Option(None, "--space", help="Chemistry space of the molecules suite (qm9, druglike; default: qm9)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     # Older spellings, kept working: the goal keys and answers of the built-in suites.
     legacy_answers: list[str] = typer.Option([], "--smiles", hidden=True, help="Same as --answer."),
@@ -137,7 +148,7 @@ def verify(
     """Run the suite's ladder (or the named tiers) on candidates and print one verdict per candidate and verifier."""
     if timeout_s is not None and not math.isfinite(timeout_s):  # click's range check lets NaN through
         raise UserError(f"--timeout must be a number of seconds, got {timeout_s}")
-    the_suite = load_suite(suite)
+    the_suite = load_suite(suite, space_options(suite, space))
     suite = the_suite.name
     given = goal_of_items(goal_items, "--goal")
     if task is not None:
