@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 from pydantic import BaseModel
 
-from arl_flows.config import RunConfig
+from arl_flows.config import RunConfig, build_config
 from arl_flows.suites import Suite, get_suite
 from storage.records import Prompt, RewardEstimate, Trajectory, Turn, tier_rank
 from verifiers import Candidate, Verifier
@@ -77,7 +77,7 @@ class SuiteContract:
         data: dict[str, Any] = {"suite": self.reference, "options": dict(self.options)} | dict(self.config) | fields
         if self.suite_class.needs_policy_path:
             data.setdefault("policy_path", "(owned by the caller)")
-        return RunConfig.model_validate(data)
+        return build_config(data, "contract")
 
     # -- fixtures: one suite per test class ---------------------------------------------------------
     @pytest.fixture(scope="class")
@@ -178,8 +178,9 @@ class SuiteContract:
                        candidate_key=c.key)
             for c, answer, turns in made
         ]
-        first = suite.config.tiers[0]  # the cheapest tier's real verdicts
-        tier = ladder.get(first.verifier)(first.params)
+        first = suite.config.tiers[0]  # the cheapest tier's real verdicts, with what the suite's options add
+        tier_class = ladder.get(first.verifier)
+        tier = tier_class(suite.verifier_params(tier_class, dict(first.params)))
         try:
             verdicts = {c.key: [v] for c, v in zip(candidates, tier.verify_batch(candidates), strict=True)}
         finally:
