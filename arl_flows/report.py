@@ -26,7 +26,7 @@ from arl_flows.config import build_config, stored_fields  # noqa: E402
 from arl_flows.suites import Lab, Suite, suite_for  # noqa: E402
 from arl_flows.suites import Report as DrawsCandidates  # noqa: E402  (the capability; this module's Report is the document)
 from verifiers import registry  # noqa: E402
-from verifiers.objectives import Objective  # noqa: E402
+from verifiers.objectives import Objective
 from verifiers.scheduler import Observation, Surrogate  # noqa: E402
 
 __all__ = ["Report", "best_candidates", "build_report", "hit_interval", "hits_line", "run_hits", "surrogate_calibration",

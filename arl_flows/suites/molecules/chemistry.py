@@ -21,7 +21,15 @@ from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 from rdkit import Chem, rdBase
 from rdkit.Chem import AllChem
 
