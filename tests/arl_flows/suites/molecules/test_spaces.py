@@ -121,3 +121,16 @@ def test_the_default_run_stays_in_qm9() -> None:
     finally:
         for verifier in ladder:
             getattr(verifier, "close", lambda: None)()
+
+
+@pytest.mark.parametrize(
+    ("options", "prompt_id", "rules"),
+    [
+        ({}, "molecules:gap:3.00-4.00", "(C, N, O, F; at most 9 heavy atoms)"),
+        ({"space": "druglike"}, "molecules:druglike:gap:3.00-4.00", "(C, N, O, F, S, Cl, Br; at most 40 heavy atoms)"),
+        ({"space": "druglike", "max_heavy_atoms": 25}, "molecules:druglike:gap:3.00-4.00", "at most 25 heavy atoms"),
+    ],
+)
+def test_prompts_state_the_space(options: dict, prompt_id: str, rules: str) -> None:
+    prompt = suite_for(build_config({"suite": "molecules", "options": options})).prompts(0)[0]
+    assert prompt.id == prompt_id and rules in prompt.text
