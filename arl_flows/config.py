@@ -579,13 +579,13 @@ def build_config(data: Mapping[str, Any], source: str = "config") -> RunConfig:
     return config
 
 
-def standalone_suite(name: str) -> Suite:
-    """The suite ``name`` outside a training run (``arl verify``, ``arl rerank``): its defaults, no policy of ARL's.
+def standalone_suite(name: str, options: Mapping[str, Any] | None = None) -> Suite:
+    """The suite ``name`` outside a training run (``arl verify``, ``arl rerank``): its defaults and ``options``, no policy of ARL's.
 
-    Raises SuiteNotFound for an unknown name, ConfigError when the suite's own defaults do not validate.
+    Raises SuiteNotFound for an unknown name, ConfigError when the suite's defaults or the options do not validate.
     """
     cls = get_suite(name)
-    data: dict[str, Any] = {"suite": name}
+    data: dict[str, Any] = {"suite": name, "options": dict(options or {})}
     if cls.needs_policy_path:
         data["policy_path"] = "(owned by the caller)"
     return cls(build_config(data, f"suite {name!r}'s defaults"))

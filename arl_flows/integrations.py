@@ -139,19 +139,21 @@ def verification_config(
     policy: str = "voi",
     routing: VoiTarget | str = VoiTarget.advantage,
     name: str | None = None,
+    options: Mapping[str, Any] | None = None,
     seed: int = 0,
 ) -> RunConfig:
     """The run config of a verification-only run (no policy is trained or loaded by ARL).
 
     The suite's defaults give the ladder and the objective; ``objective`` (a window on the top
-    tier's value) replaces the suite's window.
+    tier's value) replaces the suite's window; ``options`` are the suite's ``[options]`` (the
+    molecules suite's ``space``).
     """
     suite = suite or str(RunConfig.model_fields["suite"].default)
     try:
         cls = get_suite(suite)
     except SuiteNotFound as exc:
         raise ValueError(str(exc)) from None
-    data: dict[str, Any] = {"name": name or f"tiered-reward-{cls.name}", "suite": suite, "seed": seed}
+    data: dict[str, Any] = {"name": name or f"tiered-reward-{cls.name}", "suite": suite, "seed": seed, "options": dict(options or {})}
     if tiers is not None:
         data["tiers"] = _tier_configs(tiers)
     scheduler = dict(cls.defaults.get("scheduler", {})) | {
@@ -213,7 +215,8 @@ class TieredReward:
     ``num_generations``, so that each run of that many completions is one
     GRPO group for the scheduler (default: completions of the same prompt
     text form one group). ``history``: teach the scheduler's surrogate from
-    the ledger's paired verdicts first.
+    the ledger's paired verdicts first. ``options``: the suite's ``[options]``
+    (the molecules suite's chemistry ``space``).
     """
 
     def __init__(
@@ -235,10 +238,11 @@ class TieredReward:
         seed: int = 0,
         ledger: Ledger | None = None,
         goal: Mapping[str, Any] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> None:
         self.config = verification_config(
             suite, objective=objective, tiers=tiers, budget_per_call=budget_per_call, budget_total=budget_total,
-            policy=policy, routing=routing, name=run_name, seed=seed,
+            policy=policy, routing=routing, name=run_name, seed=seed, options=options,
         )
         self.goal: dict[str, Any] = dict(goal or {})
         self.window = Window(
@@ -574,6 +578,7 @@ def rerank(
     sampler: Any = None,
     seed: int = 0,
     goal: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> list[RerankResult]:
     """Best-of-N: for each item, verify its first ``n`` candidates under ``budget`` CPU-seconds, keep the top ``k``.
 
@@ -613,7 +618,7 @@ def rerank(
                 rewards[key] = TieredReward(
                     suite, objective=key, budget_per_call=budget, tiers=tiers, policy=policy,
                     routing=VoiTarget.discovery, run_name=f"rerank-{cls.name}", seed=seed, ledger=shared_ledger,
-                    max_wait_s=math.inf,
+                    max_wait_s=math.inf, options=options,
                 )
             reward = rewards[key]
             candidates = item.candidates[:n]

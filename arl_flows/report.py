@@ -26,10 +26,11 @@ from arl_flows.config import build_config, stored_fields  # noqa: E402
 from arl_flows.suites import Lab, Suite, suite_for  # noqa: E402
 from arl_flows.suites import Report as DrawsCandidates  # noqa: E402  (the capability; this module's Report is the document)
 from verifiers import registry  # noqa: E402
+from verifiers.objectives import Objective
 from verifiers.scheduler import Observation, Surrogate  # noqa: E402
 
-__all__ = ["Report", "best_candidates", "build_report", "surrogate_calibration", "tier_disagreements", "top_verifier",
-           "verified_by_step"]
+__all__ = ["Report", "best_candidates", "build_report", "hit_interval", "hits_line", "run_hits", "surrogate_calibration",
+           "tier_disagreements", "top_verifier", "verified_by_step"]
 
 
 @dataclass
@@ -130,6 +131,32 @@ def top_verifier(stored: dict[str, Any]) -> str | None:
         return ref
 
 
+def hit_interval(stored: dict[str, Any]) -> tuple[float, float]:
+    """Where a top-tier value counts as a hit: the ``[objective]``'s range on the value, else the scheduler's target window."""
+    if stored.get("objective"):
+        return Objective.model_validate(stored["objective"]).hit_interval()
+    scheduler = stored.get("scheduler") or {}
+    return float(scheduler.get("target_low", -math.inf)), float(scheduler.get("target_high", math.inf))
+
+
+def run_hits(ledger: Ledger, run_id: str) -> dict[str, Any]:
+    """The run's distinct hits (a top-tier answer in :func:`hit_interval`) and how many of them are novel.
+
+    A hit is novel when a verifier reported the exact property ``novel`` as 1 for it (the molecules
+    suite's fast tier: in neither the chemistry space's training set nor QM9); ``novel_hits`` is None
+    when no verdict of the run's hits reports novelty at all.
+    """
+    run = ledger.get_run(run_id)
+    top = top_verifier(run.config)
+    low, high = hit_interval(run.config)
+    keys = {t.candidate_key for record in ledger.training_steps(run.id) for t, _ in ledger.step_trajectories(run.id, record.step)}
+    hits = {v.candidate_key for v in ledger.verdicts_for(keys, verifiers=[top] if top else [])
+            if v.status == Status.ok and v.value is not None and low <= v.value <= high}
+    novelty = [v for v in ledger.verdicts_for(hits) if v.status == Status.ok and "novel" in v.values] if hits else []
+    novel = {v.candidate_key for v in novelty if v.values["novel"] == 1.0}
+    return {"hits": len(hits), "novel_hits": len(novel) if novelty else None, "low": low, "high": high}
+
+
 def best_candidates(ledger: Ledger, run_id: str, n: int = 10) -> list[dict[str, Any]]:
     """The run's best candidates by reward, each marked ``verified`` when the top tier answered it (else an estimate).
 
@@ -193,6 +220,13 @@ def tier_disagreements(ledger: Ledger, run_id: str, steps: list[int]) -> tuple[l
             })  # fmt: skip
         per_step.append({"step": step, "estimates": len(estimates), "flagged": n_flagged})
     return per_step, flagged
+
+
+def hits_line(hits: dict[str, Any], unit: str = "") -> str:
+    """One line: the run's hits in their interval, and how many are novel (when a tier reports novelty)."""
+    where = f"{hits['low']:g} to {hits['high']:g}{' ' + unit if unit else ''}"
+    novel = "" if hits["novel_hits"] is None else f", {hits['novel_hits']} of them novel"
+    return f"hits (top-tier value {where}): {hits['hits']}{novel}"
 
 
 def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> Report:
@@ -279,6 +313,7 @@ def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> 
         f"- status: **{summary['status']}**, steps {summary['steps_done']}/{summary['steps_total']}",
         f"- trajectories: {summary['trajectories']}, distinct candidates: {summary['candidates']}",
         f"- best reward: {summary['best_reward'] if summary['best_reward'] is None else round(summary['best_reward'], 4)}",
+        f"- {hits_line(run_hits(ledger, run.id), unit)}",
         f"- verdicts by status: {summary['verdicts_by_status']}",
         f"- pending lab requests: {summary['lab_pending']}",
         "",

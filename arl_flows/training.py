@@ -69,7 +69,8 @@ __all__ = [
 
 def build_ladder(config: RunConfig) -> list[Verifier]:
     """Instantiate the configured verifiers (names or 'module:Class' references), cheapest first."""
-    ladder = [registry.create(t.verifier, t.params) for t in config.tiers]
+    suite = suite_for(config)
+    ladder = [registry.create(t.verifier, suite.verifier_params(registry.get(t.verifier), dict(t.params))) for t in config.tiers]
     ranks = [tier_rank(v.tier) for v in ladder]
     if ranks != sorted(ranks):
         order = ", ".join(f"{v.name} ({v.tier.value})" for v in ladder)

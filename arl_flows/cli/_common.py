@@ -92,6 +92,29 @@ def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str))
 
 
+def space_options(suite: str | None, space: str | None) -> dict[str, Any]:
+    """The ``[options]`` a ``--space`` gives: ``{"space": SPACE}`` for a suite with chemistry spaces; none without it."""
+    if space is None:
+        return {}
+    from arl_flows.suites import SuiteNotFound, get_suite
+
+    name = suite or default_suite()
+    try:
+        options_model = get_suite(name).Options
+    except SuiteNotFound as exc:
+        raise UserError(f"--suite: unknown suite; {exc}") from None
+    if "space" not in options_model.model_fields:
+        raise UserError(f"--space: the {shown(name)} suite has no chemistry spaces (the molecules suite has)")
+    from pydantic import ValidationError
+
+    try:
+        options_model.model_validate({"space": space})
+    except ValidationError as exc:
+        message = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+        raise UserError(f"--space: {' '.join(message.split())[:300]}") from None
+    return {"space": space}
+
+
 def default_suite() -> str:
     """The suite a command uses when --suite is not given: the run config's default."""
     from arl_flows.config import RunConfig
@@ -99,13 +122,13 @@ def default_suite() -> str:
     return str(RunConfig.model_fields["suite"].default)
 
 
-def load_suite(name: str | None) -> Any:
-    """The suite object for commands outside a run; an unknown name is one line listing the installed ones."""
+def load_suite(name: str | None, options: dict[str, Any] | None = None) -> Any:
+    """The suite object for commands outside a run, with ``options``; an unknown name is one line listing the installed ones."""
     from arl_flows.config import standalone_suite
     from arl_flows.suites import SuiteNotFound
 
     try:
-        return standalone_suite(name or default_suite())
+        return standalone_suite(name or default_suite(), options)
     except SuiteNotFound as exc:
         raise UserError(f"--suite: unknown suite; {exc}") from None
     except ValueError as exc:  # the suite's default config does not validate

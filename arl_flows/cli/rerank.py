@@ -26,7 +26,17 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from arl_flows.cli._common import UserError, app, console, cut, goal_of_items, load_suite, print_json, shown
+from arl_flows.cli._common import (
+    UserError,
+    app,
+    console,
+    cut,
+    goal_of_items,
+    load_suite,
+    print_json,
+    shown,
+    space_options,
+)
 from arl_flows.suites import Rerank
 
 # Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
@@ -115,6 +125,7 @@ def rerank_command(
     tiers: str | None = typer.Option(None, "--tiers", help="Comma-separated verifier names, cheapest first (default: the suite's ladder)."),
     tier_param: list[str] = typer.Option([], "--tier-param", help="VERIFIER.FIELD=VALUE for a verifier in --tiers (repeatable)."),
     policy_path: str | None = typer.Option(None, "--policy-path", help="Local model to sample missing candidates (default: the suite's own policy)."),
+    space: str | None = typer.Option(None, "--space", help="Chemistry space of the molecules suite (qm9, druglike; default: qm9)."),
     seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of sampling and the scheduler."),
     ledger_url: str | None = typer.Option(None, "--ledger", help="Ledger URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
@@ -129,7 +140,8 @@ def rerank_command(
         if not (math.isfinite(low) and math.isfinite(high) and low < high):
             raise UserError(f"--window {low} {high}: give two finite numbers, low below high, e.g. --window 3.0 4.0")
         default_goal["window"] = [low, high]
-    the_suite = load_suite(suite)
+    options = space_options(suite, space)
+    the_suite = load_suite(suite, options)
     cls = type(the_suite)
     items = _read_items(input_file)
     ladder = _tier_list(tiers, tier_param)
@@ -155,7 +167,7 @@ def rerank_command(
             raise UserError(f"--input prompt {empty}: the {shown(the_suite.name)} suite needs candidates (it has no policy to sample them)")
     try:
         results = rerank(items, suite=the_suite.name, n=n, budget=budget, k=k, tiers=ladder, goal=default_goal,
-                         ledger_url=ledger_url, sampler=sampler, seed=seed)
+                         ledger_url=ledger_url, sampler=sampler, seed=seed, options=options)
     except (LedgerError, VerifierNotFound, KeyError, ValueError) as exc:
         raise UserError(cut(_reason(exc), 400)) from None
 

@@ -162,7 +162,7 @@ def _reward_trend(rows: list[Any], per_step: int) -> str:
 
 def _verified_lines(ledger: Any, run_id: str) -> list[str]:
     """What the top tier verified, before (step 0) and after, and which steps ran on estimates only."""
-    from arl_flows.report import top_verifier, verified_by_step
+    from arl_flows.report import hits_line, run_hits, top_verifier, verified_by_step
 
     per_step = verified_by_step(ledger, run_id)
     if not per_step:
@@ -180,6 +180,7 @@ def _verified_lines(ledger: Any, run_id: str) -> list[str]:
     lines = [f"{top} verified {total} candidates; best at step {per_step[0]['step']}: {best(per_step[:1])}"]
     if len(per_step) > 1:
         lines[0] += f"; best after it: {best(per_step[1:])}"
+    lines.append(hits_line(run_hits(ledger, run_id)))
     unverified = [r["step"] for r in per_step if r["verified"] == 0]
     if unverified:
         steps = ", ".join(str(s) for s in unverified)

@@ -14,7 +14,17 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from arl_flows.cli._common import UserError, app, console, goal_of_items, load_suite, open_ledger, print_json, shown
+from arl_flows.cli._common import (
+    UserError,
+    app,
+    console,
+    goal_of_items,
+    load_suite,
+    open_ledger,
+    print_json,
+    shown,
+    space_options,
+)
 
 # Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
 # run, so that `arl --help` loads none of it.
@@ -67,7 +77,7 @@ def _resolve_verifiers(the_suite: Any, tiers: str | None) -> list[tuple[Any, dic
         except (VerifierNotFound, ImportError, TypeError, ValueError) as exc:
             raise UserError(f"suite {shown(suite)}: ladder verifier {rung.verifier!r}: {exc}") from None
     if tiers is None:
-        return ladder
+        return _with_options(the_suite, ladder)
     chosen: list[tuple[Any, dict[str, Any]]] = []
     for item in (t.strip() for t in tiers.split(",")):
         if not item:
@@ -90,7 +100,12 @@ def _resolve_verifiers(the_suite: Any, tiers: str | None) -> list[tuple[Any, dic
         chosen += [(c, p) for c, p in found if c not in [k for k, _ in chosen]]
     if not chosen:
         raise UserError("--tiers is empty; e.g. --tiers fast,simulation, or leave it out for the suite's ladder")
-    return chosen
+    return _with_options(the_suite, chosen)
+
+
+def _with_options(the_suite: Any, chosen: list[tuple[Any, dict[str, Any]]]) -> list[tuple[Any, dict[str, Any]]]:
+    """Each verifier's params with what the suite's options add (the molecules suite's chemistry space)."""
+    return [(cls, the_suite.verifier_params(cls, params)) for cls, params in chosen]
 
 
 def _make_params(cls: Any, base: dict[str, Any], threads: int | None, timeout_s: float | None) -> dict[str, Any]:
@@ -122,6 +137,7 @@ def verify(
     threads: int | None = typer.Option(None, "--threads", min=1, max=1024, help="Threads per worker for isolated tiers (default: their params)."),
     timeout_s: float | None = typer.Option(None, "--timeout", min=0.001, max=86_400, help="Per-candidate timeout for isolated tiers (s)."),
     ledger_url: str | None = typer.Option(None, "--ledger", help="Also store the verdicts in this ledger."),
+    space: str | None = typer.Option(None, "--space", help="Chemistry space of the molecules suite (qm9, druglike; default: qm9)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     # Older spellings, kept working: the goal keys and answers of the built-in suites.
     legacy_answers: list[str] = typer.Option([], "--smiles", hidden=True, help="Same as --answer."),
@@ -132,7 +148,7 @@ def verify(
     """Run the suite's ladder (or the named tiers) on candidates and print one verdict per candidate and verifier."""
     if timeout_s is not None and not math.isfinite(timeout_s):  # click's range check lets NaN through
         raise UserError(f"--timeout must be a number of seconds, got {timeout_s}")
-    the_suite = load_suite(suite)
+    the_suite = load_suite(suite, space_options(suite, space))
     suite = the_suite.name
     given = goal_of_items(goal_items, "--goal")
     if task is not None:

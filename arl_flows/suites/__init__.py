@@ -196,6 +196,10 @@ class Suite:
         """The window on the top tier's value that a goal asks for, when a goal is the objective (None: the run's)."""
         return None
 
+    def verifier_params(self, verifier: type, params: dict[str, Any]) -> dict[str, Any]:
+        """The params a verifier of this suite runs with: its configured ``params``, to which the options may add."""
+        return params
+
     # -- what the scheduler and the rewards need ------------------------------------
     def featurize(self, candidate: Candidate) -> np.ndarray:
         """Cheap features of a candidate for the scheduler's surrogate (default: its size)."""

@@ -178,8 +178,9 @@ class SuiteContract:
                        candidate_key=c.key)
             for c, answer, turns in made
         ]
-        first = suite.config.tiers[0]  # the cheapest tier's real verdicts
-        tier = ladder.get(first.verifier)(first.params)
+        first = suite.config.tiers[0]  # the cheapest tier's real verdicts, with what the suite's options add
+        tier_class = ladder.get(first.verifier)
+        tier = tier_class(suite.verifier_params(tier_class, dict(first.params)))
         try:
             verdicts = {c.key: [v] for c, v in zip(candidates, tier.verify_batch(candidates), strict=True)}
         finally:

@@ -21,10 +21,19 @@ from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 from rdkit import Chem, rdBase
 from rdkit.Chem import AllChem
 
+from arl_flows.suites.molecules.spaces import DEFAULT_SPACE, SPACES, get_space
 from storage.records import Status, Verdict, candidate_key
 from verifiers.base import Candidate
 from verifiers.isolation import IsolatedVerifier, IsolationParams
@@ -62,19 +71,33 @@ class GeometryError(RuntimeError):
 
 
 class MoleculeConstraints(BaseModel):
-    """What counts as a valid molecule in the suite (QM9-like by default)."""
+    """What counts as a valid molecule in the suite: a chemistry space's rules (``spaces.py``; QM9 by default).
+
+    ``elements`` and ``max_heavy_atoms`` left out take the space's own; given, they narrow or widen it.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
+    space: str = Field(default=DEFAULT_SPACE, description=f"The chemistry space ({', '.join(sorted(SPACES))}): its rules and training set.")
     elements: list[str] = Field(
-        default_factory=lambda: ["C", "N", "O", "F", "H"], description="Allowed element symbols."
+        default_factory=lambda: ["C", "N", "O", "F", "H"], description="Allowed element symbols (default: the space's)."
     )
-    max_heavy_atoms: int = Field(default=9, ge=1, description="Maximum number of non-hydrogen atoms.")
+    max_heavy_atoms: int = Field(default=9, ge=1, description="Maximum number of non-hydrogen atoms (default: the space's).")
     formal_charge: int = Field(default=0, description="Required net formal charge of the molecule.")
     single_fragment: bool = Field(default=True, description="Reject dot-separated mixtures ('CC.O').")
     max_smiles_length: int = Field(
         default=500, ge=1, description="Longer input is rejected before parsing (keeps parse time bounded)."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _space_fills_the_rest(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "space" not in data:
+            return data
+        space = get_space(data["space"])
+        filled = {"elements": list(space.elements), "max_heavy_atoms": space.max_heavy_atoms,
+                  "formal_charge": space.formal_charge, "single_fragment": space.single_fragment}
+        return filled | data
 
     @field_validator("elements")
     @classmethod
@@ -88,6 +111,14 @@ class MoleculeConstraints(BaseModel):
             if number <= 0:
                 raise ValueError(f"unknown element symbol {symbol!r}; use symbols like 'C', 'N', 'Cl'")
         return value
+
+    @model_serializer(mode="wrap")
+    def _default_space_unwritten(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The default space is not written, so the params (and their hash, a cache key) of a QM9 ladder stay as they were."""
+        data = handler(self)
+        if data.get("space") == DEFAULT_SPACE:
+            data.pop("space")
+        return data
 
 
 class GeometryParams(BaseModel):
@@ -242,21 +273,23 @@ def check_molecule(text: str, constraints: MoleculeConstraints | None = None) ->
     allowed = set(c.elements)
     bad = sorted({a.GetSymbol() for a in mol.GetAtoms()} - allowed)
     if bad:
-        raise InvalidMolecule(f"element(s) {', '.join(bad)} not allowed (allowed: {', '.join(c.elements)})")
+        raise InvalidMolecule(
+            f"element(s) {', '.join(bad)} not in the {c.space} space (allowed: {', '.join(c.elements)})"
+        )
     if "H" not in allowed and any(a.GetTotalNumHs() for a in mol.GetAtoms()):
         raise InvalidMolecule("hydrogen is not allowed")
     heavy = mol.GetNumHeavyAtoms()
     if heavy == 0:
         raise InvalidMolecule("no heavy atoms")
     if heavy > c.max_heavy_atoms:
-        raise InvalidMolecule(f"{heavy} heavy atoms; at most {c.max_heavy_atoms} allowed")
+        raise InvalidMolecule(f"{heavy} heavy atoms > {c.max_heavy_atoms}, the most the {c.space} space allows")
     charge = Chem.GetFormalCharge(mol)
     if charge != c.formal_charge:
-        raise InvalidMolecule(f"net formal charge {charge:+d}; must be {c.formal_charge:+d}")
+        raise InvalidMolecule(f"charged: net formal charge {charge:+d}; the {c.space} space needs {c.formal_charge:+d}")
     if c.single_fragment and len(Chem.GetMolFrags(mol)) > 1:
-        raise InvalidMolecule(f"{len(Chem.GetMolFrags(mol))} disconnected fragments; must be one molecule")
+        raise InvalidMolecule(f"several fragments: {len(Chem.GetMolFrags(mol))} disconnected fragments; the {c.space} space needs one molecule")
     if any(a.GetNumRadicalElectrons() for a in mol.GetAtoms()):
-        raise InvalidMolecule("radicals (unpaired electrons) are not allowed")
+        raise InvalidMolecule(f"radical: unpaired electrons; the {c.space} space is closed-shell")
     return ParsedMolecule(mol=mol, canonical=Chem.MolToSmiles(mol), heavy_atoms=heavy)
 
 

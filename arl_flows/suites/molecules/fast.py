@@ -9,7 +9,8 @@ caught here, with RDKit's reason as feedback for the policy. It also reports
 exact cheap properties for objectives to read by name: ``qed`` (Bickerton et
 al., Nat. Chem. 4, 90 (2012)), ``sa_score`` (Ertl and Schuffenhauer,
 J. Cheminform. 1, 8 (2009); 1 easy to 10 hard, RDKit's Contrib
-implementation) and ``heavy_atoms``.
+implementation), ``heavy_atoms`` and ``novel`` (1.0 when the canonical SMILES is
+in neither the chemistry space's training set nor QM9, else 0.0; ``novelty.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from arl_flows.suites.molecules.chemistry import (
     check_molecule,
     embed_molecule,
 )
+from arl_flows.suites.molecules.novelty import is_novel
+from arl_flows.suites.molecules.spaces import get_space
 from verifiers.registry import register_verifier
 
 __all__ = ["EHTGapVerifier", "EHTParams"]
@@ -97,7 +100,7 @@ class EHTGapVerifier(Verifier[EHTParams]):
 
     name: ClassVar[str] = "rdkit-eht"
     tier: ClassVar[Tier] = Tier.fast
-    version: ClassVar[str] = "2"  # 2: values carry qed and sa_score
+    version: ClassVar[str] = "3"  # 2: values carry qed and sa_score; 3: and novel
     suite: ClassVar[str | None] = SUITE
     Params: ClassVar[type[BaseModel]] = EHTParams
     # CPU seconds measured with benchmarks/tiers.py (docs/tiers.md): 0.5 ms for water,
@@ -117,6 +120,7 @@ class EHTGapVerifier(Verifier[EHTParams]):
                 parsed = None
             if parsed is not None:
                 qed, sa_score = QED.qed(parsed.mol), _sascorer().calculateScore(parsed.mol)
+                novel = is_novel(parsed.canonical, get_space(self.params.constraints.space).training_index)
                 try:
                     molh, force_field = embed_molecule(parsed.mol, self.params.geometry)
                     with _quiet_c_output():
@@ -145,6 +149,7 @@ class EHTGapVerifier(Verifier[EHTParams]):
                 "heavy_atoms": parsed.heavy_atoms,
                 "qed": qed,
                 "sa_score": sa_score,
+                "novel": 1.0 if novel else 0.0,
                 "force_field": force_field,
             },
             cost_s=t.cpu_s,

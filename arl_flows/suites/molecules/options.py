@@ -1,4 +1,4 @@
-"""The molecules suite's ``[options]``: its SMILES prior and goal windows (light: no torch, no RDKit)."""
+"""The molecules suite's ``[options]``: its chemistry space, SMILES prior and goal windows (light: no torch, no RDKit)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from arl_flows.suites.molecules.spaces import DEFAULT_SPACE, SPACES, get_space
 
 __all__ = ["MoleculeOptions", "PretrainConfig"]
 
@@ -61,12 +63,25 @@ class MoleculeOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    space: str = Field(
+        default=DEFAULT_SPACE,
+        description=f"Chemistry space of the run ({', '.join(sorted(SPACES))}): the molecules every tier accepts and "
+        "what `novel` is measured against.",
+    )
+    max_heavy_atoms: int | None = Field(
+        default=None, ge=1, le=200, description="Largest molecule in heavy atoms; None: the space's own (qm9: 9, druglike: 40)."
+    )
     prior: PretrainConfig = Field(default_factory=PretrainConfig, description="The SMILES prior (shipped; pretrained once and cached if the config differs).")
     goal_windows: list[tuple[float, float]] = Field(
         default_factory=list,
         max_length=1000,
         description="Goal windows (low, high) in eV to prompt with, cycled over prompts; empty: the scheduler's target window.",
     )
+
+    @field_validator("space")
+    @classmethod
+    def _space_is_known(cls, space: str) -> str:
+        return get_space(space).name
 
     @field_validator("goal_windows")
     @classmethod

@@ -64,7 +64,9 @@ def _quick(config: RunConfig) -> RunConfig:
 
 class MoleculeSuite(Suite):
     name = "molecules"
-    description = "Design molecules (C, N, O, F; at most 9 heavy atoms) whose HOMO-LUMO gap lies in a goal window."
+    description = (
+        "Design molecules (QM9 chemistry, or drug-like with [options] space) whose HOMO-LUMO gap lies in a goal window."
+    )
     Options = MoleculeOptions
     defaults: ClassVar[dict[str, Any]] = {
         "name": "gap-window",
@@ -102,6 +104,18 @@ class MoleculeSuite(Suite):
 
         return GraphLearner.from_settings(tiers, learned, seed)
 
+    def verifier_params(self, verifier: type, params: dict[str, Any]) -> dict[str, Any]:
+        """A tier with validity rules checks the run's chemistry space, unless its own params name one."""
+        params_model = getattr(verifier, "Params", None)
+        fields = getattr(params_model, "model_fields", {})
+        if "constraints" not in fields:
+            return params
+        options = self.options
+        constraints = {"space": options.space} | dict(params.get("constraints") or {})
+        if options.max_heavy_atoms is not None:
+            constraints.setdefault("max_heavy_atoms", options.max_heavy_atoms)
+        return params | {"constraints": constraints}
+
     def goal_windows(self) -> list[tuple[float, float]]:
         sched = self.config.scheduler
         return self.options.goal_windows or [(sched.target_low, sched.target_high)]
@@ -131,16 +145,30 @@ class MoleculeSuite(Suite):
         out = []
         for i in range(n):
             low, high = windows[(step * n + i) % len(windows)]
-            out.append(self._goal_prompt(low, high, f"{self.name}:gap:{low:.2f}-{high:.2f}"))
+            out.append(self._goal_prompt(low, high, f"{self._prompt_prefix()}gap:{low:.2f}-{high:.2f}"))
         return out
 
     def _goal_prompt(self, low: float, high: float, prompt_id: str, text: str | None = None) -> Prompt:
         return Prompt(
             id=prompt_id,
             suite=self.name,
-            text=text or f"Propose a molecule (C, N, O, F; at most 9 heavy atoms) with a HOMO-LUMO gap between {low:g} and {high:g} eV.",
+            text=text or f"Propose a molecule ({self._space_rules()}) with a HOMO-LUMO gap between {low:g} and {high:g} eV.",
             goal={"property": "gap_ev", "low": low, "high": high, "softness": self.config.scheduler.window_softness},
         )
+
+    def _space_rules(self) -> str:
+        """The run's space in a prompt: its heavy elements and size ("C, N, O, F; at most 9 heavy atoms" for QM9)."""
+        from arl_flows.suites.molecules.spaces import get_space
+
+        space = get_space(self.options.space)
+        heavy = ", ".join(e for e in space.elements if e != "H")
+        return f"{heavy}; at most {self.options.max_heavy_atoms or space.max_heavy_atoms} heavy atoms"
+
+    def _prompt_prefix(self) -> str:
+        """Prompt ids of the default space are as they always were; another space's carry its name."""
+        from arl_flows.suites.molecules.spaces import DEFAULT_SPACE
+
+        return f"{self.name}:" if self.options.space == DEFAULT_SPACE else f"{self.name}:{self.options.space}:"
 
     def prompt_ids(self, policy: Policy, prompt: Prompt) -> list[int]:
         from arl_flows.suites.molecules.smiles import goal_prompt_ids

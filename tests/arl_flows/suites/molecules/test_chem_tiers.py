@@ -17,7 +17,7 @@ from arl_flows.suites.molecules import (
 # (input, expected status for every tier, words the feedback must contain)
 INVALID_INPUTS = [
     pytest.param("CN(C)(C)(C)C", "valence error on atom 1 (N)", id="invalid-valence"),
-    pytest.param("CCCl", "Cl not allowed", id="disallowed-element"),
+    pytest.param("CCCl", "Cl not in the qm9 space", id="disallowed-element"),
     pytest.param("C[NH3+]", "net formal charge +1", id="charged"),
     pytest.param("CC.O", "2 disconnected fragments", id="disconnected"),
     pytest.param("", "empty SMILES", id="empty"),
@@ -25,7 +25,7 @@ INVALID_INPUTS = [
     pytest.param("\u2603\U0001f4a5\x00\u00fc\u200b", "SMILES parse error", id="unicode-garbage"),
     pytest.param("C1CC", "unclosed ring", id="unclosed-ring"),
     pytest.param("c1cccc1", "aromaticity error", id="bad-aromatic"),
-    pytest.param("CCCCCCCCCC", "10 heavy atoms; at most 9", id="too-large"),
+    pytest.param("CCCCCCCCCC", "10 heavy atoms > 9", id="too-large"),
 ]
 
 ALL_TIERS = [EHTGapVerifier, XTBGapVerifier, DFTGapVerifier, LabVerifier, ReferenceTableVerifier]

@@ -1,0 +1,62 @@
+"""Chemistry spaces of the molecules suite: which molecules a run may propose, and what they are novel against.
+
+A space is one typed definition: its elements, its largest molecule, its
+charge, radical and fragment rules, and the shipped index of its training set
+(``novelty.py``). Every tier checks a candidate against its run's space
+(``MoleculeConstraints.space``), so a molecule outside it is an ``invalid``
+verdict naming the broken rule. Add a space by adding one entry to ``SPACES``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DEFAULT_SPACE", "SPACES", "ChemistrySpace", "get_space"]
+
+
+@dataclass(frozen=True)
+class ChemistrySpace:
+    """One chemistry space: its constraints and its training set.
+
+    Every space is closed-shell (radicals are rejected): the tiers compute closed-shell gaps.
+    """
+
+    name: str
+    description: str
+    elements: tuple[str, ...]
+    max_heavy_atoms: int
+    formal_charge: int = 0
+    single_fragment: bool = True  # dot-separated mixtures ('CC.O') are rejected
+    training_index: str | None = None  # file under data/novelty/; None: the training set is QM9's shipped table
+    training_set: str = "QM9 (data/qm9_gap.csv)"
+
+
+SPACES: dict[str, ChemistrySpace] = {
+    space.name: space
+    for space in (
+        ChemistrySpace(
+            name="qm9",
+            description="QM9 chemistry: neutral closed-shell molecules of C, N, O, F (and H), at most 9 heavy atoms",
+            elements=("C", "N", "O", "F", "H"),
+            max_heavy_atoms=9,
+        ),
+        ChemistrySpace(
+            name="druglike",
+            description="drug-like molecules: neutral, closed-shell, one fragment of H, C, N, O, F, S, Cl, Br, at most 40 heavy atoms",
+            elements=("H", "C", "N", "O", "F", "S", "Cl", "Br"),
+            max_heavy_atoms=40,
+            training_index="moses_train.npy",
+            training_set="MOSES train (Polykovskiy et al., Front. Pharmacol. 2020; MIT)",
+        ),
+    )
+}
+
+DEFAULT_SPACE = "qm9"
+
+
+def get_space(name: str) -> ChemistrySpace:
+    """The space called ``name``; an unknown name is one ValueError line listing the known ones."""
+    space = SPACES.get(name) if isinstance(name, str) else None
+    if space is None:
+        raise ValueError(f"unknown chemistry space {str(name)[:40]!r}; known spaces: {', '.join(sorted(SPACES))}")
+    return space

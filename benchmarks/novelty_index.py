@@ -1,0 +1,85 @@
+"""Build the novelty index of a chemistry space's training set, shipped in the package.
+
+    OMP_NUM_THREADS=1 python -m benchmarks.novelty_index --data ../shared/data/moses/train.csv.gz  # -> druglike
+
+Each SMILES of the training set (MOSES: Polykovskiy et al., "Molecular Sets (MOSES)",
+Front. Pharmacol. 11, 565644 (2020); MIT licence) is canonicalised exactly as the
+suite keys candidates (:func:`arl_flows.suites.molecules.chemistry.canonical_smiles`)
+and hashed (:func:`arl_flows.suites.molecules.novelty.smiles_hash`); the sorted unique
+hashes go to ``arl_flows/suites/molecules/data/novelty/`` with a JSON record of the
+source's sha256, counts and CPU-seconds beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import hashlib
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from arl_flows.suites.molecules.chemistry import canonical_smiles
+from arl_flows.suites.molecules.novelty import NOVELTY_DIR, build_hash_index
+from arl_flows.suites.molecules.spaces import get_space
+
+
+def _smiles_of(path: Path) -> Iterator[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", newline="") as fh:
+        reader = csv.DictReader(fh)
+        column = next((c for c in reader.fieldnames or [] if c.lower() == "smiles"), None)
+        if column is None:
+            raise SystemExit(f"{path}: no SMILES column (columns: {', '.join(reader.fieldnames or [])})")
+        for row in reader:
+            yield row[column]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--space", default="druglike", help="The chemistry space whose index to build (default: druglike).")
+    parser.add_argument("--data", type=Path, required=True, help="CSV (optionally .gz) with a SMILES column, e.g. MOSES train.csv.gz.")
+    parser.add_argument("--out", type=Path, default=None, help="Output .npy (default: the space's shipped index file).")
+    parser.add_argument("--limit", type=int, default=None, help="Read the first N rows only (a quick check).")
+    args = parser.parse_args(argv)
+    space = get_space(args.space)
+    if space.training_index is None:
+        raise SystemExit(f"space {space.name!r} has no training index: its training set is QM9's shipped table")
+    out = args.out or NOVELTY_DIR / space.training_index
+    data = args.data.resolve()
+    start = time.process_time()
+    rows, unparsed, canonicals = 0, 0, []
+    for smiles in _smiles_of(data):
+        if args.limit is not None and rows >= args.limit:
+            break
+        rows += 1
+        canonical = canonical_smiles(smiles)
+        if canonical is None:
+            unparsed += 1
+        else:
+            canonicals.append(canonical)
+    index = build_hash_index(canonicals)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.save(out, index)
+    record = {
+        "space": space.name,
+        "source": data.name,
+        "source_sha256": hashlib.sha256(data.read_bytes()).hexdigest(),
+        "rows": rows,
+        "unparsed": unparsed,
+        "unique_canonical": len(set(canonicals)),
+        "hashes": int(index.shape[0]),
+        "hash": "blake2b, first 8 bytes little-endian, of the RDKit canonical SMILES",
+        "bytes": out.stat().st_size,
+        "cpu_s": round(time.process_time() - start, 1),
+    }
+    out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(record))
+
+
+if __name__ == "__main__":
+    main()
