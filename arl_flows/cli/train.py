@@ -262,7 +262,8 @@ def _print_dry_run(cfg: Any, tiers: list[tuple[str, str, Any]], ledger_url: str,
         limit = cfg.tier_concurrency.get(name)
         lines.append(f"  {name} ({tier}): {_cost_text(costs)}" + (f"; at most {limit} at once" if limit else ""))
     lines += [
-        f"budget: {_budget_text(cfg.scheduler.budget_per_run)} a run, {_budget_text(cfg.scheduler.budget_per_step)} a step",
+        f"budget: {_budget_text(cfg.scheduler.budget_per_run)} a run, "
+        f"{_budget_text(cfg.scheduler.budget_per_step)} a step",
         f"ledger: {make_url(ledger_url).render_as_string(hide_password=True)}",
         f"ARL_HOME: {home} (checkpoints and logs under {home / 'runs'})",
         "the resolved config: `arl config show"
@@ -288,8 +289,8 @@ def run(
     url: str | None = URL_OPTION,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's logs in the terminal."),
     dry_run: bool = typer.Option(
-        False, "--dry-run", help="Check the config (suite, tiers, policy path, budget) and print what the run would do; "
-        "start nothing (no Prefect, no prior training, no verifier call)."
+        False, "--dry-run", help="Check the config (suite, tiers, policy path, budget) and print what the run would "
+        "do; start nothing (no Prefect, no prior training, no verifier call)."
     ),
 ) -> None:
     """Train a policy: rollout -> verify (scheduled tiers) -> GRPO -> hindsight -> checkpoint, as Prefect flows."""
