@@ -576,6 +576,12 @@ def build_config(data: Mapping[str, Any], source: str = "config") -> RunConfig:
         raise ConfigError(
             f"{source}: policy_path: the {suite.name} suite ships no policy; give a local transformers model directory to train"
         )
+    if config.scheduler.reward is None and config.scheduler.target_low is None:
+        # The core has no default reward: the suite's defaults or the config name one.
+        raise ConfigError(
+            f"{source}: objective: the suite {config.suite!r} declares no reward; give [objective] or the "
+            "window [scheduler] target_low and target_high"
+        )
     return config
 
 

@@ -245,9 +245,9 @@ class TieredReward:
             policy=policy, routing=routing, name=run_name, seed=seed, options=options,
         )
         self.goal: dict[str, Any] = dict(goal or {})
-        self.window = Window(
-            low=self.config.scheduler.target_low, high=self.config.scheduler.target_high,
-            softness=self.config.scheduler.window_softness,
+        sched = self.config.scheduler
+        self.window = None if sched.target_low is None else Window(  # None: the suite's reward is an objective
+            low=sched.target_low, high=sched.target_high, softness=sched.window_softness,
         )
         self.budget_per_call = float(budget_per_call)
         self.max_wait_s = float(max_wait_s) if max_wait_s is not None else self.budget_per_call

@@ -26,7 +26,7 @@ from verifiers.scheduler.config import LearnedSurrogateConfig
 
 from benchmarks.replay import ReplayVerifier, replay_ladder
 
-__all__ = ["MoleculePool", "PoolError", "calibration", "load_pool", "molecule_pool", "tier_tables"]
+__all__ = ["MoleculePool", "PoolError", "calibration", "load_pool", "molecule_pool", "molecules_window", "tier_tables"]
 
 
 class PoolError(ValueError):
@@ -165,6 +165,14 @@ def molecule_pool(
     )
 
 
+
+def molecules_window() -> dict[str, float]:
+    """The molecules suite's default target window (``[scheduler]`` target_low and target_high, eV): the core's
+    scheduler has none of its own."""
+    from arl_flows.suites.molecules.suite import MoleculeSuite
+
+    return {key: MoleculeSuite.defaults["scheduler"][key] for key in ("target_low", "target_high")}
+
 def calibration(
     data: MoleculePool, seed: int, learned: bool | LearnedSurrogateConfig
 ) -> tuple[dict[str, dict[str, float]], int]:
@@ -176,7 +184,7 @@ def calibration(
     if isinstance(learned, bool):
         learned = LearnedSurrogateConfig(enabled=learned, shipped=learned)
     # The same scheduler settings as voi's, so the network (if any) is the one voi used (trained once per process).
-    config = SchedulerConfig(seed=seed, learned=learned)
+    config = SchedulerConfig(seed=seed, learned=learned, **molecules_window())
     scheduler = Scheduler(data.ladder, config, featurize=molecule_features, learner=MoleculeSuite.surrogate_learner)
     scheduler.add_history(data.held_out)
     surrogate = scheduler.surrogate

@@ -46,7 +46,7 @@ from storage.ledger import Ledger
 from verifiers.scheduler import Scheduler, SchedulerConfig
 from verifiers.scheduler.config import LearnedSurrogateConfig
 
-from benchmarks.molecule_pool import molecule_pool
+from benchmarks.molecule_pool import molecule_pool, molecules_window
 from benchmarks.replay import RECALL_LEVELS, retrieval_benchmark
 from benchmarks.provenance import with_provenance
 
@@ -74,7 +74,7 @@ def _test_split_csv(path: Path) -> int:
 
 def _coverage(data: Any, history: list[Any], learned: LearnedSurrogateConfig, overrides: dict[str, Any], seed: int) -> dict[str, float]:
     """Coverage of the 90% interval on the pool, the surrogate taught only the history (before the run's answers)."""
-    config = SchedulerConfig(seed=seed, learned=learned, **overrides)
+    config = SchedulerConfig(seed=seed, learned=learned, **{**molecules_window(), **overrides})
     scheduler = Scheduler(data.ladder, config, featurize=molecule_features, learner=MoleculeSuite.surrogate_learner)
     scheduler.add_history(history)
     names = [v.name for v in data.ladder]

@@ -207,8 +207,12 @@ def _flat_reward_note(rows: list[Any]) -> str:
             "`arl config show --config FILE`")
 
 
-def _check_ladder_and_policy(cfg: Any) -> None:
-    """Fail before Prefect starts when a tier or the policy path cannot work (one line, exit 2)."""
+def _check_ladder_and_policy(cfg: Any) -> list[tuple[str, str, Any]]:
+    """Fail before Prefect starts when a tier or the policy path cannot work (one line, exit 2).
+
+    Returns each tier's verifier name, tier and cost model, cheapest first; the verifiers are built and closed,
+    never called.
+    """
     from arl_flows.training import build_ladder
     from verifiers import Closable, VerifierNotFound
 
@@ -218,9 +222,57 @@ def _check_ladder_and_policy(cfg: Any) -> None:
         ladder = build_ladder(cfg)
     except (VerifierNotFound, ImportError, TypeError, ValueError) as exc:
         raise UserError(f"tiers: {' '.join(str(exc).split())}") from None
+    tiers = [(verifier.name, verifier.tier.value, verifier.costs) for verifier in ladder]
     for verifier in ladder:
         if isinstance(verifier, Closable):
             verifier.close()
+    return tiers
+
+
+def _cost_text(costs: Any) -> str:
+    """A cost model in words: ``base + per_unit * size^exponent`` CPU-seconds per call (size: the suite's unit)."""
+    text = f"{costs.base:.3g} CPU-s"
+    if costs.per_unit:
+        power = "" if costs.exponent == 1 else f"^{costs.exponent:g}"
+        text += f" + {costs.per_unit:.3g} CPU-s x size{power}"
+    return text + " a call"
+
+
+def _budget_text(seconds: float) -> str:
+    return "no cap" if math.isinf(seconds) else f"{seconds:g} CPU-s"
+
+
+def _print_dry_run(cfg: Any, tiers: list[tuple[str, str, Any]], ledger_url: str, source: str, profile: str,
+                   resume: str | None) -> None:
+    """What `arl run` would do with this config, in lines; nothing is started, downloaded, trained or verified."""
+    from sqlalchemy.engine import make_url
+
+    home = settings().home
+    policy = cfg.policy_path or f"the suite's own (`arl suites show {cfg.suite}`)"
+    lines = [
+        f"dry run: the config is valid; nothing was started ({source}, profile {profile!r})",
+        f"run: {cfg.name!r}" + (f", resuming {resume} from its last completed step" if resume else "")
+        + f"; suite {cfg.suite!r}; policy {policy}",
+        f"steps: {cfg.steps}; batch: {cfg.rollout.prompts_per_step} prompts x {cfg.trainer.group_size} samples = "
+        f"{cfg.rollout.prompts_per_step * cfg.trainer.group_size} candidates a step; seed {cfg.seed}",
+        f"pipeline: {cfg.pipeline}; task runner: {cfg.task_runner}"
+        + (f" ([cluster] {cfg.cluster.kind})" if cfg.cluster.kind != "local" else ""),
+        f"ladder (cheapest first; scheduler policy {cfg.scheduler.policy!r}):",
+    ]
+    for name, tier, costs in tiers:
+        limit = cfg.tier_concurrency.get(name)
+        lines.append(f"  {name} ({tier}): {_cost_text(costs)}" + (f"; at most {limit} at once" if limit else ""))
+    lines += [
+        f"budget: {_budget_text(cfg.scheduler.budget_per_run)} a run, "
+        f"{_budget_text(cfg.scheduler.budget_per_step)} a step",
+        f"ledger: {make_url(ledger_url).render_as_string(hide_password=True)}",
+        f"ARL_HOME: {home} (checkpoints and logs under {home / 'runs'})",
+        "the resolved config: `arl config show"
+        + (f" --config {source}" if source != "the built-in config" else "")
+        + (f" --profile {profile}" if profile != "default" else "") + "`",
+    ]
+    for line in lines:
+        console.print(shown(line, 1000), highlight=False, soft_wrap=True)  # markup-escaped by shown()
 
 
 @app.command("run")
@@ -237,13 +289,19 @@ def run(
     ),
     url: str | None = URL_OPTION,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Prefect's logs in the terminal."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Check the config (suite, tiers, policy path, budget) and print what the run would "
+        "do; start nothing (no Prefect, no prior training, no verifier call)."
+    ),
 ) -> None:
     """Train a policy: rollout -> verify (scheduled tiers) -> GRPO -> hindsight -> checkpoint, as Prefect flows."""
     from arl_flows.config import ConfigError, load_config
 
     overrides: dict[str, Any] = {}
-    ledger = open_ledger(url)
+    # A dry run reads the ledger only to resume a run; otherwise it names the ledger without creating it.
+    ledger = open_ledger(url) if resume or not dry_run else None
     if resume:
+        assert ledger is not None
         from storage.ledger import LedgerError
 
         try:
@@ -272,7 +330,12 @@ def run(
         cfg = load_config(config, profile, overrides=overrides)
     except ConfigError as exc:
         raise UserError(str(exc)) from None
-    _check_ladder_and_policy(cfg)
+    tiers = _check_ladder_and_policy(cfg)
+    if dry_run:
+        ledger_url = ledger.url if ledger is not None else (url or settings().ledger_url)
+        _print_dry_run(cfg, tiers, ledger_url, str(config) if config else "the built-in config", profile, resume)
+        return
+    assert ledger is not None
     _quiet_prefect(verbose)
     _sigterm_as_interrupt()
     from arl_flows import prefect_env

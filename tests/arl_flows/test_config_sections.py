@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from arl_flows.config import ConfigError, RunConfig, _models_in, load_config
+from arl_flows.config import ConfigError, RunConfig, _models_in, build_config, load_config
+from tests.helpers.toy_suite import ToySuite
 
 SECTIONS = [name for name, f in RunConfig.model_fields.items() if _models_in(f.annotation) and name != "tiers"]
 
@@ -91,3 +92,21 @@ def test_summary_names_steps_whose_rewards_were_all_equal() -> None:
     note = _flat_reward_note(rows)
     assert "steps 0, 2" in note and "reward 0.000" in note and "\n" not in note
     assert _flat_reward_note(rows[1:2]) == ""
+
+
+class NoRewardSuite(ToySuite):
+    """The toy suite without its window: a suite that declares no reward of its own."""
+
+    defaults = {**ToySuite.defaults, "scheduler": {"policy": "all", "budget_per_step": 100.0}}
+
+
+def test_the_window_comes_from_the_suite_and_a_suite_without_one_needs_an_objective(tmp_path: Path) -> None:
+    molecules = load_config(None)
+    assert (molecules.scheduler.target_low, molecules.scheduler.target_high) == (3.0, 4.0)  # the molecules suite's eV
+    toy = build_config({"suite": f"{ToySuite.__module__}:ToySuite"})
+    assert (toy.scheduler.target_low, toy.scheduler.target_high) == (2.0, 3.0)
+    suite = f"{__name__}:NoRewardSuite"
+    message = _error(tmp_path, f'suite = "{suite}"\n')
+    assert "declares no reward; give [objective] or the window [scheduler] target_low and target_high" in message
+    windowed = build_config({"suite": suite, "scheduler": {"target_low": 1.0, "target_high": 2.0}})
+    assert windowed.scheduler.reward_objective().as_window() == (1.0, 2.0, 0.0)

@@ -1,10 +1,11 @@
-"""Ctrl-C as a terminal sends it: to the whole process group of ``arl run``, temporary Prefect server included.
+"""Ctrl-C and SIGTERM sent to the whole process group of ``arl run``, temporary Prefect server included.
 
 Each test starts real ``arl run`` subprocesses in a session of their own, on
 the temporary Prefect server (no ``PREFECT_API_URL``), with the counting top
 tier under a global concurrency limit of 1. The run must stop with exit code
-130 and ``interrupted``, leave no ``arl-tier-*`` slot taken, and a resume must
-complete; a run SIGKILLed with its slot taken must not block the next one.
+130, print ``interrupted`` and how to resume, leave no ``arl-tier-*`` slot
+taken, and a resume must complete; a run SIGKILLed with its slot taken must not
+block the next one.
 """
 
 from __future__ import annotations
@@ -70,12 +71,23 @@ def _resume_completes(run_id: str, env: dict[str, str], log: Path) -> str:
     return resumed.text()
 
 
-def test_ctrl_c_of_the_process_group_exits_130_frees_the_slot_and_the_resume_completes(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "sig",
+    [
+        pytest.param(signal.SIGINT, id="ctrl-c"),  # what a terminal sends its foreground process group on Ctrl-C
+        pytest.param(signal.SIGTERM, id="sigterm"),  # what `kill`, a batch scheduler's scancel or a timeout sends
+    ],
+)
+def test_a_stop_signal_to_the_process_group_exits_130_frees_the_slot_and_the_resume_completes(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    # SIGTERM is a request to stop, handled as Ctrl-C is: the run stops cleanly, so the exit code is the one
+    # of an interrupted run (130), not 143 (128 + 15, a process the signal itself ended).
     config, env = _setup(tmp_path)
     run = crash.RunProcess(["run", "--config", str(config), "--verbose"], env, tmp_path / "run.log")
     try:
         assert run.wait_for(_in_verify, 1200), run.text()[-3000:]
-        os.killpg(run.proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        os.killpg(run.proc.pid, sig)
         rc = run.wait(600)
     finally:
         run.kill_group()
@@ -83,7 +95,8 @@ def test_ctrl_c_of_the_process_group_exits_130_frees_the_slot_and_the_resume_com
     assert rc == 130, text[-3000:]
     assert "interrupted" in text and "internal error" not in text and "Error logging to API" not in text, text[-3000:]
     assert "ConnectError" not in text, text[-3000:]
-    run_id = re.search(r"--resume (\w+)", text).group(1)  # type: ignore[union-attr]
+    # The line says how to resume (rich may wrap it on a narrow console).
+    run_id = re.search(r"continue with `arl run --resume (\w+)`", " ".join(text.split())).group(1)  # type: ignore[union-attr]
     assert _active_slots(env).get(LIMIT) == 0
     _resume_completes(run_id, env, tmp_path / "resume.log")
 

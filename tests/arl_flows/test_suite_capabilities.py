@@ -25,7 +25,8 @@ class CoreSuite(Suite):
     """Only the required core: a name, prompts and completions."""
 
     name = "core-only"
-    defaults = {"tiers": LADDER, "scheduler": {"policy": "all"}}
+    # The core has no default reward: the suite names one (here a window on the top tier's value).
+    defaults = {"tiers": LADDER, "scheduler": {"policy": "all", "target_low": 0.0, "target_high": 1.0}}
 
     def prompts(self, step: int) -> list[Prompt]:
         return [Prompt(id=f"core:{step}", suite=self.name, text="say something")]

@@ -12,7 +12,8 @@ from arl_flows.suites.molecules import EHTGapVerifier, SimulatedClusterVerifier
 from arl_flows.verification_service import VerificationService
 from storage.models import LabRequestRow
 from storage.records import Status, Trajectory
-from verifiers.scheduler import Scheduler, SchedulerConfig
+from tests.helpers.scheduler import gap_window_config
+from verifiers.scheduler import Scheduler
 
 # QM9 molecules (so the cluster answers ok) spread over gaps; two groups of four, one duplicate key.
 SMILES = ["C#N", "C=O", "CO", "C#CC", "CC=O", "NC=O", "CCC", "CC=O"]
@@ -34,7 +35,7 @@ def _setup(ledger, *, latency=0.05, slots=2, budget=1000.0):
     cluster = SimulatedClusterVerifier({"latency_s": latency, "slots": slots})
     ladder = [EHTGapVerifier(), cluster]
     # policy 'all': every valid candidate goes to the top tier, so the cluster is exercised on each.
-    sched = Scheduler(ladder, SchedulerConfig(policy="all", budget_per_step=budget, budget_per_run=budget),
+    sched = Scheduler(ladder, gap_window_config(policy="all", budget_per_step=budget, budget_per_run=budget),
                       featurize=suite.featurize)
     return suite, run, trajs, cands, cluster, sched
 
@@ -103,7 +104,7 @@ def _setup_resume(ledger, run_id):
     config = load_config(overrides={"suite": "molecules", "name": "svc"})
     suite = suite_for(config)
     cluster = SimulatedClusterVerifier({"latency_s": 3600.0, "slots": 1})
-    sched = Scheduler([EHTGapVerifier(), cluster], SchedulerConfig(policy="all"), featurize=suite.featurize)
+    sched = Scheduler([EHTGapVerifier(), cluster], gap_window_config(policy="all"), featurize=suite.featurize)
     return suite, None, None, None, cluster, sched
 
 
@@ -154,7 +155,7 @@ def test_a_computed_lab_tier_call_in_flight_at_a_crash_is_run_again_and_billed_o
 
     def scheduler():  # noqa: ANN202
         ladder = [EHTGapVerifier(), ReferenceTableVerifier({"cost_per_call": 5.0})]
-        return Scheduler(ladder, SchedulerConfig(policy="all"), featurize=suite.featurize)
+        return Scheduler(ladder, gap_window_config(policy="all"), featurize=suite.featurize)
 
     first = VerificationService(ledger, scheduler(), suite, run.id, slots={"rdkit-eht": 4, "reference-table": 1},
                                 execute=lambda v, c: hangs(v, c) if v.name == "reference-table" else v.verify_batch([c])[0])

@@ -103,8 +103,16 @@ class _SchedulerFields(BaseModel):
         "from its [objective] section. None: the window target_low..target_high with window_softness on the top "
         "tier's value.",
     )
-    target_low: float = Field(default=3.0, description="Lower edge of the target window of the top-tier value (e.g. eV).")
-    target_high: float = Field(default=4.0, description="Upper edge of the target window of the top-tier value.")
+    target_low: float | None = Field(
+        default=None,
+        description="Lower edge of the target window of the top-tier value, in its units (None: the suite's default; "
+        "the core has none).",
+    )
+    target_high: float | None = Field(
+        default=None,
+        description="Upper edge of the target window of the top-tier value (None: the suite's default; the core has "
+        "none).",
+    )
     window_softness: float = Field(
         default=0.0,
         ge=0.0,
@@ -162,15 +170,25 @@ class _SchedulerFields(BaseModel):
 
     @model_validator(mode="after")
     def _window_is_ordered(self) -> _SchedulerFields:
-        if not self.target_low < self.target_high:
+        if (self.target_low is None) != (self.target_high is None):
+            given, missing = ("target_low", "target_high") if self.target_high is None else ("target_high", "target_low")
+            raise ValueError(f"{given} is given without {missing}; a target window needs both edges")
+        if self.target_low is not None and not self.target_low < self.target_high:  # type: ignore[operator]
             raise ValueError(
                 f"target_low ({self.target_low}) must be below target_high ({self.target_high}); swap them"
             )
         return self
 
     def reward_objective(self) -> Objective:
-        """The reward objective: ``reward``, else the window on the top tier's value."""
-        return self.reward or Objective.window(self.target_low, self.target_high, self.window_softness)
+        """The reward objective: ``reward``, else the window on the top tier's value (neither: ValueError)."""
+        if self.reward is not None:
+            return self.reward
+        if self.target_low is None or self.target_high is None:
+            raise ValueError(
+                "scheduler: no reward; give an objective (reward, a run config's [objective]) or the window "
+                "target_low and target_high"
+            )
+        return Objective.window(self.target_low, self.target_high, self.window_softness)
 
     def caps_for(self, verifier: str, tier: str) -> TierCaps:
         """The caps for one verifier (by name, else by tier, else none)."""

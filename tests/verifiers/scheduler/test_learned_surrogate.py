@@ -7,7 +7,8 @@ import csv
 import numpy as np
 import pytest
 
-from verifiers.scheduler import Observation, Scheduler, SchedulerConfig, Surrogate
+from tests.helpers.scheduler import gap_window_config
+from verifiers.scheduler import Observation, Scheduler, Surrogate
 from verifiers.scheduler.config import LearnedSurrogateConfig
 from arl_flows.suites.molecules.graph import ATOM_DIM, BOND_DIM, GraphModel, GraphModelConfig, mol_graph
 from arl_flows.suites.molecules.learner import GraphLearner
@@ -99,11 +100,11 @@ def test_scheduler_trains_the_network_once_history_is_large_enough(qm9: tuple[li
     names = [v.name for v in ladder]
     renamed = [Observation(o.key, o.features, {names[0]: o.values["fast"], names[-1]: o.values["top"]}, o.payload) for o in obs]
 
-    off = Scheduler(ladder, SchedulerConfig(learned=LearnedSurrogateConfig(enabled=False, min_pairs=100, epochs=1)), learner=MoleculeSuite.surrogate_learner)
+    off = Scheduler(ladder, gap_window_config(learned=LearnedSurrogateConfig(enabled=False, min_pairs=100, epochs=1)), learner=MoleculeSuite.surrogate_learner)
     off.add_history(renamed)
     assert off.surrogate.learned is None
 
-    config = SchedulerConfig(learned=LearnedSurrogateConfig(min_pairs=300, epochs=1, members=1, refit_growth=2.0))
+    config = gap_window_config(learned=LearnedSurrogateConfig(min_pairs=300, epochs=1, members=1, refit_growth=2.0))
     without = Scheduler(ladder, config)  # no learner (a suite without a learned model): the linear surrogate only
     without.add_history(renamed)
     assert without.surrogate.learned is None

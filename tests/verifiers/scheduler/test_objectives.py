@@ -15,6 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from storage.records import Status, Tier
+from tests.helpers.scheduler import gap_window_config
 from verifiers.base import Candidate, CostModel, Verifier
 from verifiers.objectives import VALUE, Objective, Term
 from verifiers.scheduler import Observation, Scheduler, SchedulerConfig, VoiTarget, objective_moments, reward_moments
@@ -174,7 +175,7 @@ def test_voi_does_not_pay_the_top_tier_for_a_reward_the_cheap_terms_already_cap(
     runs = {}
     for label, reward in (("window", None), ("composite", geometric)):
         ladder, history, pool = _twins({"a": 0.8, "b": 0.02})
-        s = Scheduler(ladder, SchedulerConfig(voi_target=target, reward=reward, window_softness=0.3))
+        s = Scheduler(ladder, gap_window_config(voi_target=target, reward=reward, window_softness=0.3))
         s.add_history(history)
         result = s.run_step(pool, group_ids=["g", "g"], budget=40.0)
         runs[label] = ({v.name: list(v.calls) for v in ladder[1:]}, result)
@@ -219,8 +220,21 @@ def test_decisions_of_the_window_equal_those_of_a_composite_whose_exact_term_is_
     logs = []
     for reward in (None, Objective(terms=[GAP_WINDOW, {"kind": "threshold", "property": "qed", "above": 0.1}])):
         ladder, history, pool = _twins({"a": 0.8, "b": 0.5})
-        s = Scheduler(ladder, SchedulerConfig(reward=reward))
+        s = Scheduler(ladder, gap_window_config(reward=reward))
         s.add_history(history)
         result = s.run_step(pool, budget=15.0)
         logs.append([(d.round, d.candidate_key, d.verifier, round(d.value_per_cost or 0.0, 12)) for d in result.decisions])
     assert logs[0] == logs[1]
+
+
+def test_the_core_has_no_default_window_a_reward_needs_an_objective_or_both_edges() -> None:
+    bare = SchedulerConfig()
+    assert (bare.target_low, bare.target_high, bare.reward) == (None, None, None)  # a window is the problem's, not the core's
+    with pytest.raises(ValueError, match="no reward; give an objective .* or the window target_low and target_high"):
+        bare.reward_objective()
+    with pytest.raises(ValidationError, match="target_low is given without target_high"):
+        SchedulerConfig(target_low=3.0)
+    with pytest.raises(ValidationError, match="target_high is given without target_low"):
+        SchedulerConfig(target_high=4.0)
+    goal = Objective(terms=[Term(**QED_SIGMOID)])
+    assert SchedulerConfig(reward=goal).reward_objective() == goal  # an objective alone needs no window

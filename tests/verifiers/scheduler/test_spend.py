@@ -8,7 +8,8 @@ import pytest
 
 from storage.records import Status, Verdict
 from verifiers import Candidate, Verifier
-from verifiers.scheduler import Scheduler, SchedulerConfig, charge, charge_one, spend_records
+from tests.helpers.scheduler import gap_window_config
+from verifiers.scheduler import Scheduler, charge, charge_one, spend_records
 
 
 def _verdict(v: Verifier, c: Candidate, cost: float) -> Verdict:
@@ -44,7 +45,7 @@ def test_the_planner_charges_its_budget_by_the_same_rule(ladder_factory, pool_fa
     pool, truth = pool_factory(12)
     ladder = ladder_factory(truth)
     _unmeasured(ladder[1])
-    s = Scheduler(ladder, SchedulerConfig(policy="all"))
+    s = Scheduler(ladder, gap_window_config(policy="all"))
     result = s.run_step(pool, budget=math.inf)
     cands = {c.key: c for c in pool}
     by_rule: dict[str, float] = {}

@@ -1,0 +1,94 @@
+"""`arl run --dry-run`: the config is checked and the run described; nothing is started, created or verified."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from storage.ledger import Ledger
+from tests.helpers.cli_runner import arl, assert_user_error
+
+
+def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    monkeypatch.setenv("ARL_HOME", str(home))
+    monkeypatch.delenv("ARL_DATABASE_URL", raising=False)
+    return home
+
+
+def test_dry_run_describes_the_run_and_creates_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = _home(tmp_path, monkeypatch)
+    config = tmp_path / "run.toml"
+    config.write_text('name = "look-first"\nsteps = 4\npipeline = "async"\ntier_concurrency = { "pyscf-b3lyp" = 1 }\n'
+                      "[scheduler]\nbudget_per_run = 90.0\n")
+    code, out, err = arl(["run", "--config", str(config), "--dry-run"])
+    assert code == 0, err[-2000:]
+    lines = out.splitlines()
+    assert lines[0].startswith("dry run: the config is valid; nothing was started")
+    assert "'look-first'" in out and "suite 'molecules'" in out and "policy the suite's own" in out
+    assert "steps: 4; batch: 4 prompts x 8 samples = 32 candidates a step" in out
+    assert "pipeline: async" in out
+    # The molecules ladder, cheapest first, each with its cost model (DFT grows with the cube of the size).
+    ladder = [line.strip() for line in lines if line.startswith("  ")]
+    assert [line.split(" ")[0] for line in ladder] == ["rdkit-eht", "gfn2-xtb", "pyscf-b3lyp"], out
+    assert "(high_fidelity)" in ladder[2] and "x size^3 a call" in ladder[2] and "at most 1 at once" in ladder[2]
+    assert "budget: 90 CPU-s a run" in out
+    assert f"ledger: sqlite:///{home / 'ledger.db'}" in out and f"ARL_HOME: {home}" in out
+    assert f"`arl config show --config {config}`" in out
+    # No ledger, no Prefect database, no run folder, no prior trained or cached.
+    assert not (home / "ledger.db").exists()
+    left = sorted(p.name for p in home.iterdir()) if home.exists() else []
+    assert set(left) <= {"logs", "prefect-logging.yml"}, left  # what `arl` itself sets up for Prefect's log file
+
+
+def test_dry_run_of_a_resume_names_the_run_and_leaves_it_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from arl_flows.config import load_config
+
+    _home(tmp_path, monkeypatch)
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    ledger = Ledger(url)
+    cfg = load_config(None, "quick")
+    run = ledger.create_run(cfg.name, cfg.model_dump(mode="json"))
+    code, out, err = arl(["run", "--resume", run.id[:10], "--dry-run", "--url", url])
+    assert code == 0, err[-2000:]
+    assert f"resuming {run.id} from its last completed step" in out and "reference-table (lab)" in out
+    assert Ledger(url).get_run(run.id).status == run.status and len(Ledger(url).list_runs()) == 1
+
+
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        ("stepz = 3\n", "stepz: unknown field"),
+        ("tiers = [{ verifier = 'rdkit-eht' }, { verifier = 'no-such-tier' }]\n", "tiers: no verifier named 'no-such-tier'"),
+        ("tiers = [{ verifier = 'rdkit-eht' }, { verifier = 'nomodule_xyz:Tier' }]\n", "tiers: cannot import module 'nomodule_xyz'"),
+        ("suite = 'code'\npolicy_path = '/nonexistent/model'\n", "not a local transformers model directory"),
+        ("[scheduler]\nbudget_per_run = -1.0\n", "budget_per_run"),
+    ],
+)
+def test_a_bad_config_fails_the_dry_run_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toml: str,
+                                                    expected: str) -> None:
+    _home(tmp_path, monkeypatch)
+    config = tmp_path / "bad.toml"
+    config.write_text(toml)
+    code, out, err = arl(["run", "--config", str(config), "--dry-run"])
+    assert_user_error(code, err, out=out)
+    assert expected in err and "dry run" not in out
+
+
+@pytest.mark.slow  # a fresh interpreter that loads the suite and its tiers: about 16 s on 2 loaded cores
+def test_dry_run_never_imports_prefect(tmp_path: Path) -> None:
+    code = (
+        "import atexit, sys\n"
+        "from arl_flows.cli import main\n"
+        "atexit.register(lambda: print('prefect loaded:', any(m.split('.')[0] == 'prefect' for m in sys.modules)))\n"
+        "sys.argv = ['arl', 'run', '--dry-run']\n"
+        "main()\n"
+    )
+    env = os.environ | {"ARL_HOME": str(tmp_path / "home")}
+    env.pop("ARL_DATABASE_URL", None)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "dry run: the config is valid" in done.stdout and "prefect loaded: False" in done.stdout, done.stdout[-2000:]
