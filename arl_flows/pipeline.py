@@ -25,8 +25,11 @@ for its verdicts while the learner learns from groups that settled sooner, so
 a slow top tier would otherwise leave it behind by as many versions as the
 learner steps meanwhile (and the loss would then drop it). Before each step
 the learner has the service hand over, as they stand, the groups whose
-sampling policy is ``max_staleness`` versions old, and learns them first
-(oldest policy first); what arrives for them later is a late verdict.
+sampling policy will be ``max_staleness`` versions old at the next step (one
+step of slack: several batches may share a policy version), and learns the
+oldest policy first; a group at its last step is learned even if the step
+then takes more than ``prompts_per_step`` groups. What arrives for them later
+is a late verdict.
 
 Sampling and learning share the policy's weights and take turns on them (a
 lock); verification overlaps both. One learner step is a step of the run
@@ -332,7 +335,7 @@ class Pipeline:
         return max(bounds, default=None)
 
     def _hand_over_due(self) -> None:
-        """Have the service hand over every group as old as ``max_staleness``: this step is its last chance.
+        """Have the service hand over every group that is ``max_staleness`` versions old by the next step.
 
         Waits for one whole service round after the deadline moved (a round
         already running may have read the old one), so each such group is in
@@ -340,7 +343,7 @@ class Pipeline:
         """
         if self.max_staleness is None:
             return
-        self._due = self.version - self.max_staleness
+        self._due = self.version - self.max_staleness + (1 if self.max_staleness > 0 else 0)
         with self._round_done:
             target = self._rounds + 2
             while self._rounds < target and not self._service_done.is_set() and not self._errors:
@@ -398,7 +401,14 @@ class Pipeline:
                 break
         self.report.learner_idle_s += time.monotonic() - waited
         pending.sort(key=lambda g: (g.policy_version, g.batch))
-        groups, pending[:] = pending[: self.per_step], pending[self.per_step :]
+        last_chance = 0 if self.max_staleness is None else sum(
+            1 for g in pending if self.version - g.policy_version >= self.max_staleness)
+        n = max(self.per_step, last_chance)
+        if n > self.per_step and self.report.budget_committed_before is None:  # sampled again for a later step
+            with self._turn:
+                self._groups_wanted += n - self.per_step
+                self._turn.notify_all()
+        groups, pending[:] = pending[:n], pending[n:]
         return groups
 
     def _exhausted(self) -> bool:
