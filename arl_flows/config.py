@@ -128,7 +128,8 @@ class StreamingConfig(_Section):
         "weights that sampled it, it is learned as it stands (what arrives later is a late verdict, for hindsight). "
         "Keeps groups within trainer.max_staleness instead of waiting for them and then dropping them; but the "
         "learner then never waits for verification (each step frees the next), so it learns mostly from estimates. "
-        "None (default): a group waits until it is trainer.max_staleness versions old, then it is learned as it stands.",
+        "None (default): a group waits until it is nearly trainer.max_staleness versions old, then it is learned "
+        "as it stands.",
     )
     slots: dict[str, int] = Field(
         default_factory=dict,

@@ -217,7 +217,8 @@ class Pipeline:
                     if self.report.budget_committed_before is None:
                         log.warning("pipeline: nothing left to learn from at step %d; stopping", step)
                     else:
-                        log.info("pipeline: every group sampled before the budget was committed is learned; stopping at step %d", step)
+                        log.info("pipeline: every group sampled before the budget was committed is learned; "
+                                 "stopping at step %d", step)
                     break
                 self._learn(step, groups)
             self._finish()
@@ -331,7 +332,9 @@ class Pipeline:
     def _sampled_before(self) -> int | None:
         """Groups sampled by a policy version below this are handed over as they stand (None: no deadline)."""
         lag = self.cfg.max_group_lag
-        bounds = [b for b in (None if lag is None else self.version - lag, None if self._due is None else self._due + 1) if b is not None]
+        by_lag = None if lag is None else self.version - lag
+        by_staleness = None if self._due is None else self._due + 1
+        bounds = [b for b in (by_lag, by_staleness) if b is not None]
         return max(bounds, default=None)
 
     def _hand_over_due(self) -> None:
@@ -378,7 +381,7 @@ class Pipeline:
 
     # ------------------------------------------------------------------ learner
     def _take(self, pending: list[SettledGroup]) -> list[SettledGroup]:
-        """The next step's groups, oldest policy first; waits (using idle time as configured) until enough are settled."""
+        """The next step's groups, oldest policy first; waits (using idle time as configured) until enough settled."""
         waited = time.monotonic()
         idle_used = False
         self._hand_over_due()

@@ -230,7 +230,7 @@ class VerificationService:
         return out
 
     def committed(self) -> float:
-        """CPU-seconds of the run's budget paid or held: closed batches' spend, open plans' spend and calls in flight."""
+        """CPU-seconds of the run's budget paid or held: closed batches' spend, open plans' spend, calls in flight."""
         return self.scheduler.run_spent + sum(b.plan.committed for b in self.batches if not b.closed)
 
     def budget_committed(self) -> bool:

@@ -127,8 +127,8 @@ class _Reports(_Records, _LabRequests):
         steps = f"step {first}" if first == last else f"steps {first}-{last}"
         if share == 0.0:
             return f"{steps} learned from surrogate estimates only: the budget was committed before step {first}"
-        return (f"{steps} learned after the budget was committed (before step {first}): {share:.0%} of their trajectories "
-                "from top-tier verdicts, the rest from surrogate estimates")
+        return (f"{steps} learned after the budget was committed (before step {first}): {share:.0%} of their "
+                "trajectories from top-tier verdicts, the rest from surrogate estimates")
 
     def _step_metrics(self, run_id: str) -> list[dict[str, Any]]:
         """Per completed step: reward mean and max, validity, seconds, and spend and calls per tier."""

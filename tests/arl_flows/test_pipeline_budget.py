@@ -40,7 +40,8 @@ def test_sampling_stops_once_the_budget_is_committed_and_the_summary_says_what_t
     span = f"step {committed}" if committed == last else f"steps {committed}-{last}"
     assert summary["learned_from"].startswith(f"{span} learned")
     assert f"before step {committed}" in summary["learned_from"]
-    assert [s["top_tier_share"] for s in summary["steps"]] == [pytest.approx(r.metrics["pipeline/top_tier_share"]) for r in steps]
+    shares = [pytest.approx(r.metrics["pipeline/top_tier_share"]) for r in steps]
+    assert [s["top_tier_share"] for s in summary["steps"]] == shares
 
 
 def test_a_run_whose_budget_lasts_learns_every_step_and_says_nothing_about_it(flow_home, overrides, sqlite_url) -> None:
