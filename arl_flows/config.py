@@ -69,6 +69,7 @@ MAX_GROUP_SIZE = 1_024
 MAX_TIER_CONCURRENCY = 1_024
 MAX_NAME_LENGTH = 200  # the runs.name column
 DEFAULT_SUITE = "molecules"  # what a bare `arl run` trains on: the built-in default job (one name, nothing else of it)
+ASYNC_FROM_LATENCY_S = 1.0  # a top-tier call waiting longer than this makes async the default (docs/benchmarks.md)
 
 
 class RolloutConfig(_Section):
@@ -127,7 +128,8 @@ class StreamingConfig(_Section):
         "weights that sampled it, it is learned as it stands (what arrives later is a late verdict, for hindsight). "
         "Keeps groups within trainer.max_staleness instead of waiting for them and then dropping them; but the "
         "learner then never waits for verification (each step frees the next), so it learns mostly from estimates. "
-        "None (default): no limit; prefer max_group_wait_s of a few top-tier latencies.",
+        "None (default): a group waits until it is nearly trainer.max_staleness versions old, then it is learned "
+        "as it stands.",
     )
     slots: dict[str, int] = Field(
         default_factory=dict,
@@ -288,7 +290,9 @@ class RunConfig(_Section):
     pipeline: Literal["sync", "async"] = Field(
         default="sync",
         description="'sync': each step samples, verifies, learns in turn. 'async': a sampler, the verification "
-        "service and the learner run at once, so expensive verification never blocks learning ([streaming]).",
+        "service and the learner run at once, so expensive verification never blocks learning ([streaming]). "
+        f"Unset: 'async' when the top tier declares a call latency (latency_s) above {ASYNC_FROM_LATENCY_S:g} s, "
+        "else 'sync'.",
     )
     streaming: StreamingConfig = Field(default_factory=StreamingConfig)
     device: str = Field(default="cpu", description="Torch device of the policy ('cpu', 'cuda:0').")
@@ -550,23 +554,44 @@ def _suite_options(suite: type[Suite], options: dict[str, Any]) -> BaseModel:
         raise ValueError(f"options.{loc}: {' '.join(msg.split())}" if loc else f"options: {msg}") from None
 
 
+def _default_pipeline(config: RunConfig) -> Literal["sync", "async"]:
+    """The mode a config that names none runs in: async once a top-tier call waits longer than ASYNC_FROM_LATENCY_S.
+
+    The wait is the top tier's declared ``latency_s`` (a remote queue's, whose calls use no CPU here); a tier
+    that declares none, or a ladder that does not resolve (the ladder's own check reports it), keeps sync.
+    """
+    from verifiers import registry
+
+    top = config.tiers[-1]
+    try:
+        params = registry.get(top.verifier).Params.model_validate(top.params)
+    except Exception:  # noqa: BLE001 - reported where the ladder is built, in the user's words
+        return "sync"
+    latency = getattr(params, "latency_s", None)
+    return "async" if isinstance(latency, int | float) and latency > ASYNC_FROM_LATENCY_S else "sync"
+
+
 def build_config(data: Mapping[str, Any], source: str = "config") -> RunConfig:
     """The run config of TOML-shaped ``data``: the suite it names fills in what it leaves out, then all is checked.
 
     Raises ConfigError with one line, prefixed by ``source``, naming the field to fix.
     """
     name = data.get("suite", DEFAULT_SUITE)
+    chosen = "pipeline" in data  # a pipeline the user names always wins
     suite: type[Suite] | None = None
     if isinstance(name, str):  # any other type: the field's own check names the problem
         try:
             suite = get_suite(name)
         except SuiteNotFound as exc:
             raise ConfigError(f"{source}: suite: {' '.join(str(exc).split())}") from None
+        chosen = chosen or "pipeline" in suite.defaults
         data = _with_suite_defaults(suite, data)
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, source)) from None
+    if not chosen:
+        config.pipeline = _default_pipeline(config)
     assert suite is not None  # a suite that is not a string failed the model's check
     try:
         config._suite_options = _suite_options(suite, config.options)

@@ -20,6 +20,17 @@ waits. Here three parts run side by side, on the same stages:
   hindsight, then the checkpoint, which records the step, its metrics and
   the groups it learned from in one transaction.
 
+**No group is learned staler than** ``trainer.max_staleness``. A group waits
+for its verdicts while the learner learns from groups that settled sooner, so
+a slow top tier would otherwise leave it behind by as many versions as the
+learner steps meanwhile (and the loss would then drop it). Before each step
+the learner has the service hand over, as they stand, the groups whose
+sampling policy will be ``max_staleness`` versions old at the next step (one
+step of slack: several batches may share a policy version), and learns the
+oldest policy first; a group at its last step is learned even if the step
+then takes more than ``prompts_per_step`` groups. What arrives for them later
+is a late verdict.
+
 Sampling and learning share the policy's weights and take turns on them (a
 lock); verification overlaps both. One learner step is a step of the run
 (``steps``), with a checkpoint, exactly as in sync mode.
@@ -34,6 +45,15 @@ GRPO group: relabelling is off-policy by construction (it trains on
 no importance weights however stale the group, and a top-tier verdict is what
 makes its relabel exact (``hindsight.max_value_std``). A replayed group would
 be as stale as the verdict was slow, and dropped by ``max_staleness``.
+
+**The budget ends sampling.** Once what the run's verification budget has
+left (``scheduler.budget_per_run`` less what is paid and what the calls in
+flight hold) cannot pay one more top-tier call, the sampler stops: new
+batches could only learn from the surrogate. The learner still learns every
+group already sampled, then the run ends, with fewer than ``steps`` steps.
+Each step's ``pipeline/top_tier_share`` (its trajectories with a top-tier
+verdict) and ``pipeline/budget_committed`` (learned after that point) say what
+the last steps learned from.
 
 **Crash safety.** Trajectories are written when sampled, verdicts as each call
 returns (with their bill), and an expensive call is recorded before it is
@@ -115,6 +135,7 @@ class PipelineReport:
     batches_sampled: int = 0
     resumed_groups: int = 0
     resumed_calls: int = 0
+    budget_committed_before: int | None = None  # the first step learned after the budget was committed
 
     @property
     def learner_idle_share(self) -> float:
@@ -128,6 +149,7 @@ class PipelineReport:
             "late_verdicts": self.late_verdicts, "late_distilled": self.late_distilled,
             "idle_distill_steps": self.idle_distill_steps, "batches_sampled": self.batches_sampled,
             "resumed_groups": self.resumed_groups, "resumed_calls": self.resumed_calls,
+            "budget_committed_before": self.budget_committed_before,
         }
 
 
@@ -140,6 +162,10 @@ class Pipeline:
         self.cfg = session.config.streaming
         self.per_step = session.config.rollout.prompts_per_step
         self.version = session.start_step  # learner updates behind the current weights
+        self.max_staleness = session.config.trainer.max_staleness
+        self._due: int | None = None  # groups sampled at this policy version or before are handed over as they stand
+        self._rounds = 0  # service loop rounds done (the learner waits for one after moving ``_due``)
+        self._round_done = threading.Condition()
         self.report = PipelineReport()
         self._policy_lock = threading.Lock()  # sampling and updating take turns on the weights
         self._turn = threading.Condition()  # the sampler waits here for the learner to free a batch slot
@@ -188,7 +214,11 @@ class Pipeline:
             for step in range(session.start_step, session.config.steps):
                 groups = self._take(pending)
                 if not groups:
-                    log.warning("pipeline: nothing left to learn from at step %d; stopping", step)
+                    if self.report.budget_committed_before is None:
+                        log.warning("pipeline: nothing left to learn from at step %d; stopping", step)
+                    else:
+                        log.info("pipeline: every group sampled before the budget was committed is learned; "
+                                 "stopping at step %d", step)
                     break
                 self._learn(step, groups)
             self._finish()
@@ -281,16 +311,46 @@ class Pipeline:
             while not self._stop.is_set():
                 self._open_waiting()
                 service.pump(0.05)
-                lag = self.cfg.max_group_lag
-                for group in service.take_settled(sampled_before=None if lag is None else self.version - lag):
+                for group in service.take_settled(sampled_before=self._sampled_before()):
                     self._settled.put(group)
                     with self._turn:
                         self._groups_delivered += 1
+                if self.report.budget_committed_before is None and service.budget_committed():
+                    self.report.budget_committed_before = self.version  # the step the learner is on
+                    log.info("pipeline: the verification budget is committed before step %d; sampling stops",
+                             self.report.budget_committed_before)
+                    self.stop_sampling()
                 self._publish()
+                with self._round_done:
+                    self._rounds += 1
+                    self._round_done.notify_all()
                 if service.draining and not any(service.in_flight.values()):
                     break
         finally:
             self._service_done.set()
+
+    def _sampled_before(self) -> int | None:
+        """Groups sampled by a policy version below this are handed over as they stand (None: no deadline)."""
+        lag = self.cfg.max_group_lag
+        by_lag = None if lag is None else self.version - lag
+        by_staleness = None if self._due is None else self._due + 1
+        bounds = [b for b in (by_lag, by_staleness) if b is not None]
+        return max(bounds, default=None)
+
+    def _hand_over_due(self) -> None:
+        """Have the service hand over every group that is ``max_staleness`` versions old by the next step.
+
+        Waits for one whole service round after the deadline moved (a round
+        already running may have read the old one), so each such group is in
+        the settled queue when the learner picks its groups.
+        """
+        if self.max_staleness is None:
+            return
+        self._due = self.version - self.max_staleness + (1 if self.max_staleness > 0 else 0)
+        with self._round_done:
+            target = self._rounds + 2
+            while self._rounds < target and not self._service_done.is_set() and not self._errors:
+                self._round_done.wait(0.05)
 
     def _open_waiting(self) -> None:
         while True:
@@ -321,9 +381,10 @@ class Pipeline:
 
     # ------------------------------------------------------------------ learner
     def _take(self, pending: list[SettledGroup]) -> list[SettledGroup]:
-        """The next step's groups, oldest batch first; waits (using idle time as configured) until enough are settled."""
+        """The next step's groups, oldest policy first; waits (using idle time as configured) until enough settled."""
         waited = time.monotonic()
         idle_used = False
+        self._hand_over_due()
         while len(pending) < self.per_step:
             self._check()
             self._drain_late()
@@ -336,9 +397,21 @@ class Pipeline:
                 break  # nothing more will come: learn from what there is
             if not idle_used and self.cfg.learner_idle == "hindsight" and self._late:
                 idle_used = self._idle_distill()
+        while True:  # every group handed over so far competes, the ones due first
+            try:
+                pending.append(self._settled.get_nowait())
+            except queue.Empty:
+                break
         self.report.learner_idle_s += time.monotonic() - waited
-        pending.sort(key=lambda g: g.batch)
-        groups, pending[:] = pending[: self.per_step], pending[self.per_step :]
+        pending.sort(key=lambda g: (g.policy_version, g.batch))
+        last_chance = 0 if self.max_staleness is None else sum(
+            1 for g in pending if self.version - g.policy_version >= self.max_staleness)
+        n = max(self.per_step, last_chance)
+        if n > self.per_step and self.report.budget_committed_before is None:  # sampled again for a later step
+            with self._turn:
+                self._groups_wanted += n - self.per_step
+                self._turn.notify_all()
+        groups, pending[:] = pending[:n], pending[n:]
         return groups
 
     def _exhausted(self) -> bool:
@@ -387,6 +460,9 @@ class Pipeline:
             "pipeline/learner_idle_s": self.report.learner_idle_s,
             "pipeline/late_used": float(len(state.late)),
             "pipeline/groups_out": float(self._groups_out),
+            "pipeline/top_tier_share": self._top_tier_share(state),
+            "pipeline/budget_committed": float(self.report.budget_committed_before is not None
+                                              and step >= self.report.budget_committed_before),
         } | {f"pipeline/utilisation/{k}": v for k, v in stats["utilisation"].items()}
         calls = {n: c - self._calls_seen.get(n, 0) for n, c in stats["calls"].items()}  # since the last step
         self._calls_seen = dict(stats["calls"])
@@ -396,6 +472,11 @@ class Pipeline:
             self._groups_out -= len(groups)
             self._turn.notify_all()
         return summary
+
+    def _top_tier_share(self, state: StepState) -> float:
+        """Share of the step's trajectories whose reward rests on a top-tier verdict (the rest: surrogate estimates)."""
+        top = self.session.ladder[-1].tier
+        return sum(1 for e in state.estimates if e.fidelity == top) / max(len(state.estimates), 1)
 
     def _state(self, groups: list[SettledGroup]) -> StepState:
         """The learner step's state: the groups' rows as one rollout, from their recorded tokens and log-probs."""

@@ -229,6 +229,20 @@ class VerificationService:
             self._maybe_close(b)
         return out
 
+    def committed(self) -> float:
+        """CPU-seconds of the run's budget paid or held: closed batches' spend, open plans' spend, calls in flight."""
+        return self.scheduler.run_spent + sum(b.plan.committed for b in self.batches if not b.closed)
+
+    def budget_committed(self) -> bool:
+        """Whether what the run's budget has left cannot pay one more top-tier call (at the newest batch's cheapest)."""
+        if not self.batches:
+            return False
+        top = self.scheduler.ladder[-1]
+        costs = [top.expected_cost(c) for c in self.batches[-1].candidates if c.valid]
+        if not costs:
+            return False
+        return self.scheduler.config.budget_per_run - self.committed() < min(costs)
+
     def stats(self) -> dict[str, Any]:
         """Queue depths, calls in flight and utilisation per verifier (safe from any thread)."""
         wall = max(time.monotonic() - self.started, 1e-9)

@@ -67,6 +67,8 @@ def show_run(
         table.add_row(f"spend/{shown(row['tier'])}", f"{row['cost_s']:.2f} CPU-s ({shown(row['verifier'])}, {row['calls']} calls)")
     for status, n in sorted(summary["verdicts_by_status"].items()):
         table.add_row(f"verdicts/{shown(status)}", str(n))
+    if summary.get("learned_from"):
+        table.add_row("learned_from", shown(summary["learned_from"], 300))
     console.print(table)
     if summary["steps"]:
         console.print(_steps_table(summary["steps"]))

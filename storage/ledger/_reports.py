@@ -82,6 +82,7 @@ class _Reports(_Records, _LabRequests):
             "checkpoints": len(self.checkpoints(run.id)),
             "lab_pending": len(self.lab_requests(Status.pending, run_id=run.id)),
             "steps": self._step_metrics(run.id),
+            "learned_from": self._learned_from(run.id),
         }
 
     def top_candidates(self, run_id: str, n: int = 10) -> list[dict[str, Any]]:
@@ -116,6 +117,19 @@ class _Reports(_Records, _LabRequests):
                     counts[status] += n
         return dict(counts)
 
+    def _learned_from(self, run_id: str) -> str | None:
+        """What the steps after the verification budget was committed learned from (None: it never was)."""
+        after = [r for r in self.training_steps(run_id) if r.metrics.get("pipeline/budget_committed")]
+        if not after:
+            return None
+        first, last = after[0].step, after[-1].step
+        share = sum(r.metrics.get("pipeline/top_tier_share", 0.0) for r in after) / len(after)
+        steps = f"step {first}" if first == last else f"steps {first}-{last}"
+        if share == 0.0:
+            return f"{steps} learned from surrogate estimates only: the budget was committed before step {first}"
+        return (f"{steps} learned after the budget was committed (before step {first}): {share:.0%} of their "
+                "trajectories from top-tier verdicts, the rest from surrogate estimates")
+
     def _step_metrics(self, run_id: str) -> list[dict[str, Any]]:
         """Per completed step: reward mean and max, validity, seconds, and spend and calls per tier."""
         spend: dict[int, dict[str, float]] = defaultdict(dict)
@@ -138,6 +152,7 @@ class _Reports(_Records, _LabRequests):
                 "reward_max": m.get("reward/max"),
                 "validity": m.get("reward/validity"),
                 "seconds": m.get("step/seconds"),
+                "top_tier_share": m.get("pipeline/top_tier_share"),
                 "spend_by_tier": spend.get(record.step, {}),
                 "calls_by_tier": calls.get(record.step, {}),
             })

@@ -1,0 +1,42 @@
+"""Config resolution picks the pipeline from the top tier's latency unless the user names one."""
+
+from __future__ import annotations
+
+import pytest
+
+from arl_flows.config import ASYNC_FROM_LATENCY_S, build_config, load_config
+
+
+def _ladder(**params: object) -> list[dict[str, object]]:
+    return [{"verifier": "rdkit-eht"}, {"verifier": "simulated-cluster", "params": params}]
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({}, "async"),  # the cluster's own latency (10 s)
+        ({"latency_s": 2 * ASYNC_FROM_LATENCY_S}, "async"),
+        ({"latency_s": ASYNC_FROM_LATENCY_S}, "sync"),
+        ({"latency_s": ASYNC_FROM_LATENCY_S / 4}, "sync"),
+    ],
+)
+def test_a_config_that_names_no_pipeline_runs_async_behind_a_slow_top_tier(params, expected) -> None:
+    assert build_config({"tiers": _ladder(**params)}).pipeline == expected
+
+
+def test_the_default_ladder_without_a_latency_stays_sync() -> None:
+    assert build_config({}).pipeline == "sync"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_pipeline_the_user_names_always_wins(mode) -> None:
+    for params in ({"latency_s": 600.0}, {"latency_s": 0.01}):
+        assert build_config({"tiers": _ladder(**params), "pipeline": mode}).pipeline == mode
+
+
+def test_the_choice_survives_a_profile_and_overrides(tmp_path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text('[[tiers]]\nverifier = "rdkit-eht"\n[[tiers]]\nverifier = "simulated-cluster"\n')
+    assert load_config(path).pipeline == "async"
+    assert load_config(path, overrides={"steps": 3}).pipeline == "async"
+    assert load_config(path, overrides={"pipeline": "sync"}).pipeline == "sync"
