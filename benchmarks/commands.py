@@ -18,7 +18,7 @@ import json
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +109,31 @@ def _workdir_and_overrides(workdir: Path, config: Path | None) -> dict[str, Any]
         raise UserError(str(exc)) from None
 
 
+def _timed_progress() -> Callable[[str], None]:
+    """A progress printer that follows each message with the seconds since it was made."""
+    t0 = time.perf_counter()
+    return lambda msg: err_console.print(f"  {msg} ({time.perf_counter() - t0:.0f}s)")
+
+
+def _run_harness(
+    make_config: Callable[[], Any], run: Callable[..., dict[str, Any]], *, workdir: Path, cache: Path | None
+) -> dict[str, Any]:
+    """Build a harness's settings and run it with timed progress; a setting or run the harness rejects is a UserError."""
+    try:
+        bench = make_config()
+    except ValueError as exc:
+        raise UserError(f"bad benchmark setting: {str(exc).splitlines()[-1]}") from None
+    try:
+        return run(bench, workdir=workdir, cache=cache, progress=_timed_progress())
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _write_json(report: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(with_provenance(report), indent=2))
+
+
 def _window(window: tuple[float, float]) -> tuple[float, float]:
     low, high = window
     if not (math.isfinite(low) and math.isfinite(high)):
@@ -167,7 +192,7 @@ def scheduler(
     objective, target = None, None
     if maximize or minimize:
         low, high, objective, target = _top_fraction(data.truth, "maximize" if maximize else "minimize", top_fraction)
-    t0 = time.perf_counter()
+    progress = _timed_progress()
     try:
         report = replay.retrieval_benchmark(
             data.ladder,
@@ -182,7 +207,7 @@ def scheduler(
             seed=seed,
             learned=learned_config,
             objective=objective,
-            progress=lambda msg: err_console.print(f"  {msg} ({time.perf_counter() - t0:.0f}s)"),
+            progress=progress,
             learner=MoleculeSuite.surrogate_learner,
         )
     except ValueError as exc:  # no hits in the pool or the held-out split: the user must widen or enlarge
@@ -201,8 +226,7 @@ def scheduler(
     if png:
         _write_png(report, png, report["hits"])
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(with_provenance(report), indent=2))
+        _write_json(report, json_out)
 
 
 
@@ -291,7 +315,7 @@ def advantages(
         raise UserError(f"the pool has {len(members)} molecules; {groups} groups of {group_size} need more (raise --limit)")
     random.Random(seed + 1).shuffle(members)
     grouped = [members[g * group_size : (g + 1) * group_size] for g in range(groups)]
-    t0 = time.perf_counter()
+    progress = _timed_progress()
     report = replay.advantage_benchmark(
         data.ladder,
         grouped,
@@ -305,7 +329,7 @@ def advantages(
         featurize=molecule_features,  # what MoleculeSuite.featurize returns
         seed=seed,
         learned=LearnedSurrogateConfig(enabled=learned, shipped=learned and shipped),
-        progress=lambda msg: err_console.print(f"  {msg} ({time.perf_counter() - t0:.0f}s)"),
+        progress=progress,
         learner=MoleculeSuite.surrogate_learner,
     )
     report["top_cost"] = top_cost
@@ -323,8 +347,7 @@ def advantages(
     console.print(f"surrogate: {', '.join(report['surrogate'])}")
     console.print(f"provenance: {shown(format_provenance())}")
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(with_provenance(report), indent=2))
+        _write_json(report, json_out)
 
 
 
@@ -371,21 +394,14 @@ def learning(
     _count("--audit-points", audit_points, 1, 10_000)
     _count("--history", history, 0, _MAX_POOL)
     overrides = _workdir_and_overrides(workdir, config)
-    try:
-        bench = learning_harness.LearningBenchConfig(
+    report = _run_harness(
+        lambda: learning_harness.LearningBenchConfig(
             budget=budget, seeds=list(range(first_seed, first_seed + seeds)), regimes=names, budget_per_step=step_budget, max_steps=max_steps,
             proxy_max_steps=proxy_max_steps,
             audit_points=audit_points, history=history, run_overrides=overrides,
-        )
-    except ValueError as exc:
-        raise UserError(f"bad benchmark setting: {str(exc).splitlines()[-1]}") from None
-    t0 = time.perf_counter()
-    try:
-        report = learning_harness.learning_benchmark(
-            bench, workdir=workdir, cache=cache, progress=lambda msg: err_console.print(f"  {msg} ({time.perf_counter() - t0:.0f}s)")
-        )
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+        ),
+        learning_harness.learning_benchmark, workdir=workdir, cache=cache,
+    )
     _print_learning(report, json_out, png_out)
 
 
@@ -451,21 +467,14 @@ def pipeline(
     for key, value in (("max_ahead", max_ahead), ("settle_std", settle_std), ("max_group_wait_s", max_group_wait)):
         if value is not None:
             streaming[key] = value
-    try:
-        bench = pipeline_harness.PipelineBenchConfig(
+    report = _run_harness(
+        lambda: pipeline_harness.PipelineBenchConfig(
             budget=budget, budget_per_step=step_budget, seed=seed, max_steps=max_steps, modes=names, real=real,
             latency_s=latency, slots=slots, cost_per_call=cost_per_call, dask_workers=dask_workers,
             audit_points=audit_points, history=history, streaming=streaming, run_overrides=overrides,
-        )
-    except ValueError as exc:
-        raise UserError(f"bad benchmark setting: {str(exc).splitlines()[-1]}") from None
-    t0 = time.perf_counter()
-    try:
-        report = pipeline_harness.pipeline_benchmark(
-            bench, workdir=workdir, cache=cache, progress=lambda msg: err_console.print(f"  {msg} ({time.perf_counter() - t0:.0f}s)")
-        )
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+        ),
+        pipeline_harness.pipeline_benchmark, workdir=workdir, cache=cache,
+    )
     _print_pipeline(report)
     if json_out:
         pipeline_harness.write_json(report, json_out)

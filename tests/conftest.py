@@ -72,14 +72,19 @@ def _drop_pg_database(admin_url: str, name: str) -> None:
     engine.dispose()
 
 
-@pytest.fixture
-def postgres_url(postgres_server: str) -> Iterator[str]:
-    """URL of a fresh PostgreSQL database, dropped after the test."""
-    name, url = _create_pg_database(postgres_server)
+def _fresh_pg_database(admin_url: str) -> Iterator[str]:
+    """URL of a new database on the server of ``admin_url``, dropped when the generator closes."""
+    name, url = _create_pg_database(admin_url)
     try:
         yield url
     finally:
-        _drop_pg_database(postgres_server, name)
+        _drop_pg_database(admin_url, name)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """URL of a fresh PostgreSQL database, dropped after the test."""
+    yield from _fresh_pg_database(postgres_server)
 
 
 @pytest.fixture
@@ -93,12 +98,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'ledger.db'}"
     else:
-        admin = request.getfixturevalue("postgres_server")
-        name, url = _create_pg_database(admin)
-        try:
-            yield url
-        finally:
-            _drop_pg_database(admin, name)
+        yield from _fresh_pg_database(request.getfixturevalue("postgres_server"))
 
 
 @pytest.fixture
