@@ -406,19 +406,24 @@ def learning(
 
 
 
-def _print_learning(report: dict[str, Any], json_out: Path | None, png_out: Path | None) -> None:
+def _print_summary(title: str, rows: Sequence[Sequence[Any]]) -> None:
+    """A harness's summary table: its first row the column names, the rest right-aligned cells."""
     from rich.table import Table
 
-    rows = learning_harness.summary_table(report)
-    t = Table(
-        title=f"Learning under a {report['budget']:g} CPU-s verification budget, {len(report['seeds'])} seed(s), "
-        f"top tier {shown(report['top_tier'])}"
-    )
+    t = Table(title=title)
     for col in rows[0]:
         t.add_column(shown(col), justify="right")
     for row in rows[1:]:
         t.add_row(*(shown(cell) for cell in row))
     console.print(t)
+
+
+def _print_learning(report: dict[str, Any], json_out: Path | None, png_out: Path | None) -> None:
+    _print_summary(
+        f"Learning under a {report['budget']:g} CPU-s verification budget, {len(report['seeds'])} seed(s), "
+        f"top tier {shown(report['top_tier'])}",
+        learning_harness.summary_table(report),
+    )
     console.print("top-10 AUC ratios: " + ", ".join(f"{shown(k)} {_fmt(v, 2)}" for k, v in report["ratios"].items()))
     console.print(f"provenance: {shown(format_provenance(report.get('provenance')))}")
     if json_out:
@@ -482,16 +487,8 @@ def pipeline(
 
 
 def _print_pipeline(report: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    rows = pipeline_harness.summary_table(report)
     s = report["settings"]
     top = "real DFT on Dask" if s["real"] else f"simulated cluster ({s['latency_s']:g} s, {s['slots']} slots)"
-    t = Table(title=f"Sync vs async at {s['budget']:g} CPU-s, top tier {shown(top)}")
-    for col in rows[0]:
-        t.add_column(shown(col), justify="right")
-    for row in rows[1:]:
-        t.add_row(*(shown(cell) for cell in row))
-    console.print(t)
+    _print_summary(f"Sync vs async at {s['budget']:g} CPU-s, top tier {shown(top)}", pipeline_harness.summary_table(report))
     console.print("ratios: " + ", ".join(f"{shown(k)} {'-' if v is None else f'{v:.2f}'}" for k, v in report["ratios"].items()))
     console.print(f"provenance: {shown(format_provenance())}")

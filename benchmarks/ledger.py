@@ -17,12 +17,12 @@ import argparse
 import statistics
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 from storage.ledger import Ledger
 from storage.records import Tier, Verdict
 from benchmarks.provenance import format_provenance
+from tests.helpers.postgres import create_database, drop_database
 
 COLUMNS = (
     "candidate_key", "verifier", "version", "params_hash", "tier", "status", "value", "values",
@@ -102,27 +102,6 @@ def measure(url: str, rows: int, lookup: int) -> dict[str, float]:
     }
 
 
-def _postgres_db(admin_url: str) -> tuple[str, str]:
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    name = f"arl_bench_{uuid.uuid4().hex[:8]}"
-    eng = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with eng.connect() as c:
-        c.execute(text(f'CREATE DATABASE "{name}"'))
-    eng.dispose()
-    return name, make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-
-
-def _drop(admin_url: str, name: str) -> None:
-    from sqlalchemy import create_engine, text
-
-    eng = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with eng.connect() as c:
-        c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    eng.dispose()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=100_000)
@@ -136,14 +115,14 @@ def main() -> None:
         results["sqlite"] = measure(f"sqlite:///{Path(tmp) / 'bench.db'}", args.rows, args.lookup)
     if args.postgres:
         try:
-            name, url = _postgres_db(args.postgres)
+            name, url = create_database(args.postgres, "arl_bench")
         except Exception as exc:  # noqa: BLE001
             print(f"PostgreSQL skipped: {exc}")
         else:
             try:
                 results["postgresql"] = measure(url, args.rows, args.lookup)
             finally:
-                _drop(args.postgres, name)
+                drop_database(args.postgres, name)
 
     print(f"\nledger benchmark: {args.rows:,} verdict rows, {args.lookup:,}-key cache lookup")
     print(f"provenance: {format_provenance()}\n")

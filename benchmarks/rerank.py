@@ -40,6 +40,7 @@ import random
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,13 +88,7 @@ def molecules(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         shutil.copy(base, db)
         t0 = time.perf_counter()
         results = rerank(items, suite="molecules", n=args.n, tiers=ladder, ledger_url=f"sqlite:///{db}", **kw)
-        rows.append({
-            "method": name,
-            "precision": sum(truth_hit(r.top[0].completion) for r in results) / len(results),
-            "cpu_s_per_prompt": sum(r.spend_s for r in results) / len(results),
-            "top_calls_per_prompt": sum(r.calls.get("reference-table", 0) for r in results) / len(results),
-            "wall_s": time.perf_counter() - t0,
-        })
+        rows.append(_row(name, results, [truth_hit(r.top[0].completion) for r in results], "reference-table", t0))
         print(f"  molecules {name}: precision {rows[-1]['precision']:.3f}, {rows[-1]['cpu_s_per_prompt']:.2f} CPU-s/prompt")
 
     run("all-top", budget=1e12, policy="all")
@@ -116,6 +111,18 @@ def molecules(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                  "top_calls_per_prompt": 0.0, "wall_s": time.perf_counter() - t0})
     return {"ceiling": ceiling, "rows": rows, "prompts": args.prompts, "n": args.n, "window": [low, high],
             "top_cost": args.top_cost, "history": args.history}
+
+
+def _row(method: str, results: Sequence[Any], hits: Sequence[bool], top_tier: str, t0: float) -> dict[str, Any]:
+    """One method's table row: share of prompts whose pick is a hit, CPU-seconds and top-tier calls per prompt, wall seconds."""
+    n = len(results)
+    return {
+        "method": method,
+        "precision": sum(hits) / n,
+        "cpu_s_per_prompt": sum(r.spend_s for r in results) / n,
+        "top_calls_per_prompt": sum(r.calls.get(top_tier, 0) for r in results) / n,
+        "wall_s": time.perf_counter() - t0,
+    }
 
 
 def code_candidates(task: Any, rng: random.Random) -> list[str]:
@@ -153,13 +160,7 @@ def code(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         db = work / f"code-{name}.db"
         t0 = time.perf_counter()
         results = rerank(items, suite="code", n=len(items[0]["candidates"]), ledger_url=f"sqlite:///{db}", **kw)
-        rows.append({
-            "method": name,
-            "precision": sum(truth[(it["task_id"], r.top[0].completion)] for it, r in zip(items, results)) / len(items),
-            "cpu_s_per_prompt": sum(r.spend_s for r in results) / len(results),
-            "top_calls_per_prompt": sum(r.calls.get("code-tests", 0) for r in results) / len(results),
-            "wall_s": time.perf_counter() - t0,
-        })
+        rows.append(_row(name, results, [truth[(it["task_id"], r.top[0].completion)] for it, r in zip(items, results)], "code-tests", t0))
         print(f"  code {name}: precision {rows[-1]['precision']:.3f}, {rows[-1]['cpu_s_per_prompt']:.3f} CPU-s/prompt")
 
     run("all-top", budget=1e12, policy="all")

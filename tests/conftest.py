@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.postgres import create_database, drop_database
 from tests.helpers.venvs import InstalledWheel, build_wheel, new_venv, pip_install
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -50,35 +50,13 @@ def postgres_server() -> str:
     return url
 
 
-def _create_pg_database(admin_url: str) -> tuple[str, str]:
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
-
-    name = f"arl_test_{uuid.uuid4().hex[:12]}"
-    engine = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    engine.dispose()
-    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    return name, url
-
-
-def _drop_pg_database(admin_url: str, name: str) -> None:
-    from sqlalchemy import create_engine, text
-
-    engine = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    engine.dispose()
-
-
 def _fresh_pg_database(admin_url: str) -> Iterator[str]:
     """URL of a new database on the server of ``admin_url``, dropped when the generator closes."""
-    name, url = _create_pg_database(admin_url)
+    name, url = create_database(admin_url, "arl_test")
     try:
         yield url
     finally:
-        _drop_pg_database(admin_url, name)
+        drop_database(admin_url, name)
 
 
 @pytest.fixture

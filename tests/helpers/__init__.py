@@ -4,6 +4,7 @@
 - :mod:`.faults`: a fault-injecting wrapper around an isolated verifier;
 - :mod:`.fault_targets`: a cheap isolated verifier for the fault-injection tests;
 - :mod:`.faulty_work`: work functions and verifiers that misbehave on demand (isolation, registry);
+- :mod:`.postgres`: throw-away PostgreSQL databases (created and dropped by admin URL);
 - :mod:`.venvs`: ARL's wheel built and installed into a fresh venv that borrows this environment's packages;
 - :mod:`.tiny_policy`: a tiny GPT-2 policy on a tokenizer, for the loss and distillation tests;
 - :mod:`.toy_suite`: a minimal suite (words, a cheap and a costly tier) for the core's tests.
