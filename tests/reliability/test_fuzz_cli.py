@@ -68,19 +68,20 @@ Spec = tuple[dict[str, st.SearchStrategy], list[str] | None, st.SearchStrategy |
 _RUN_ID = st.one_of(st.sampled_from(["<RUN_ID>", "<RUN_PREFIX>"]), TEXT)
 _SAFE_TIERS = st.one_of(st.sampled_from(["fast", "rdkit-eht", "code-format", "fast,fast", ",", "lab", "nosuch", "a:b", "os:path"]),
                         TEXT.filter(lambda s: ":" not in s))  # fmt: skip  # no imports of arbitrary modules
+_SPACE = st.one_of(st.sampled_from(["qm9", "druglike", "zinc", ""]), TEXT)
 SPECS: dict[str, Spec] = {
     "verify": ({
         "--suite": st.one_of(st.sampled_from(["molecules", "code"]), TEXT), "--smiles": st.one_of(TEXT, st.sampled_from(
             ["CCO", "[CH128]", "c1cc[nH]c1", "C" * 600, "[13CH4]"])), "--input": FILE, "--task": st.one_of(st.just("sum-to-n"), TEXT),
         "--answer-file": FILE, "--answer": TEXT, "--goal": st.one_of(st.sampled_from(["task_id=sum-to-n", "low=3", "=", "x"]), TEXT),
         "--tiers": _SAFE_TIERS, "--goal-low": NUMBER, "--goal-high": NUMBER, "--threads": NUMBER,
-        "--timeout": NUMBER, "--ledger": URL, "--json": FLAG,
+        "--timeout": NUMBER, "--ledger": URL, "--json": FLAG, "--space": _SPACE,
     }, None, None),
     "run": ({
         "--config": FILE, "--name": TEXT, "--profile": st.one_of(st.sampled_from(["default", "quick"]), TEXT), "--resume": _RUN_ID,
         "--steps": NUMBER, "--task-runner": st.one_of(st.sampled_from(["threads", "dask", "ray"]), TEXT), "--dask-address": TEXT,
         "--pipeline": st.one_of(st.sampled_from(["sync", "async"]), TEXT),
-        "--url": URL, "--verbose": FLAG,
+        "--url": URL, "--verbose": FLAG, "--dry-run": FLAG,
     }, ["--config", "<NO_POLICY_TOML>"], None),
     "report": ({"--out": FILE, "--url": URL}, None, _RUN_ID),
     "lab list": ({"--run": _RUN_ID, "--all": FLAG, "--url": URL, "--json": FLAG}, None, None),
@@ -130,7 +131,7 @@ SPECS: dict[str, Spec] = {
         "--n": NUMBER, "--budget": NUMBER, "--k": NUMBER, "--window": st.tuples(NUMBER, NUMBER), "--tiers": _SAFE_TIERS,
         "--goal": st.one_of(st.sampled_from(["window=[3,4]", "task_id=sum-to-n", "=", "x"]), TEXT),
         "--tier-param": st.one_of(st.sampled_from(["rdkit-eht.x=1", "a=b", "=", "rdkit-eht.=", "x.y"]), TEXT),
-        "--policy-path": FILE, "--seed": NUMBER, "--json": FLAG,
+        "--policy-path": FILE, "--seed": NUMBER, "--json": FLAG, "--space": _SPACE,
     }, ["--ledger", "<POISON_URL>"], None),
     "prior pretrain": ({
         "--profile": TEXT, "--steps": NUMBER, "--seed": NUMBER, "--force": FLAG, "--ship": FLAG, "--json": FLAG,

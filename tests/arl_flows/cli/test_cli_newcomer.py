@@ -38,11 +38,12 @@ def test_a_tier_name_selects_the_ladders_rung_with_its_params() -> None:
     suite = standalone_suite("molecules")
     (top,) = [t for t in suite.config.tiers if t.verifier == "pyscf-b3lyp"]
     chosen = _resolve_verifiers(suite, "high_fidelity")
-    assert [(cls.name, params) for cls, params in chosen] == [("pyscf-b3lyp", top.params)]
+    # With the run's chemistry space passed down (the default space: the params hash is unchanged).
+    assert [(cls.name, params) for cls, params in chosen] == [("pyscf-b3lyp", top.params | {"constraints": {"space": "qm9"}})]
     # A tier the ladder leaves out still finds the suite's verifiers registered at it.
     assert {cls.name for cls, _ in _resolve_verifiers(suite, "lab")} == {"lab", "reference-table"}
-    # A verifier by name runs with its own defaults.
-    assert _resolve_verifiers(suite, "reference-or-dft")[0][1] == {}
+    # A verifier by name runs with its own defaults, in the run's chemistry space.
+    assert _resolve_verifiers(suite, "reference-or-dft")[0][1] == {"constraints": {"space": "qm9"}}
 
 
 def test_verify_with_fast_tiers_runs_only_the_fast_tier() -> None:
