@@ -136,8 +136,10 @@ def _check(trials: list, n: int) -> dict:
 @pytest.mark.slow
 def test_signals_at_every_stage_boundary_and_random_moments_then_resume(tmp_path: Path) -> None:
     """One run killed at each stage of a step (SIGTERM and Ctrl-C among them) and at random moments, resumed each time."""
-    kills = crash.stage_kills(random_kills=2, steps=2, seed=3)
-    report = crash.run_chain(kills, workdir=tmp_path, steps=2, seed=3)
+    # Three steps, so a stage kill that lands a moment late (a replayed step takes milliseconds) still leaves
+    # work for the kills after it: with two, a late one can let the run complete before the last stage kill.
+    kills = crash.stage_kills(random_kills=2, steps=3, seed=3)
+    report = crash.run_chain(kills, workdir=tmp_path, steps=3, seed=3)
     assert report["problems"] == []
     assert report["verdicts_lost"] == 0 and report["duplicate_top_calls"] == 0
     assert sum(k["killed"] for k in report["kills"]) >= len(crash.STAGE_KILLS)
