@@ -241,8 +241,15 @@ def arl_env(arl_home: Path, api_url: str, count_log: Path) -> dict[str, str]:
     }
 
 
+# A terminal starts its foreground job with SIGINT at its default, and Ctrl-C reaches it. A process started
+# from a background shell (`cmd &`, nohup, some CI runners) inherits SIGINT *ignored*, and Python then leaves it
+# ignored: an `arl run` started that way rightly ignores Ctrl-C, as every Unix program does. The harness stands in
+# for the terminal, so each run gets Python's Ctrl-C handler back, however the harness itself was started.
+_AS_A_FOREGROUND_JOB = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+
+
 def arl_command(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from arl_flows.cli import main; main()", *args]
+    return [sys.executable, "-c", _AS_A_FOREGROUND_JOB + "from arl_flows.cli import main; main()", *args]
 
 
 class RunProcess:
