@@ -12,7 +12,7 @@ the generic verifiers and scheduler, policies, the flows) names none:
   it has one;
 - how verdicts become rewards when the scheduler's estimate is not the
   reward, and what hindsight distillation learns from a failure;
-- how reports show its candidates, and any commands it adds to ``arl``;
+- how reports show its candidates;
 - outside a run (``arl verify``, ``arl rerank``, TRL and verl rewards): what
   a goal given by hand looks like (``goal``).
 
@@ -52,20 +52,7 @@ from policies import PolicyConfig
 from storage.records import Prompt, RewardEstimate, Trajectory, Turn, Verdict
 from verifiers import Candidate
 from verifiers.plugins import BrokenPlugin, broken_message, broken_plugins, load_plugin
-from arl_flows.suites.capabilities import (
-    Calibration,
-    Commands,
-    Disagreements,
-    GoalColumns,
-    GoalWindow,
-    GroundTruth,
-    Hindsight,
-    Lab,
-    Prior,
-    Profiles,
-    Report,
-    Rerank,
-)
+from arl_flows.suites.capabilities import Calibration, Hindsight, Lab, Prior, Report, Rerank
 
 if TYPE_CHECKING:
     from policies import Policy
@@ -75,16 +62,10 @@ if TYPE_CHECKING:
 __all__ = [
     "ENTRY_POINT_GROUP",
     "Calibration",
-    "Commands",
-    "Disagreements",
     "Failure",
-    "GoalColumns",
-    "GoalWindow",
-    "GroundTruth",
     "Hindsight",
     "Lab",
     "Prior",
-    "Profiles",
     "Report",
     "Rerank",
     "NoOptions",

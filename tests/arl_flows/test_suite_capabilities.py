@@ -13,23 +13,14 @@ from typer.testing import CliRunner
 from arl_flows.cli import app
 from arl_flows.cli._common import UserError
 from arl_flows.config import ConfigError, RunConfig, build_config, standalone_suite
-from arl_flows.suites import (
-    Calibration,
+from arl_flows.suites import Calibration, Hindsight, Lab, Prior, Report, Rerank, Suite, get_suite
+from arl_flows.suites.capabilities import (
     Commands,
     Disagreements,
     GoalColumns,
     GoalWindow,
     GroundTruth,
-    Hindsight,
-    Lab,
-    Prior,
     Profiles,
-    Report,
-    Rerank,
-    Suite,
-    get_suite,
-)
-from arl_flows.suites.capabilities import (
     flag_disagreements,
     goal_columns,
     goal_from_ground_truth,
