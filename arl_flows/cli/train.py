@@ -13,8 +13,9 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from arl_flows.cli._common import UserError, app, console, err_console, open_ledger, shown
+from arl_flows.cli._common import UserError, app, console, cost_text, err_console, open_ledger, shown
 from arl_flows.cli._prefect import quiet_prefect
+from storage.settings import settings
 
 # Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
 # run, so that `arl --help` loads none of it.
@@ -189,14 +190,6 @@ def _check_ladder_and_policy(cfg: Any) -> list[tuple[str, str, Any]]:
     return tiers
 
 
-def _cost_text(costs: Any) -> str:
-    """A cost model in words: ``base + per_unit * size^exponent`` CPU-seconds per call (size: the suite's unit)."""
-    text = f"{costs.base:.3g} CPU-s"
-    if costs.per_unit:
-        power = "" if costs.exponent == 1 else f"^{costs.exponent:g}"
-        text += f" + {costs.per_unit:.3g} CPU-s x size{power}"
-    return text + " a call"
-
 
 def _budget_text(seconds: float) -> str:
     return "no cap" if math.isinf(seconds) else f"{seconds:g} CPU-s"
@@ -221,7 +214,7 @@ def _print_dry_run(cfg: Any, tiers: list[tuple[str, str, Any]], ledger_url: str,
     ]
     for name, tier, costs in tiers:
         limit = cfg.tier_concurrency.get(name)
-        lines.append(f"  {name} ({tier}): {_cost_text(costs)}" + (f"; at most {limit} at once" if limit else ""))
+        lines.append(f"  {name} ({tier}): {cost_text(costs)}" + (f"; at most {limit} at once" if limit else ""))
     lines += [
         f"budget: {_budget_text(cfg.scheduler.budget_per_run)} a run, "
         f"{_budget_text(cfg.scheduler.budget_per_step)} a step",
