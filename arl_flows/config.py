@@ -26,6 +26,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from arl_flows.suites import Suite, SuiteNotFound, get_suite
+from arl_flows.suites.capabilities import suite_profiles
 from policies import TrainerConfig
 from verifiers.objectives import Objective
 from verifiers.scheduler import SchedulerConfig
@@ -425,7 +426,7 @@ def stored_fields(stored: dict[str, Any]) -> dict[str, Any]:
 
 def profiles(suite: str) -> dict[str, Any]:
     """The profiles a run of ``suite`` may name: 'default' and the suite's own (e.g. the molecules suite's 'quick')."""
-    return {"default": lambda c: c} | dict(get_suite(suite).profiles)
+    return {"default": lambda c: c} | suite_profiles(get_suite(suite))
 
 
 def _loc_part(part: object) -> object:

@@ -48,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from arl_flows.config import RunConfig, TierConfig, build_config
 from arl_flows.suites import Calibration, Prior, Suite, SuiteNotFound, get_suite, suite_for
+from arl_flows.suites.capabilities import goal_columns, goal_from_ground_truth, objective_window
 from arl_flows.step import TierRunner, verify_candidates, verify_inline
 from arl_flows.training import Completion, build_ladder, record_batch, teach_from_ledger
 from storage.ledger import Ledger
@@ -305,7 +306,7 @@ class TieredReward:
         ``run_tier`` runs one verifier on one batch (default: in this process,
         through the verifier's own isolation); :mod:`arl_flows.reward_flows`
         passes Prefect tasks here. ``goal``: one goal per completion (merged over the reward's own);
-        the suite's goal columns (``Suite.goal_columns``) may come as keyword arrays instead.
+        the suite's goal columns (``capabilities.GoalColumns``) may come as keyword arrays instead.
         """
         if len(prompts) != len(completions):
             raise ValueError(f"got {len(prompts)} prompts and {len(completions)} completions; pass one prompt per completion")
@@ -435,7 +436,7 @@ class TieredReward:
         if goal is not None and len(goal) != n:
             raise ValueError(f"goal has {len(goal)} entries for {n} completions; pass one per completion")
         goals = [self.goal | dict(goal[i] if goal is not None else {}) for i in range(n)]
-        for name in self.suite.goal_columns:
+        for name in goal_columns(self.suite):
             values = columns.get(name)
             if values is None:
                 continue
@@ -587,7 +588,7 @@ def rerank(
     ``sampler(goal, n, seed)`` (a callable returning ``n`` completions;
     ``capabilities.Rerank`` gives the suite's own). The scheduler routes with the
     ``discovery`` objective (find the best); ``window`` is the objective for
-    items whose goal implies none (``Suite.objective_window``). Verdicts are
+    items whose goal implies none (``capabilities.GoalWindow``). Verdicts are
     cached in the ledger like any run's and the calls form one ledger run
     named ``rerank-SUITE``.
     """
@@ -613,7 +614,7 @@ def rerank(
     out = []
     try:
         for idx, (item, item_goal) in enumerate(zip(parsed, goals)):
-            key = cls.objective_window(item_goal) or default
+            key = objective_window(cls, item_goal) or default
             if key not in rewards:
                 rewards[key] = TieredReward(
                     suite, objective=key, budget_per_call=budget, tiers=tiers, policy=policy,
@@ -656,7 +657,7 @@ def _verl_target(data_source: str, ground_truth: Any) -> tuple[str, tuple[float,
     """(suite, objective window or None, goal) from verl's data_source and ground_truth.
 
     ``data_source``: a suite name (an 'arl/' prefix is allowed). ``ground_truth``: read by the
-    suite (``Suite.goal_from_ground_truth``): the molecules suite's gap window as ``[low, high]``,
+    suite (``capabilities.GroundTruth``): the molecules suite's gap window as ``[low, high]``,
     ``{"low":..,"high":..}`` or ``"low,high"``; the code suite's task id; a mapping of goal keys.
     """
     name = str(data_source).removeprefix("arl/")
@@ -664,8 +665,8 @@ def _verl_target(data_source: str, ground_truth: Any) -> tuple[str, tuple[float,
         cls = get_suite(name)
     except SuiteNotFound as exc:
         raise ValueError(f"data_source {data_source!r} is not an ARL suite: {exc}") from None
-    goal = cls.goal_from_ground_truth(ground_truth)
-    return name, cls.objective_window(goal), goal
+    goal = goal_from_ground_truth(cls, ground_truth)
+    return name, objective_window(cls, goal), goal
 
 
 def _verl_reward(suite: str, window: tuple[float, float] | None, options: Mapping[str, Any]) -> TieredReward:

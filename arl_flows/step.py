@@ -41,6 +41,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from arl_flows.suites import Suite
+from arl_flows.suites.capabilities import flag_disagreements
 from arl_flows.training import RunSession, StepState, StepSummary
 from storage.ledger import Ledger
 from storage.records import CheckpointRecord, Trajectory, Verdict
@@ -257,6 +258,6 @@ def verify_candidates(
     for v in [*cached, *result.verdicts]:
         by_key.setdefault(v.candidate_key, []).append(v)
     result.estimates = suite.rewards(trajectories, candidates, by_key, result.estimates)
-    result.estimates = suite.disagreements(scheduler, candidates, by_key, result.estimates)
+    result.estimates = flag_disagreements(suite, scheduler, candidates, by_key, result.estimates)
     ledger.add_reward_estimates(result.estimates)
     return result

@@ -36,6 +36,7 @@ from typing import Any
 
 from arl_flows.step import verify_inline
 from arl_flows.suites import Lab, Suite
+from arl_flows.suites.capabilities import flag_disagreements
 
 from storage.ledger import Ledger
 from storage.records import LabRequest, RewardEstimate, Status, Tier, Trajectory, Verdict, new_id, tier_rank
@@ -359,7 +360,7 @@ class VerificationService:
             i = b.plan.index[c.key]
             by_key[c.key] = [v for v in b.plan.verdicts[i] if v is not None]
         estimates = self.suite.rewards(trajs, cands, by_key, estimates)
-        estimates = self.suite.disagreements(self.scheduler, cands, by_key, estimates)
+        estimates = flag_disagreements(self.suite, self.scheduler, cands, by_key, estimates)
         self.ledger.add_reward_estimates(estimates)
         return estimates
 

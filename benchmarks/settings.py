@@ -7,8 +7,10 @@ variable.
 
 from __future__ import annotations
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from storage.settings import read_settings
 
 __all__ = ["BenchSettings", "bench_settings"]
 
@@ -27,9 +29,4 @@ class BenchSettings(BaseSettings):
 
 def bench_settings() -> BenchSettings:
     """The settings as the environment says now (a bad value: one ValueError line naming the variable)."""
-    try:
-        return BenchSettings()
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        name = "ARL_BENCH_" + str(first["loc"][0]).upper() if first.get("loc") else "an ARL_BENCH_* variable"
-        raise ValueError(f"{name}: {first['msg']} (got {first.get('input')!r}); fix or unset it") from None
+    return read_settings(BenchSettings)

@@ -143,10 +143,8 @@ def run_regime(regime: str, seed: int, args: argparse.Namespace, base_db: Path, 
     trainer = GRPOTrainer(model=model, reward_funcs=audited, args=config, train_dataset=dataset, processing_class=tokenizer,
                           callbacks=[StopAtBudget()])
     t0 = time.perf_counter()
-    try:
+    with reward:  # closed however training ends: the ledger run is marked completed, the tiers' workers stop
         trainer.train()
-    finally:
-        reward.close()
     seconds = time.perf_counter() - t0
     audited.curve.append((min(audited.spent, args.budget), audited.audit()))
     hits = sorted(k for k in audited.valid if k in table and low <= table[k] <= high)

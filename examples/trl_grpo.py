@@ -149,10 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=config, train_dataset=dataset, processing_class=tokenizer)
     t0 = time.perf_counter()
-    try:
+    with reward:  # closed however training ends: the ledger run is marked completed, the tiers' workers stop
         trainer.train()
-    finally:
-        reward.close()
     seconds = time.perf_counter() - t0
     summary = reward.ledger.run_summary(reward.run_id)
     spend = sum(summary["spend_by_tier"].values())

@@ -13,18 +13,7 @@ from .config import GRPOLossConfig, PolicyConfig, TrainerConfig
 from .hindsight import HintedExample, RelabeledExample, achieved_value, feedback_hint, hint_prompt, top_scale_value
 
 if TYPE_CHECKING:
-    from .losses import (
-        decoupled_ppo_loss,
-        group_advantages,
-        group_order,
-        grpo_loss,
-        reverse_kl_distill_loss,
-        sft_loss,
-        spread_mask,
-        staleness_histogram,
-        staleness_weights,
-        uncertainty_weights,
-    )
+    from .losses import *  # noqa: F403 - the names of _TORCH_NAMES, for type checkers
     from .model import Policy, Rollout, TokenBatch, collate
     from .trainer import PolicyTrainer
 
@@ -60,27 +49,13 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "GRPOLossConfig",
-    "decoupled_ppo_loss",
     "HintedExample",
-    "Policy",
     "PolicyConfig",
-    "PolicyTrainer",
     "RelabeledExample",
-    "Rollout",
-    "TokenBatch",
     "TrainerConfig",
     "achieved_value",
-    "top_scale_value",
-    "collate",
     "feedback_hint",
-    "group_advantages",
-    "group_order",
-    "grpo_loss",
     "hint_prompt",
-    "reverse_kl_distill_loss",
-    "sft_loss",
-    "spread_mask",
-    "staleness_histogram",
-    "staleness_weights",
-    "uncertainty_weights",
+    "top_scale_value",
+    *_TORCH_NAMES,
 ]

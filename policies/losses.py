@@ -34,6 +34,7 @@ __all__ = [
     "GRPOLossConfig",
     "decoupled_ppo_loss",
     "group_advantages",
+    "group_order",
     "grpo_loss",
     "reverse_kl_distill_loss",
     "sft_loss",

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from collections.abc import Sequence
+import os
+import shutil
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -172,6 +174,18 @@ class Policy:
                 for block in iter(lambda: fh.read(1 << 20), b""):
                     digest.update(block)
         return str(directory), digest.hexdigest()
+
+    def save_replacing(self, directory: str | Path, extra_files: Mapping[str, str]) -> None:
+        """Write the policy and ``extra_files`` (name -> text) to a temporary sibling, then rename it over
+        ``directory``: a crash never leaves half a cache entry."""
+        directory = Path(directory)
+        tmp = directory.with_name(directory.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        self.save(tmp)
+        for name, text in extra_files.items():
+            (tmp / name).write_text(text)
+        shutil.rmtree(directory, ignore_errors=True)
+        tmp.rename(directory)
 
     def checkpoint(self, directory: str | Path, run_id: str, step: int) -> CheckpointRecord:
         """Save and return the record the ledger stores (path, sha256, step)."""

@@ -16,11 +16,12 @@ not user settings and are not here.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings", "SettingsError", "settings"]
+__all__ = ["Settings", "SettingsError", "read_settings", "settings"]
 
 
 class SettingsError(ValueError):
@@ -60,11 +61,20 @@ class Settings(BaseSettings):
         return self.home / "runs" / run_id
 
 
-def settings() -> Settings:
-    """The settings as the environment says now (a bad value: :class:`SettingsError` naming the variable)."""
+S = TypeVar("S", bound=BaseSettings)
+
+
+def read_settings(model: type[S], error: type[Exception] = ValueError) -> S:
+    """``model`` as the environment says now; a bad value raises ``error`` with one line naming its variable."""
     try:
-        return Settings()
+        return model()
     except ValidationError as exc:
         first = exc.errors()[0]
-        name = "ARL_" + str(first["loc"][0]).upper() if first.get("loc") else "an ARL_* variable"
-        raise SettingsError(f"{name}: {first['msg']} (got {first.get('input')!r}); fix or unset it") from None
+        prefix = str(model.model_config.get("env_prefix", ""))
+        name = prefix + str(first["loc"][0]).upper() if first.get("loc") else f"an {prefix}* variable"
+        raise error(f"{name}: {first['msg']} (got {first.get('input')!r}); fix or unset it") from None
+
+
+def settings() -> Settings:
+    """The settings as the environment says now (a bad value: :class:`SettingsError` naming the variable)."""
+    return read_settings(Settings, SettingsError)

@@ -54,6 +54,8 @@ from arl_flows.cli import runs as _runs  # noqa: E402,F401
 from arl_flows.cli import tiers as _tiers  # noqa: E402,F401
 from arl_flows.cli import verify as _verify  # noqa: E402,F401
 from arl_flows.cli import train as _train  # noqa: E402,F401
+from arl_flows.cli import lab as _lab  # noqa: E402,F401
+from arl_flows.cli import ui as _ui  # noqa: E402,F401
 from arl_flows.cli import rerank as _rerank  # noqa: E402,F401
 from arl_flows.cli import suites as _suites  # noqa: E402,F401
 from arl_flows.cli import config as _config  # noqa: E402,F401

@@ -21,7 +21,8 @@ from rich.markup import escape
 
 # The helpers import the ledger and the run config when called: `arl --help` needs neither.
 __all__ = [
-    "UserError", "app", "console", "cut", "default_suite", "err_console", "load_suite", "open_ledger", "print_json", "shown"]
+    "UserError", "app", "console", "cost_text", "cut", "default_suite", "err_console", "load_suite", "open_ledger", "print_json",
+    "shown"]
 
 app = typer.Typer(
     name="arl",
@@ -85,6 +86,15 @@ def goal_of_items(items: list[str], option: str) -> dict[str, Any]:
         except (json.JSONDecodeError, RecursionError):
             goal[key.strip()] = raw
     return goal
+
+
+def cost_text(costs: Any, *, short: bool = False) -> str:
+    """A cost model in words: ``base + per_unit * size^exponent`` CPU-seconds a call (size: the suite's unit);
+    ``short``: a table cell, ``0.3+0.014*n^3``."""
+    power = "" if costs.exponent == 1 else f"^{costs.exponent:g}"
+    if short:
+        return f"{costs.base:.3g}" + (f"+{costs.per_unit:.2g}*n{power}" if costs.per_unit else "")
+    return f"{costs.base:.3g} CPU-s" + (f" + {costs.per_unit:.3g} CPU-s x size{power}" if costs.per_unit else "") + " a call"
 
 
 def print_json(data: Any) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from arl_flows.cli._common import UserError, app, console, print_json, shown
+from arl_flows.suites.capabilities import suite_commands, suite_profiles
 
 # Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
 # run, so that `arl --help` loads none of it.
@@ -36,8 +37,8 @@ def _describe(cls: Any) -> dict[str, Any]:
         "objective": cls.defaults.get("objective") or _window(scheduler),
         "prompts": cls.prompts_source(options),
         "needs_policy_path": cls.needs_policy_path,
-        "profiles": ["default", *cls.profiles],
-        "commands": [name for name, _ in cls.commands()],
+        "profiles": ["default", *suite_profiles(cls)],
+        "commands": [name for name, _ in suite_commands(cls)],
         "options": {
             name: {"default": _jsonable(getattr(options, name)), "description": field.description or ""}
             for name, field in cls.Options.model_fields.items()
@@ -137,7 +138,7 @@ def _add_suite_commands() -> None:
     found = suite_classes()  # a suite that does not import is warned about and left out
     taken = {group.name for group in app.registered_groups} | {c.name for c in app.registered_commands}
     for cls in found.values():
-        for name, sub in cls.commands():
+        for name, sub in suite_commands(cls):
             if name not in taken:  # a suite cannot shadow a core command or another suite's
                 app.add_typer(sub, name=name, rich_help_panel=suite_panel(cls.name))
                 taken.add(name)

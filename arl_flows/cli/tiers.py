@@ -9,7 +9,7 @@ import typer
 from pydantic import BaseModel
 from rich.table import Table
 
-from arl_flows.cli._common import UserError, app, console, print_json, shown
+from arl_flows.cli._common import UserError, app, console, cost_text, print_json, shown
 
 # Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
 # run, so that `arl --help` loads none of it.
@@ -24,14 +24,6 @@ def _registry():  # noqa: ANN202 - imported lazily so `arl --help` stays fast
     return registry
 
 
-def _cost_text(cost: Any) -> str:
-    text = f"{cost.base:.3g}"
-    if cost.per_unit:
-        size = "n" if cost.exponent == 1 else f"n^{cost.exponent:g}"
-        text += f"+{cost.per_unit:.2g}*{size}"
-    return text
-
-
 def _describe(cls: Any) -> dict[str, Any]:
     return {
         "name": cls.name,
@@ -39,7 +31,7 @@ def _describe(cls: Any) -> dict[str, Any]:
         "tier": str(cls.tier),
         "version": cls.version,
         "cost_model": cls.cost_model.model_dump(),
-        "cost": _cost_text(cls.cost_model),
+        "cost": cost_text(cls.cost_model, short=True),
         "origin": cls.origin,
         "class": f"{cls.__module__}:{cls.__qualname__}",
         "description": cls.description or (cls.__doc__ or "").strip().split("\n")[0],

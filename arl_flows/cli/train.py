@@ -1,13 +1,10 @@
-"""``arl run``, ``arl report``, ``arl lab``, ``arl ui``, ``arl deploy``: the training loop and its surroundings."""
+"""``arl run`` and ``arl report``: the training loop, its progress display and its report (``arl lab``: ``lab.py``;
+``arl ui`` and ``arl deploy``: ``ui.py``)."""
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,50 +13,14 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from arl_flows.cli._common import UserError, app, console, err_console, open_ledger, print_json, shown
+from arl_flows.cli._common import UserError, app, console, cost_text, err_console, open_ledger, shown
+from arl_flows.cli._prefect import quiet_prefect
 from storage.settings import settings
 
 # Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
 # run, so that `arl --help` loads none of it.
 
 URL_OPTION = typer.Option(None, "--url", help="Ledger URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db).")
-UI_HOST, UI_PORT = "127.0.0.1", 4200
-
-
-def _ui_state_file() -> Path:
-    return settings().home / "ui.json"
-
-
-def _running_ui() -> dict[str, Any] | None:
-    """The server `arl ui --background` started, if it is still alive."""
-    path = _ui_state_file()
-    if not path.exists():
-        return None
-    try:
-        state = json.loads(path.read_text())
-        os.kill(int(state["pid"]), 0)
-    except (OSError, ValueError, KeyError, TypeError, OverflowError):  # a hand-edited or damaged state file
-        return None
-    return state
-
-
-def _quiet_prefect(verbose: bool) -> None:
-    """Keep the terminal for the progress display; Prefect's logs go to a file and the Prefect UI.
-
-    ``main`` has already pointed Prefect's logging at a file (``arl_flows.prefect_env``);
-    ``--verbose`` puts Prefect's own terminal logging back.
-    """
-    if verbose:
-        from arl_flows import prefect_env
-
-        prefect_env.terminal_logs()
-    ui = _running_ui()
-    if ui and "PREFECT_API_URL" not in os.environ:
-        os.environ["PREFECT_API_URL"] = ui["api_url"]
-    import transformers
-
-    transformers.utils.logging.disable_progress_bar()
-    transformers.utils.logging.set_verbosity_error()
 
 
 def _sigterm_as_interrupt() -> None:
@@ -229,14 +190,6 @@ def _check_ladder_and_policy(cfg: Any) -> list[tuple[str, str, Any]]:
     return tiers
 
 
-def _cost_text(costs: Any) -> str:
-    """A cost model in words: ``base + per_unit * size^exponent`` CPU-seconds per call (size: the suite's unit)."""
-    text = f"{costs.base:.3g} CPU-s"
-    if costs.per_unit:
-        power = "" if costs.exponent == 1 else f"^{costs.exponent:g}"
-        text += f" + {costs.per_unit:.3g} CPU-s x size{power}"
-    return text + " a call"
-
 
 def _budget_text(seconds: float) -> str:
     return "no cap" if math.isinf(seconds) else f"{seconds:g} CPU-s"
@@ -261,7 +214,7 @@ def _print_dry_run(cfg: Any, tiers: list[tuple[str, str, Any]], ledger_url: str,
     ]
     for name, tier, costs in tiers:
         limit = cfg.tier_concurrency.get(name)
-        lines.append(f"  {name} ({tier}): {_cost_text(costs)}" + (f"; at most {limit} at once" if limit else ""))
+        lines.append(f"  {name} ({tier}): {cost_text(costs)}" + (f"; at most {limit} at once" if limit else ""))
     lines += [
         f"budget: {_budget_text(cfg.scheduler.budget_per_run)} a run, "
         f"{_budget_text(cfg.scheduler.budget_per_step)} a step",
@@ -336,7 +289,7 @@ def run(
         _print_dry_run(cfg, tiers, ledger_url, str(config) if config else "the built-in config", profile, resume)
         return
     assert ledger is not None
-    _quiet_prefect(verbose)
+    quiet_prefect(verbose)
     _sigterm_as_interrupt()
     from arl_flows import prefect_env
 
@@ -400,150 +353,3 @@ def report(
         err_console.print(f"warning: {ledger.unreadable_verdicts} verdict rows could not be read back and are left out of the "
                           "report; `arl db check` names them", markup=False, highlight=False, soft_wrap=True)
     console.print(f"report written to {shown(path)}")
-
-
-# ---------------------------------------------------------------------- lab
-lab_app = typer.Typer(help="External lab results: pending requests and submissions.", no_args_is_help=True)
-app.add_typer(lab_app, name="lab")
-
-
-@lab_app.command("list")
-def lab_list(
-    run_id: str | None = typer.Option(None, "--run", help="Only requests of this run."),
-    all_: bool = typer.Option(False, "--all", help="Include answered requests."),
-    url: str | None = URL_OPTION,
-    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
-) -> None:
-    """Pending lab requests (a training run never waits for them)."""
-    from storage.records import Status
-
-    ledger = open_ledger(url)
-    if run_id is not None:
-        from storage.ledger import LedgerError
-
-        try:  # an unknown run is a mistake to report, not an empty list
-            run_id = ledger.get_run(run_id).id
-        except LedgerError as exc:
-            raise UserError(f"--run: {exc}") from None
-    requests = ledger.lab_requests(None if all_ else Status.pending, run_id=run_id)
-    if json_out:
-        print_json([r.model_dump(mode="json") for r in requests])
-        return
-    table = Table(title=f"{'all' if all_ else 'pending'} lab requests")
-    for col in ("request id", "candidate", "status", "value", "created"):
-        table.add_column(col)
-    for r in requests:
-        table.add_row(shown(r.id), shown(r.payload or r.candidate_key, 500), r.status.value, "" if r.value is None else f"{r.value:g}", r.created_at.strftime("%Y-%m-%d %H:%M"))
-    console.print(table if requests else f"no {'' if all_ else 'pending '}lab requests" + (f" for run {run_id}" if run_id else ""))
-
-
-@lab_app.command("submit")
-def lab_submit(
-    request: str = typer.Option(..., "--request", help="Request id (see `arl lab list`)."),
-    value: str = typer.Option(..., "--value", help="Measured value, e.g. the gap in eV."),
-    notes: str = typer.Option("", "--notes", help="Free text stored with the result."),
-    url: str | None = URL_OPTION,
-) -> None:
-    """Record a lab result: its pending verdict becomes ok and later GRPO/hindsight steps use it."""
-    from storage.ledger import LedgerError
-
-    try:
-        number = float(value)
-    except ValueError:
-        raise UserError(f"--value must be a number, got {value!r}") from None
-    ledger = open_ledger(url)
-    try:
-        verdict = ledger.submit_lab_result(request, number, notes)
-    except LedgerError as exc:
-        raise UserError(str(exc)) from None
-    console.print(f"recorded {shown(verdict.candidate_key, 500)} = {verdict.value:g} (request {shown(request)})")
-
-
-# ---------------------------------------------------------------------- ui and deployments
-@app.command("ui")
-def ui(
-    background: bool = typer.Option(False, "--background", help="Start the server detached and return."),
-    stop: bool = typer.Option(False, "--stop", help="Stop a server started with --background."),
-    port: int = typer.Option(UI_PORT, "--port", min=1, max=65535, help="Port on 127.0.0.1."),
-) -> None:
-    """Start a Prefect server with its UI on 127.0.0.1:4200; earlier runs show up there."""
-    state_file = _ui_state_file()
-    if stop:
-        state = _running_ui()
-        if state is None:
-            raise UserError("no background Prefect server started by `arl ui --background` is running")
-        os.killpg(int(state["pid"]), signal.SIGTERM)
-        state_file.unlink(missing_ok=True)
-        console.print(f"stopped the Prefect server (pid {state['pid']})")
-        return
-    if _running_ui():
-        state = _running_ui()
-        console.print(f"a Prefect server is already running: {shown(state['ui_url'])}")  # type: ignore[index]
-        return
-    prefect = Path(sys.executable).with_name("prefect")
-    cmd = [str(prefect), "server", "start", "--host", UI_HOST, "--port", str(port)]
-    env = os.environ | {"PREFECT_UI_API_URL": f"http://{UI_HOST}:{port}/api", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    if not background:
-        console.print(f"Prefect UI on http://{UI_HOST}:{port} (Ctrl-C stops it)")
-        raise typer.Exit(subprocess.call(cmd, env=env))
-    state_file.parent.mkdir(parents=True, exist_ok=True)
-    log = open(state_file.with_suffix(".log"), "ab")  # noqa: SIM115 - handed to the child
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    api_url = f"http://{UI_HOST}:{port}/api"
-    if not _wait_http(f"{api_url}/health", 90, proc):
-        raise UserError(f"the Prefect server did not come up within 90 s; see {state_file.with_suffix('.log')}")
-    state_file.write_text(json.dumps({"pid": proc.pid, "api_url": api_url, "ui_url": f"http://{UI_HOST}:{port}"}))
-    console.print(f"Prefect UI on http://{UI_HOST}:{port} (pid {proc.pid}); `arl ui --stop` stops it")
-
-
-def _wait_http(url: str, seconds: float, proc: subprocess.Popen[bytes] | None = None) -> bool:
-    import urllib.request
-
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            return False
-        try:
-            with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - loopback only
-                if resp.status == 200:
-                    return True
-        except OSError:
-            time.sleep(0.5)
-    return False
-
-
-@app.command("deploy")
-def deploy(
-    config: Path | None = typer.Option(None, "--config", "-c", help="Run config (TOML) for the scheduled runs."),
-    cron: str = typer.Option(..., "--cron", help="Cron schedule, e.g. '0 3 * * *'."),
-    name: str = typer.Option("arl-training", "--name", help="Deployment name."),
-    profile: str = typer.Option("default", "--profile"),
-    url: str | None = URL_OPTION,
-) -> None:
-    """Serve training_run on a cron schedule (and lab_results beside it) until Ctrl-C."""
-    from arl_flows.config import ConfigError, load_config
-
-    try:
-        load_config(config, profile)
-    except ConfigError as exc:
-        raise UserError(str(exc)) from None
-    try:
-        from prefect.client.schemas.schedules import CronSchedule
-
-        CronSchedule(cron=cron)
-    except ValueError as exc:
-        raise UserError(f"--cron {cron[:100]!r} is not a valid cron expression: {exc}") from None
-    if not name or len(name) > 100 or not name.isprintable() or "/" in name:
-        raise UserError(f"--name {name[:100]!r}: a deployment name is 1 to 100 printable characters without '/'")
-    ledger_url = open_ledger(url).url  # before Prefect starts: a bad URL is one line, not a served deployment
-    _quiet_prefect(verbose=True)
-    from prefect import serve
-
-    from arl_flows.flows import lab_results, training_run
-
-    params = {"config_path": str(config.resolve()) if config else None, "profile": profile, "database_url": ledger_url}
-    console.print(f"serving deployments 'training_run/{shown(name)}' (cron {shown(repr(cron))}) and 'lab_results/lab-results'; Ctrl-C stops")
-    serve(
-        training_run.to_deployment(name=name, cron=cron, parameters=params),
-        lab_results.to_deployment(name="lab-results", parameters={"database_url": ledger_url}),
-    )

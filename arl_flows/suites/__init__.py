@@ -12,18 +12,17 @@ the generic verifiers and scheduler, policies, the flows) names none:
   it has one;
 - how verdicts become rewards when the scheduler's estimate is not the
   reward, and what hindsight distillation learns from a failure;
-- how reports show its candidates, and any commands it adds to ``arl``;
+- how reports show its candidates;
 - outside a run (``arl verify``, ``arl rerank``, TRL and verl rewards): what
-  a goal given by hand or by a dataset looks like (``goal``,
-  ``goal_columns``, ``goal_from_ground_truth``), the objective window a goal
-  implies, how to sample candidates for a goal, and which candidates
-  calibrate the scheduler from scratch.
+  a goal given by hand looks like (``goal``).
 
 :class:`Suite` is the core every suite has: ``name``, ``prompts`` and
 ``completion`` are required, the rest has a default that fits any problem.
 What only some problems have (hindsight relabelling, rebuilding a candidate
 from its key for lab answers, sampling for rerank, a report picture, a
-learned prior for the scheduler, calibration candidates) is an optional
+learned prior for the scheduler, calibration candidates, commands and
+run-config profiles of its own, its own test of disagreeing tiers, goals
+from a trainer's dataset and the objective window a goal implies) is an optional
 capability in :mod:`arl_flows.suites.capabilities`: a suite defines its
 methods or not, and a feature that needs one checks with ``isinstance``.
 
@@ -50,19 +49,15 @@ from pydantic import BaseModel, ConfigDict
 
 import policies
 from policies import PolicyConfig
-from storage.records import Prompt, RewardEstimate, Tier, Trajectory, Turn, Verdict
+from storage.records import Prompt, RewardEstimate, Trajectory, Turn, Verdict
 from verifiers import Candidate
-from verifiers.disagreement import pass_fail_disagreement
 from verifiers.plugins import BrokenPlugin, broken_message, broken_plugins, load_plugin
 from arl_flows.suites.capabilities import Calibration, Hindsight, Lab, Prior, Report, Rerank
 
 if TYPE_CHECKING:
-    import typer
-
     from policies import Policy
 
     from arl_flows.config import RunConfig
-    from verifiers.scheduler import Scheduler
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -120,9 +115,6 @@ class Suite:
     """Old top-level run-config fields that are now options: ``{"old_field": "option"}`` (still accepted)."""
     needs_policy_path: ClassVar[bool] = False
     """True when the suite ships no policy of its own, so a run must name a local model."""
-    profiles: ClassVar[dict[str, Callable[[RunConfig], RunConfig]]] = {}
-    """Named variants of a run config (``arl run --profile NAME``) besides 'default'."""
-
     def __init__(self, config: RunConfig) -> None:
         self.config = config
         self.options = config.suite_options
@@ -132,11 +124,6 @@ class Suite:
     def prompts_source(cls, options: BaseModel) -> str:
         """Where the prompts come from, in words (``arl suites show``)."""
         return "defined by the suite"
-
-    @classmethod
-    def commands(cls) -> list[tuple[str, typer.Typer]]:
-        """Command groups this suite adds to ``arl`` (name, typer app); e.g. the molecules suite's ``arl prior``."""
-        return []
 
     # -- the policy and its prompts ---------------------------------------------
     def load_policy(self, policy_config: PolicyConfig, on_pretrain: Callable[[str], None] | None = None) -> Policy:
@@ -173,9 +160,6 @@ class Suite:
         return Prompt(id=f"{self.name}:ext:{digest}", suite=self.name, text=text, goal=goal)
 
     # -- goals given from outside a run ---------------------------------------------
-    goal_columns: ClassVar[tuple[str, ...]] = ()
-    """Goal keys a trainer's dataset gives per completion (TRL passes dataset columns to reward functions)."""
-
     @classmethod
     def goal(cls, given: Mapping[str, Any]) -> dict[str, Any]:
         """A goal given by hand (``arl verify --goal``, a rerank line, a dataset's columns), checked and completed.
@@ -183,18 +167,6 @@ class Suite:
         Raises ValueError with one line saying what to fix. By default the keys are taken as they are.
         """
         return dict(given)
-
-    @classmethod
-    def goal_from_ground_truth(cls, ground_truth: Any) -> dict[str, Any]:
-        """verl's ``ground_truth`` of one response as a goal; by default a mapping of goal keys."""
-        if isinstance(ground_truth, Mapping):
-            return cls.goal(ground_truth)
-        raise ValueError(f"suite {cls.name!r} reads ground_truth as a mapping of its goal keys, got {type(ground_truth).__name__}")
-
-    @classmethod
-    def objective_window(cls, goal: Mapping[str, Any]) -> tuple[float, float] | None:
-        """The window on the top tier's value that a goal asks for, when a goal is the objective (None: the run's)."""
-        return None
 
     def verifier_params(self, verifier: type, params: dict[str, Any]) -> dict[str, Any]:
         """The params a verifier of this suite runs with: its configured ``params``, to which the options may add."""
@@ -216,25 +188,6 @@ class Suite:
     ) -> list[RewardEstimate]:
         """The rewards GRPO uses; by default the scheduler's estimates."""
         return estimates
-
-    def disagreements(
-        self,
-        scheduler: Scheduler,
-        candidates: Sequence[Candidate],
-        verdicts: dict[str, list[Verdict]],
-        estimates: list[RewardEstimate],
-    ) -> list[RewardEstimate]:
-        """The estimates, with ``disagreement`` set where two tiers that should agree about the candidate do not.
-
-        ``estimates`` are one per candidate, in order. By default two pass/fail tiers: the highest-ranked
-        simulation verdict and the high-fidelity verdict (see ``verifiers.disagreement``).
-        """
-        out = []
-        for cand, est in zip(candidates, estimates, strict=True):
-            by_tier = {v.tier: v for v in verdicts.get(cand.key, [])}
-            flag = pass_fail_disagreement(by_tier.get(Tier.simulation), by_tier.get(Tier.high_fidelity))
-            out.append(est.model_copy(update={"disagreement": flag}) if flag else est)
-        return out
 
     # -- reports ----------------------------------------------------------------------
     def show_candidate(self, key: str, answer: str) -> str:

@@ -14,10 +14,24 @@ from arl_flows.cli import app
 from arl_flows.cli._common import UserError
 from arl_flows.config import ConfigError, RunConfig, build_config, standalone_suite
 from arl_flows.suites import Calibration, Hindsight, Lab, Prior, Report, Rerank, Suite, get_suite
-from storage.records import Prompt, Turn
+from arl_flows.suites.capabilities import (
+    Commands,
+    Disagreements,
+    GoalColumns,
+    GoalWindow,
+    GroundTruth,
+    Profiles,
+    flag_disagreements,
+    goal_columns,
+    goal_from_ground_truth,
+    objective_window,
+    suite_commands,
+    suite_profiles,
+)
+from storage.records import Prompt, RewardEstimate, Status, Tier, Turn, Verdict
 from verifiers import Candidate
 
-CAPABILITIES = (Hindsight, Lab, Rerank, Report, Prior, Calibration)
+CAPABILITIES = (Hindsight, Lab, Rerank, Report, Prior, Calibration, Commands, Profiles, Disagreements, GoalColumns, GroundTruth, GoalWindow)
 LADDER = [{"verifier": "rdkit-eht"}, {"verifier": "reference-table"}]
 
 
@@ -43,8 +57,8 @@ def _offered(suite: object) -> set[str]:
 
 
 def test_builtin_suites_offer_the_capabilities_they_define() -> None:
-    assert _offered(get_suite("molecules")) == {p.__name__ for p in CAPABILITIES}
-    assert _offered(standalone_suite("code")) == {"Hindsight"}
+    assert _offered(get_suite("molecules")) == {p.__name__ for p in CAPABILITIES} - {"GoalColumns"}
+    assert _offered(standalone_suite("code")) == {"Hindsight", "Commands", "GoalColumns", "GroundTruth"}
 
 
 def test_a_suite_with_the_core_only_loads_and_offers_no_capability() -> None:
@@ -52,6 +66,28 @@ def test_a_suite_with_the_core_only_loads_and_offers_no_capability() -> None:
     assert isinstance(suite, CoreSuite) and _offered(suite) == set()
     assert [t.verifier for t in suite.config.tiers] == ["rdkit-eht", "reference-table"]
     assert suite.candidate("hello").payload == "hello"
+
+
+def test_a_core_only_suite_gets_what_fits_any_problem_for_the_capabilities_it_lacks() -> None:
+    suite = standalone_suite(REF)
+    assert suite_commands(CoreSuite) == [] and suite_profiles(CoreSuite) == {} and goal_columns(CoreSuite) == ()
+    assert goal_from_ground_truth(CoreSuite, {"k": 1}) == {"k": 1} and objective_window(CoreSuite, {"k": 1}) is None
+    with pytest.raises(ValueError, match="mapping of its goal keys, got int"):
+        goal_from_ground_truth(CoreSuite, 3)
+    # Without Disagreements: a failing simulation tier against a passing high-fidelity one is flagged.
+    a, b = suite.candidate("a"), suite.candidate("b")
+
+    def verdict(cand: Candidate, tier: Tier, passed: bool) -> Verdict:
+        return Verdict(candidate_key=cand.key, verifier=f"v-{tier.value}", version="1", params_hash="p", tier=tier,
+                       status=Status.ok, value=1.0 if passed else 0.0)  # fmt: skip
+
+    by_key = {
+        a.key: [verdict(a, Tier.simulation, True), verdict(a, Tier.high_fidelity, True)],
+        b.key: [verdict(b, Tier.simulation, False), verdict(b, Tier.high_fidelity, True)],
+    }
+    estimates = [RewardEstimate(trajectory_id=f"t{i}", mean=0.5, std=0.1) for i in range(2)]
+    out = flag_disagreements(suite, None, [a, b], by_key, estimates)
+    assert out[0].disagreement is None and out[1].disagreement.kind == "lower_fail_upper_pass"
 
 
 def test_rerank_says_in_one_line_that_the_suite_cannot_sample(tmp_path: Path) -> None:

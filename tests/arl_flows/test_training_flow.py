@@ -1,4 +1,4 @@
-"""training_run, resume, the single-stage flows and lab_results under one Prefect test harness."""
+"""training_run, resume, the single-stage flows and lab_results under one Prefect test harness, on the core's toy suite."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 
 from storage.ledger import Ledger
 from storage.records import LabRequest, RunStatus, Status, Tier, Verdict
+from tests.helpers.toy_suite import toy_overrides
 
 
 def _artifacts(run_id: str) -> dict[str, object]:
@@ -19,10 +20,10 @@ def _artifacts(run_id: str) -> dict[str, object]:
     return {a.key: a for a in arts}
 
 
-def test_training_run_completes_and_the_ledger_adds_up(prefect_harness, flow_home, overrides, sqlite_url) -> None:
+def test_training_run_completes_and_the_ledger_adds_up(prefect_harness, toy_home, sqlite_url) -> None:
     from arl_flows.flows import run_training
 
-    summary = run_training(overrides(), database_url=sqlite_url)
+    summary = run_training(toy_overrides(), database_url=sqlite_url)  # any suite runs so: the core's toy one
     assert summary["status"] == "completed" and summary["steps_done"] == 2
     ledger = Ledger(sqlite_url)
     run_id = summary["id"]
@@ -39,8 +40,8 @@ def test_training_run_completes_and_the_ledger_adds_up(prefect_harness, flow_hom
     # 'all' sends every valid candidate through the ladder: each valid one reached the top tier.
     keys = {t.candidate_key for s in (0, 1) for t, _ in ledger.step_trajectories(run_id, s)}
     verdicts = ledger.verdicts_for(keys)
-    valid = {v.candidate_key for v in verdicts if v.verifier == "rdkit-eht" and v.status == Status.ok}
-    top = {v.candidate_key for v in verdicts if v.verifier == "reference-table"}
+    valid = {v.candidate_key for v in verdicts if v.verifier == "toy-length" and v.status == Status.ok}
+    top = {v.candidate_key for v in verdicts if v.verifier == "toy-vowels"}
     assert valid <= top
     assert len(ledger.checkpoints(run_id)) == 2 and [s.step for s in ledger.training_steps(run_id)] == [0, 1]
     metrics = ledger.training_steps(run_id)[0].metrics
@@ -60,12 +61,10 @@ def test_resume_continues_from_the_last_completed_step_without_repaying(prefect_
     from arl_flows.flows import run_training
     from arl_flows.step import run_step
     from arl_flows.training import RunSession
-    from tests.helpers.toy_suite import toy_overrides as overrides  # any suite resumes so: the core's toy one
-
 
     # An "interrupted" run: one step done, then the process stops.
     ledger = Ledger(sqlite_url)
-    session = RunSession.open(load_config(overrides=overrides(steps=3)), ledger)
+    session = RunSession.open(load_config(overrides=toy_overrides(steps=3)), ledger)
     run_step(session, 0)
     session.prepare_step(1)
     session.rollout(1)  # half a step: trajectories written, nothing verified
@@ -73,7 +72,7 @@ def test_resume_continues_from_the_last_completed_step_without_repaying(prefect_
     run_id = session.run.id
     paid_before = {v.cache_key for v in ledger.verdicts_for([t.candidate_key for t, _ in ledger.step_trajectories(run_id, 0)])}
 
-    summary = run_training(overrides(steps=3), resume=run_id, database_url=sqlite_url)
+    summary = run_training(toy_overrides(steps=3), resume=run_id, database_url=sqlite_url)
     assert summary["status"] == "completed" and summary["steps_done"] == 3
     assert [s.step for s in ledger.training_steps(run_id)] == [0, 1, 2]
     assert len(ledger.step_trajectories(run_id, 1)) == 8  # the half step was redone, not duplicated
@@ -82,13 +81,13 @@ def test_resume_continues_from_the_last_completed_step_without_repaying(prefect_
     assert ledger.integrity_problems() == []
 
 
-def test_single_stage_flows_and_lab_results(prefect_harness, flow_home, overrides, sqlite_url) -> None:
+def test_single_stage_flows_and_lab_results(prefect_harness, toy_home, sqlite_url) -> None:
     from arl_flows.config import load_config
     from arl_flows.flows import LabSubmission, grpo_update, hindsight_distill, lab_results, rollout, verify
     from arl_flows.training import RunSession
 
     ledger = Ledger(sqlite_url)
-    session = RunSession.open(load_config(overrides=overrides(steps=1)), ledger)
+    session = RunSession.open(load_config(overrides=toy_overrides(steps=1)), ledger)
     run_id = session.run.id
     session.finish(RunStatus.interrupted)  # nothing in memory: the flows must rebuild from the ledger
     ids = rollout(run_id, 0, database_url=sqlite_url)
@@ -98,7 +97,7 @@ def test_single_stage_flows_and_lab_results(prefect_harness, flow_home, override
     flows_module._SESSIONS.clear()  # as if verify ran in another process
     out = verify(run_id, 0, database_url=sqlite_url)
     distinct = {t.candidate_key for t, _ in ledger.step_trajectories(run_id, 0)}
-    assert out["calls"]["rdkit-eht"] == len(distinct) and out["rounds"] >= 1  # fresh ledger: nothing cached
+    assert out["calls"]["toy-length"] == len(distinct) and out["rounds"] >= 1  # fresh ledger: nothing cached
     assert all(est is not None for _, est in ledger.step_trajectories(run_id, 0))
     flows_module._SESSIONS.clear()
     metrics = grpo_update(run_id, 0, database_url=sqlite_url)
@@ -106,9 +105,9 @@ def test_single_stage_flows_and_lab_results(prefect_harness, flow_home, override
     hindsight_distill(run_id, 0, database_url=sqlite_url)
 
     # lab_results: a pending lab verdict becomes ok.
-    ledger.put_verdicts([Verdict(candidate_key="molecules:CCO", verifier="lab", version="1", params_hash="p",
+    ledger.put_verdicts([Verdict(candidate_key="toy:aloe", verifier="lab", version="1", params_hash="p",
                                  tier=Tier.lab, status=Status.pending, request_id="req-1")])
-    ledger.create_lab_requests([LabRequest(id="req-1", candidate_key="molecules:CCO", payload="CCO", verifier="lab",
+    ledger.create_lab_requests([LabRequest(id="req-1", candidate_key="toy:aloe", payload="aloe", verifier="lab",
                                            version="1", params_hash="p", run_id=run_id)])
     result = lab_results(LabSubmission(request_id="req-1", value=8.1, notes="UV-vis"), database_url=sqlite_url)
     assert result["status"] == "ok" and math.isclose(result["value"], 8.1)

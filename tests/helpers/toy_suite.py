@@ -49,8 +49,8 @@ def make_candidate(text: str, goal: dict[str, Any] | None = None) -> Candidate:
     word = "".join(str(text).split())
     valid = _is_word(word)
     digest = hashlib.sha256(word.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return Candidate(key=f"{SUITE}:{digest}", suite=SUITE, payload=word, goal=dict(goal or {}),
-                     meta={"valid": valid, "size": min(len(word), 10 * MAX_LETTERS)})
+    return Candidate(key=f"{SUITE}:{digest}", suite=SUITE, payload=word, goal=dict(goal or {}), valid=valid,
+                     size=min(len(word), 10 * MAX_LETTERS))
 
 
 def _reason(word: str) -> str:

@@ -79,18 +79,11 @@ def test_relabel_rewrites_the_goal_to_the_achieved_bin(smiles_tokenizer):
 def test_relabeled_sft_raises_the_completion_likelihood_under_the_new_goal(tiny_policy):
     tok = tiny_policy.tokenizer
     ex = relabel(tok("CC(=O)N", add_special_tokens=False)["input_ids"] + [tok.eos_token_id], 6.43, tok)
-    seq, mask = ex.prompt_ids + ex.completion_ids, [0.0] * len(ex.prompt_ids) + [1.0] * len(ex.completion_ids)
-
-    def loglik() -> float:
-        with torch.no_grad():
-            logps, m = tiny_policy.logprobs(collate([seq], [mask], tok.pad_token_id))
-        return float((logps * m).sum())
-
-    before = loglik()
+    before = _loglik(tiny_policy, ex.prompt_ids, ex.completion_ids)
     trainer = PolicyTrainer(tiny_policy, TrainerConfig(lr=3e-3))
     for _ in range(5):
         metrics = trainer.distill_step(relabeled=[ex])
-    assert loglik() > before + 1.0
+    assert _loglik(tiny_policy, ex.prompt_ids, ex.completion_ids) > before + 1.0
     assert metrics["loss/sft"] > 0
 
 
@@ -129,14 +122,7 @@ def test_student_learns_the_hinted_tokens_from_a_hinted_teacher(smiles_tokenizer
         fit.distill_step(relabeled=[_as_example(hinted, answer)])
 
     student = make_tiny_policy(tok, seed=2)
-    seq, mask = prompt + answer, [0.0] * len(prompt) + [1.0] * len(answer)
-
-    def student_loglik() -> float:
-        with torch.no_grad():
-            logps, m = student.logprobs(collate([seq], [mask], tok.pad_token_id))
-        return float((logps * m).sum())
-
-    before = student_loglik()
+    before = _loglik(student, prompt, answer)
     trainer = PolicyTrainer(student, TrainerConfig(lr=1e-2))
     for step in range(8):
         r = student.sample([prompt], group_size=8, max_new_tokens=6, seed=step)
@@ -145,7 +131,15 @@ def test_student_learns_the_hinted_tokens_from_a_hinted_teacher(smiles_tokenizer
         ]
         metrics = trainer.distill_step(hinted=examples, teacher=teacher)
         assert metrics["loss/distill_kl"] > 0
-    assert student_loglik() > before + 2.0
+    assert _loglik(student, prompt, answer) > before + 2.0
+
+
+def _loglik(policy, prompt_ids, completion_ids) -> float:
+    """The policy's log-likelihood of ``completion_ids`` after ``prompt_ids``."""
+    seq, mask = list(prompt_ids) + list(completion_ids), [0.0] * len(prompt_ids) + [1.0] * len(completion_ids)
+    with torch.no_grad():
+        logps, m = policy.logprobs(collate([seq], [mask], policy.tokenizer.pad_token_id))
+    return float((logps * m).sum())
 
 
 def _as_example(prompt_ids, completion_ids):

@@ -88,6 +88,16 @@ def test_checkpoint_round_trip_gives_identical_logits(tiny_policy, tmp_path):
     assert record.sha256 == sha and record.step == 3
 
 
+def test_save_replacing_swaps_the_whole_directory_and_leaves_no_temporary(tiny_policy, tmp_path):
+    target = tmp_path / "prior"
+    target.mkdir()
+    (target / "stale.txt").write_text("from an older prior")
+    tiny_policy.save_replacing(target, {"pretrain_report.json": '{"steps": 1}'})
+    assert not (target / "stale.txt").exists() and (target / "pretrain_report.json").read_text() == '{"steps": 1}'
+    assert Policy.load(target).tokenizer.get_vocab() == tiny_policy.tokenizer.get_vocab()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prior"]
+
+
 def test_load_refuses_a_non_model_directory(tmp_path):
     with pytest.raises(FileNotFoundError, match="config.json"):
         Policy.load(tmp_path)

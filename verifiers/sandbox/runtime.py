@@ -90,6 +90,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -674,37 +675,35 @@ def _root_plan(python: str, readable: list[str]) -> dict[str, object]:
     }
 
 
-def _pids_of_uid(uid: int) -> list[int]:
+def _proc_pids(name: str, matches: Callable[[str], bool]) -> list[int]:
+    """The processes whose ``/proc/PID/<name>`` text ``matches``; one that exits or reads oddly meanwhile is skipped."""
     pids = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
-            with open(f"/proc/{entry.name}/status", encoding="ascii", errors="replace") as fh:
-                for line in fh:
-                    if line.startswith("Uid:"):
-                        if int(line.split()[1]) == uid:
-                            pids.append(int(entry.name))
-                        break
-        except OSError:
-            continue
-    return pids
-
-
-def _pids_of_group(pgid: int) -> list[int]:
-    pids = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            # fields[0] is state; fields[2] is pgrp; zombies are already dead.
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                pids.append(int(entry.name))
+            with open(f"/proc/{entry.name}/{name}", encoding="ascii", errors="replace") as fh:
+                if matches(fh.read()):
+                    pids.append(int(entry.name))
         except (OSError, IndexError, ValueError):
             continue
     return pids
+
+
+def _pids_of_uid(uid: int) -> list[int]:
+    def owned(status: str) -> bool:
+        return any(line.startswith("Uid:") and int(line.split()[1]) == uid for line in status.splitlines())
+
+    return _proc_pids("status", owned)
+
+
+def _pids_of_group(pgid: int) -> list[int]:
+    def in_group(stat: str) -> bool:
+        fields = stat.rsplit(")", 1)[1].split()
+        # fields[0] is state; fields[2] is pgrp; zombies are already dead.
+        return int(fields[2]) == pgid and fields[0] != "Z"
+
+    return _proc_pids("stat", in_group)
 
 
 def _kill_all(uid: int | None, pgid: int) -> tuple[int, int]:

@@ -2,20 +2,15 @@
 
 Tiers, cheapest first: ``rdkit-eht`` (fast), ``gfn2-xtb`` (simulation),
 ``pyscf-b3lyp`` (high_fidelity) or ``simulated-cluster`` (high_fidelity, a remote DFT
-queue modelled by the QM9 table and a latency), ``lab`` and ``reference-table`` (lab).
+queue modelled by the QM9 table and a latency), ``lab`` and ``reference-table`` (lab tier).
 Importing this package registers all of them.
 """
 
 from arl_flows.suites.molecules.cluster import SimulatedClusterParams, SimulatedClusterVerifier
 from arl_flows.suites.molecules.dft import DFTGapVerifier, DFTParams, dft_gap
 from arl_flows.suites.molecules.fast import EHTGapVerifier, EHTParams
-from arl_flows.suites.molecules.lab import (
-    LabParams,
-    LabVerifier,
-    ReferenceTableParams,
-    ReferenceTableVerifier,
-    load_reference_table,
-)
+from arl_flows.suites.molecules.lab import LabParams, LabVerifier
+from arl_flows.suites.molecules.reference import ReferenceTableParams, ReferenceTableVerifier, load_reference_table
 from arl_flows.suites.molecules.chemistry import (
     SUITE,
     GeometryError,

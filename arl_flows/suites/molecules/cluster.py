@@ -4,7 +4,7 @@ This verifier models a *remote* queue (a DFT cluster, or a lab): a call takes
 ``latency_s`` seconds of wall-clock time, at most ``slots`` calls run at
 once (the others queue for a slot), and nothing runs on this machine while a
 call waits: the waiting thread sleeps. The answer is the QM9 reference value
-of the molecule (the same table :class:`~arl_flows.suites.molecules.lab.ReferenceTableVerifier`
+of the molecule (the same table :class:`~arl_flows.suites.molecules.reference.ReferenceTableVerifier`
 reads), and the budget is charged the declared ``cost_per_call``: what the
 DFT call it stands for would cost. It is not a DFT calculation; it lets a
 benchmark or a test measure what a pipeline does with an expensive, slow,
@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arl_flows.suites.molecules.chemistry import SUITE, InvalidMolecule, MoleculeConstraints, check_molecule
 from arl_flows.suites.molecules.datasets import QM9_GAP_CSV
-from arl_flows.suites.molecules.lab import load_reference_table
+from arl_flows.suites.molecules.reference import load_reference_table
 from storage.records import Status, Tier, Verdict, params_hash
 from verifiers.base import Candidate, CostModel, Verifier
 from verifiers.registry import register_verifier

@@ -26,9 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import random
-import shutil
 import time
 import warnings
 from pathlib import Path
@@ -313,11 +311,8 @@ def load_or_pretrain(
 
 
 def save_prior(policy: Policy, report: PretrainReport, config: PretrainConfig, directory: Path) -> None:
-    """Write the prior to a temporary sibling, then rename: a crash never leaves half a cache entry."""
-    tmp = directory.with_name(directory.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    policy.save(tmp)
-    (tmp / "pretrain_report.json").write_text(report.model_dump_json(indent=2))
-    (tmp / "pretrain_config.json").write_text(config.model_dump_json(indent=2))
-    shutil.rmtree(directory, ignore_errors=True)
-    tmp.rename(directory)
+    """Write the prior with its report and config, replacing ``directory`` at once (:meth:`Policy.save_replacing`)."""
+    policy.save_replacing(
+        directory,
+        {"pretrain_report.json": report.model_dump_json(indent=2), "pretrain_config.json": config.model_dump_json(indent=2)},
+    )

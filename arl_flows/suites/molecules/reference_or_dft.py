@@ -37,7 +37,7 @@ from arl_flows.suites.molecules.datasets import QM9_GAP_CSV
 from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel
 from arl_flows.suites.molecules.dft import DFTGapVerifier, DFTParams
-from arl_flows.suites.molecules.lab import load_reference_table
+from arl_flows.suites.molecules.reference import load_reference_table
 from arl_flows.suites.molecules.chemistry import InvalidMolecule, check_molecule
 from verifiers.isolation import TaskOutcome
 from verifiers.registry import register_verifier

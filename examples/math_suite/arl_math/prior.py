@@ -17,7 +17,6 @@ import json
 import math
 import os
 import random
-import shutil
 import string
 import time
 from pathlib import Path
@@ -143,13 +142,10 @@ def load_or_pretrain(config: PriorConfig, policy_config: PolicyConfig | None = N
     if report_file.is_file() and (directory / "config.json").is_file():
         return Policy.load(directory, policy_config), PriorReport.model_validate(json.loads(report_file.read_text()))
     policy, report = pretrain(config)
-    tmp = directory.with_name(directory.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    policy.save(tmp)
-    (tmp / "pretrain_report.json").write_text(report.model_dump_json(indent=2))
-    (tmp / "pretrain_config.json").write_text(config.model_dump_json(indent=2))
-    shutil.rmtree(directory, ignore_errors=True)
-    tmp.rename(directory)
+    policy.save_replacing(
+        directory,
+        {"pretrain_report.json": report.model_dump_json(indent=2), "pretrain_config.json": config.model_dump_json(indent=2)},
+    )
     if policy_config is not None:
         policy = Policy(policy.model, policy.tokenizer, policy_config)
     return policy, report
