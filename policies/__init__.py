@@ -14,8 +14,8 @@ from .hindsight import HintedExample, RelabeledExample, achieved_value, feedback
 
 if TYPE_CHECKING:
     from .losses import *  # noqa: F403 - the names of _TORCH_NAMES, for type checkers
-    from .model import Policy, Rollout, TokenBatch, collate
-    from .trainer import PolicyTrainer
+    from .model import Policy, Rollout, TokenBatch, collate  # noqa: F401 - re-exported
+    from .trainer import PolicyTrainer  # noqa: F401 - re-exported
 
 # Names whose modules import torch (and transformers): loaded on first use, so that reading a run
 # config or printing `arl --help` does not pay for them.
