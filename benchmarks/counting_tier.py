@@ -12,6 +12,11 @@
   lands inside verification often enough to exercise it (the reference table
   itself answers in microseconds).
 
+While the file named by ``$ARL_COUNT_HOLD`` exists, a call that has logged its
+``start`` waits (up to :data:`HOLD_MAX_S`) before it finishes: a harness that
+must kill a run *while* a call is in flight holds the call there until its
+signal is sent, instead of hoping to catch a short window on a busy machine.
+
 Lines are written with one ``os.write`` on an ``O_APPEND`` descriptor, so a
 line is either in the file or not, even when the process is killed, and
 concurrent processes never interleave within a line.
@@ -33,9 +38,11 @@ from storage.records import Verdict
 from verifiers.base import Candidate
 from arl_flows.suites.molecules.lab import ReferenceTableParams, ReferenceTableVerifier
 
-__all__ = ["COUNT_LOG_ENV", "CountingReferenceTable", "CountingParams", "read_count_log"]
+__all__ = ["COUNT_HOLD_ENV", "COUNT_LOG_ENV", "CountingReferenceTable", "CountingParams", "read_count_log"]
 
 COUNT_LOG_ENV = "ARL_COUNT_LOG"
+COUNT_HOLD_ENV = "ARL_COUNT_HOLD"
+HOLD_MAX_S = 120.0  # a hold file left behind never hangs a run for longer
 
 
 class CountingParams(ReferenceTableParams):
@@ -58,10 +65,18 @@ class CountingReferenceTable(ReferenceTableVerifier):
             _log("start", candidate.key)
             if self.params.seconds_per_call:
                 time.sleep(self.params.seconds_per_call)
+            _wait_while_held()
             (verdict,) = super().verify_batch([candidate])
             _log("done", candidate.key, verdict.status.value)
             out.append(verdict)
         return out
+
+
+def _wait_while_held() -> None:
+    hold = os.environ.get(COUNT_HOLD_ENV)
+    deadline = time.monotonic() + HOLD_MAX_S
+    while hold and os.path.exists(hold) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def _log(event: str, key: str, status: str = "") -> None:

@@ -67,7 +67,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.counting_tier import COUNT_LOG_ENV, read_count_log
+from benchmarks.counting_tier import COUNT_HOLD_ENV, COUNT_LOG_ENV, read_count_log
 from benchmarks.provenance import format_provenance, with_provenance
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -238,7 +238,13 @@ def arl_env(arl_home: Path, api_url: str, count_log: Path) -> dict[str, str]:
         "OMP_NUM_THREADS": "1",
         "COLUMNS": "200",
         COUNT_LOG_ENV: str(count_log),
+        COUNT_HOLD_ENV: str(hold_path(count_log)),
     }
+
+
+def hold_path(count_log: Path) -> Path:
+    """The counting tier's hold file for the runs that log to ``count_log`` (present: calls wait in flight)."""
+    return count_log.with_name(count_log.name + ".hold")
 
 
 # A terminal starts its foreground job with SIGINT at its default, and Ctrl-C reaches it. A process started
@@ -697,6 +703,9 @@ def run_chain(kills: list[Kill], *, workdir: Path | None = None, arl_home: Path 
             stored_before.append({k[0] for k, (status, _) in rows.items() if k[1] == TOP_TIER and status != "pending"})
             pending_before.append({k[0] for k, (status, _) in rows.items() if k[1] == TOP_TIER and status == "pending"})
             calls_before = len(read_count_log(count_log))
+            hold = hold_path(count_log)
+            if kill is not None and kill.target == "top-in-flight" and kill.step == start_step:
+                hold.touch()  # the first call out waits in flight until the signal is sent
             proc = RunProcess([*args, "--url", url, "--verbose"], env, workdir / f"process-{i}.log")
             if kill is None:
                 rc = proc.wait(timeout=600)
@@ -721,6 +730,7 @@ def run_chain(kills: list[Kill], *, workdir: Path | None = None, arl_home: Path 
                 kill.killed = True
             else:
                 kill.problems.append(f"never reached {kill.target}@{kill.step}; see {workdir / f'process-{i}.log'}")
+            hold.unlink(missing_ok=True)  # a Ctrl-C or SIGTERM lets the held call finish and drain
             kill.exit_code = proc.wait(timeout=120)
             kill.leftover_processes = proc.kill_group()
             proc.wait(10)
