@@ -65,6 +65,26 @@ def _pairs(low: int, high: int, edges: list[list[int]], n: int = 8, positive: bo
     return gen
 
 
+# Starting values up to 10^12 whose Collatz trajectories climb past 2^53 (path records, OEIS A006884), where a
+# halving through a float is no longer exact.
+_COLLATZ_PAST_2_53 = [319804831, 1410123943, 8528817511, 12327829503, 23035537407, 45871962271, 77566362559,
+                      204430613247, 446559217279, 871673828443]  # fmt: skip
+
+
+def _union(*gens: Inputs) -> Inputs:
+    """The cases of each generator in turn, one seeded stream (adding a generator leaves the earlier cases as they were)."""
+    return lambda rng: [case for gen in gens for case in gen(rng)]
+
+
+def _near_triangles(rng: random.Random) -> list[list[Any]]:
+    """T(k) and T(k) + 1 for seeded k past 2^47 (T(k) up to 10^30), where k(k+1)/2 through a float is off."""
+    out = []
+    for _ in range(6):
+        k = rng.randint(2**47, 1414213562373095)
+        out += [[k * (k + 1) // 2], [k * (k + 1) // 2 + 1]]
+    return out
+
+
 def _power_mod(rng: random.Random) -> list[list[Any]]:
     out = [[0, 0, 1], [0, 0, 7], [0, 5, 7], [2**64, 2**64, 10**9 + 7], [12345678901234567890, 10**18, 998244353]]
     out += [[rng.randint(0, 10**20), rng.randint(0, 10**20), rng.randint(1, 10**12)] for _ in range(6)]
@@ -388,14 +408,15 @@ DOMAINS: dict[str, Inputs] = {
     "digit-sum": _ints(0, 10**40, [9, 10, 2**64, 10**30 - 1]),
     "count-divisors": _ints(1, 10**9, [3, 4, 121, 720720, 735134400, 999999937, 2**29]),
     "power-mod": _power_mod,
-    "collatz-steps": _ints(1, 10**12, [3, 7, 871, 77031, 837799, 8400511, 2**40]),
+    "collatz-steps": _ints(1, 10**12, [3, 7, 871, 77031, 837799, 8400511, 2**40, *_COLLATZ_PAST_2_53]),
     "perfect-number": _ints(1, 10**8, [2, 8128, 8127, 8129, 33550336, 33550337, 120, 945]),
     "int-sqrt": _ints(0, 2**106, _ISQRT_EDGES),
     "binary-string": _ints(0, 2**90, [3, 2**53, 2**53 + 1, 2**64 - 1, 2**64]),
     "from-binary": _binary_strings,
     "roman-numeral": _ints(1, 3999, [2, 3, 5, 40, 44, 90, 400, 444, 900, 949, 1000, 3888]),
     "from-roman": _romans,
-    "triangle-number-index": _ints(1, 10**30, [4, 5, 6, 7, 5050, 5049, 10**18, 2**53 * (2**53 + 1) // 2 + 1]),
+    "triangle-number-index": _union(_ints(1, 10**30, [4, 5, 6, 7, 5050, 5049, 10**18, 2**53 * (2**53 + 1) // 2 + 1]),
+                                    _near_triangles),
     "sum-of-squares": _ints(0, 10**20, [2, 2**53, 10**18]),
     "armstrong": _ints(0, 10**12, [1, 9, 407, 1634, 8208, 54748, 92727, 93084, 548834, 9926315, 4679307774]),
     # Lists and strings longer than any small loop bound (a loop that stops after a few rounds is a near-miss).
