@@ -131,10 +131,18 @@ def test_generated_cases_match_the_references_and_the_stated_domain():
     assert all(1 <= case.args[0] <= 3999 for case in get_task("roman-numeral").tests)
 
 
+# What no judge of return values and stdout can check: how the answer was computed, or what happened to the input.
+UNCHECKABLE = ("do not use", "don't use", "without using", "must use", "a new list", "in place", "in-place", "efficient",
+               "o(n", "recursion", "recursive", "iterative", "one line", "one pass", "single pass")  # fmt: skip
+
+
 def test_no_task_asks_for_what_its_judge_cannot_check():
     for task in load_tasks():
         lowered = task.prompt.lower()
-        assert "do not use" not in lowered and "without using" not in lowered, task.id
+        assert not [w for w in UNCHECKABLE if w in lowered], task.id
+    # "as a float" is asked where the stdout check sees it (5.0, not 5); the hidden tests accept an int for a float.
+    median = get_task("median")
+    assert median.int_for_float and median.expected_stdout == "5.0\n" and "an int or a float" in median.prompt
 
 
 def test_near_miss_mutants_apply_where_they_should():
