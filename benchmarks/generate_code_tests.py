@@ -9,7 +9,10 @@ runs the task's reference on each input and adds the (arguments, result) pairs t
 ``arl_flows/suites/code/tasks/tasks.json``, as the hand-written ones are recorded. Inputs come only from the
 domain the prompt states (a test outside it would reject a correct program), and a case whose reference run takes
 longer than ``CASE_S`` CPU-seconds is left out. Deterministic: one seeded ``random.Random`` per task, so running it
-again adds nothing. ``--check`` exits 1 if the file lacks a generated case (CI can run it).
+again adds nothing. Every bundled task has a domain (a test checks it). A task with an expected stdout also gets, as
+its ``visible_tests``, the call of the print statement its prompt asks for (``print(solve(100))``: ``solve(100)``
+and the reference's value), which the execution tier checks next to the stdout. ``--check`` exits 1 if the file
+lacks a generated case or a visible call (CI can run it).
 
 The references are the bundled, reviewed solutions and run in this process; nothing here runs at training time.
 """
