@@ -194,6 +194,7 @@ def main() -> None:
     p.add_argument("--code-budgets", default="0.5,1,2", help="Rerank budgets per code prompt (CPU-s).")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--skip-code", action="store_true")
+    p.add_argument("--skip-molecules", action="store_true", help="Only the code comparison.")
     p.add_argument("--json", default=None, help="Write the results here.")
     args = p.parse_args()
     args.budgets = [float(b) for b in args.budgets.split(",")]
@@ -201,13 +202,14 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="arl-rerank-bench-"))
     os.environ["ARL_HOME"] = str(work / "home")
     try:
-        report = {"molecules": molecules(args, work)}
+        report = {} if args.skip_molecules else {"molecules": molecules(args, work)}
         if not args.skip_code:
             report["code"] = code(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"provenance: {format_provenance()}")
-    _print("molecules (top tier: QM9 table, charged as DFT)", report["molecules"])
+    if "molecules" in report:
+        _print("molecules (top tier: QM9 table, charged as DFT)", report["molecules"])
     if "code" in report:
         _print("code (top tier: hidden tests in a fresh sandbox)", report["code"])
     if args.json:

@@ -2,7 +2,12 @@
 
 A task without an expected stdout (HumanEval, MBPP: a function, no printing)
 is checked on its ``visible_tests`` instead, the examples its prompt shows,
-through the hidden-test runner in a second fresh sandbox.
+through the hidden-test runner in a second fresh sandbox. A task with both
+(the bundled ones: "print the output of `print(solve(100))`", and the call
+``solve(100)`` as its visible test) passes only when the stdout matches *and*
+the function returns the value of that call: a program that prints the
+expected text without computing it is told apart from a solution here, not
+only by the hidden tests a small budget may never reach.
 
 What the verdict means (the reward engine depends on it):
 
@@ -99,7 +104,7 @@ class CodeExecution(CodeTier[CodeExecutionParams]):
 
     name = "code-exec"
     tier = Tier.simulation
-    version = "2"
+    version = "3"
     Params = CodeExecutionParams
     cost_model = CostModel(base=0.03, per_unit=1e-6)
 
@@ -127,6 +132,16 @@ class CodeExecution(CodeTier[CodeExecutionParams]):
                     mismatch: str | None = "not run to completion"
                 elif task.expected_stdout is not None:
                     mismatch = _compare(last.stdout, task.expected_stdout)
+                    if mismatch is None and task.visible_tests:
+                        # The output is that of a stated call (`print(solve(100))`): the function must return it
+                        # too, so printing the expected text without computing it is no pass.
+                        try:
+                            mismatch, charged = _visible_calls(code, task, self.params.limits)
+                        except SandboxError as exc:
+                            return self.verdict(cand, Status.failed, feedback=f"sandbox failure: {exc}")
+                        sandbox_charged += charged
+                        if mismatch is not None:
+                            mismatch = f"stdout matches, but the function does not return it: {mismatch}"
                 else:
                     try:
                         mismatch, charged = _visible_calls(code, task, self.params.limits)

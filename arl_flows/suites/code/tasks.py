@@ -68,8 +68,9 @@ class CodeTask(BaseModel):
     )
     visible_tests: list[HiddenTest] = Field(
         default_factory=list,
-        description="Calls the execution tier checks when there is no expected_stdout: examples the prompt shows "
-        "(HumanEval's docstring examples, MBPP's first test), judged like the hidden tests.",
+        description="Calls the execution tier checks, judged like the hidden tests: examples the prompt shows "
+        "(HumanEval's docstring examples, MBPP's first test) when there is no expected_stdout; with one, the call of "
+        "the print statement the prompt asks for, so that the program's function must return what it prints.",
     )
     tests: list[HiddenTest] = Field(min_length=1, description="Hidden tests; never shown to the policy.")
     reference: str = Field(description="A reference solution (program text).")

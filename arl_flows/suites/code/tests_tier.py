@@ -57,14 +57,14 @@ _CHANNEL_BYTES = 1 << 20
 # code runs, so monkeypatching json/os/builtins afterwards changes nothing it uses.
 _RUNNER = r'''
 import json as _json, os as _os, copy as _copy
-_write, _dumps, _loads, _deepcopy, _exc_name = _os.write, _json.dumps, _json.loads, _copy.deepcopy, type
+_write, _dumps, _loads, _deepcopy, _exc_name, _len = _os.write, _json.dumps, _json.loads, _copy.deepcopy, type, len
 _msg = _loads(sys.stdin.read())
 sys.stdin.close()
-_fd, _nonce, _cases, _fn = int(_msg["fd"]), _msg["nonce"], _msg["cases"], _msg["function"]
+_fd, _nonce, _cases, _fn, _limit = int(_msg["fd"]), _msg["nonce"], _msg["cases"], _msg["function"], int(_msg["limit"])
 del _msg
 _src = open(sys.argv[1], encoding="utf-8").read()
 sys.stdout = open(_os.devnull, "w")
-_results, _status, _error = [], "done", ""
+_results, _size, _status, _error = [], 0, "done", ""
 try:
     _ns = {"__name__": "solution", "__builtins__": __builtins__}
     exec(compile(_src, "solution.py", "exec"), _ns)
@@ -75,15 +75,20 @@ try:
         try:
             _v = _f(*_deepcopy(_args))
         except BaseException as _e:
-            _results.append({"ok": False, "error": _exc_name(_e).__name__})
+            _results.append(_dumps({"ok": False, "error": _exc_name(_e).__name__}))
             continue
-        try:
-            _results.append({"ok": True, "value": _loads(_dumps(_v, allow_nan=False))})
+        try:  # encoded once, here; the judge decodes the line
+            _results.append('{"ok": true, "value": ' + _dumps(_v, allow_nan=False) + "}")
         except BaseException as _e:
-            _results.append({"ok": False, "unencodable": (_exc_name(_e).__name__ + ": " + str(_e))[:200]})
+            _results.append(_dumps({"ok": False, "unencodable": (_exc_name(_e).__name__ + ": " + str(_e))[:200]}))
+        _size += _len(_results[-1])
+        if _size > _limit:  # the judge reads no more than this: stop calling
+            _status = "too_large"
+            break
 except BaseException as _e:
     _status, _error = "load_error", (_exc_name(_e).__name__ + ": " + str(_e))[:300]
-_write(_fd, (_dumps({"nonce": _nonce, "status": _status, "error": _error, "results": _results}) + "\n").encode())
+_head = _dumps({"nonce": _nonce, "status": _status, "error": _error})
+_write(_fd, (_head[:-1] + ', "results": [' + ", ".join(_results) + "]}\n").encode())
 '''
 
 
@@ -180,6 +185,7 @@ def run_hidden_tests(
             "nonce": nonce,
             "function": task.function,
             "cases": [t.args for t in cases],
+            "limit": _CHANNEL_BYTES,
         }
     )
     result = run_python(
@@ -225,10 +231,17 @@ def run_hidden_tests(
         isinstance(report, dict)
         and report.get("nonce") == nonce
         and isinstance(report.get("results"), list)
-        and report.get("status") in ("done", "load_error")
+        and report.get("status") in ("done", "load_error", "too_large")
     )
     if not ok_shape:
         return HiddenTestReport(completed=False, feedback="the runner's result line was forged or corrupted", **base)
+    if report["status"] == "too_large":
+        return HiddenTestReport(
+            completed=False,
+            undecodable=True,
+            feedback=f"the program's return values exceed the judge's {_CHANNEL_BYTES} bytes",
+            **base,
+        )
     if report["status"] == "load_error":
         return HiddenTestReport(completed=True, feedback=f"the program failed to load: {report.get('error', '')}", **base)
     if len(report["results"]) != total or result.outcome not in ("success",):

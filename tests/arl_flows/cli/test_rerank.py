@@ -78,6 +78,26 @@ def test_code_rerank_picks_the_correct_answer(tmp_path: Path) -> None:
     assert result.top[0].completion == right and result.top[0].tier == "high_fidelity"
 
 
+@pytest.mark.parametrize("budget", [0.1, 0.2])
+def test_code_rerank_without_the_hidden_tests_prefers_the_solution_to_a_printed_answer(tmp_path: Path, budget: float) -> None:
+    """At a budget that never reaches the hidden tests, a print of the expected output no longer ties a solution.
+
+    Both print the right text; before, both scored 1.05 +- 0.6 after the execution tier and first-seen order put
+    the print first. The execution tier now also calls the function the prompt's print statement calls.
+    """
+    from arl_flows.suites.code import get_task
+
+    task = get_task("sum-to-n")
+    printer = "<think>the answer</think><code>def solve(*args):\n    return None\nprint('5050')\n</code>"
+    right = f"<think>formula</think><code>{task.reference}</code>"
+    items = [{"task_id": "sum-to-n", "candidates": [printer, right]}]
+    ladder = [{"verifier": "code-format", "params": {}}, {"verifier": "code-exec", "params": {}}]
+    [result] = rerank(items, suite="code", n=2, k=2, budget=budget, tiers=ladder, ledger_url=f"sqlite:///{tmp_path / 'l.db'}")
+    best, other = result.top
+    assert best.completion == right and other.completion == printer, result.top
+    assert best.reward > other.reward + 0.3
+
+
 @pytest.mark.parametrize(
     ("lines", "args", "message"),
     [

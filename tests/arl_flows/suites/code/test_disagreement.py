@@ -77,7 +77,8 @@ def test_code_disagreement_flagged_stored_and_reported(sqlite_url: str):
     task = get_task("sum-to-n")
     answers = [
         _ans(task.reference),  # honest: both tiers pass
-        _ans("print(5050)"),  # output matching: passes the visible check, fails the hidden tests
+        # Right on the visible call only: passes the visible check (stdout and solve(100)), fails the hidden tests.
+        _ans("def solve(n):\n    return 5050\nprint(solve(100))"),
         _ans("def solve(n):\n    return n * (n + 1) // 2\nprint(solve(99))"),  # right function, wrong print
     ]
     ledger = Ledger(sqlite_url)

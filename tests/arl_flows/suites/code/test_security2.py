@@ -129,7 +129,9 @@ def test_inexact_answers_are_wrong(world, name, task, code, enforce_policy):
     tests = r["tests"]
     assert tests.status == "ok", tests.feedback  # a plain wrong answer: a fact about the candidate
     assert tests.value == 0.0 and tests.values["passed"] < tests.values["total"], tests.feedback
-    assert r["exec"].value == 1.0, "the attack prints the right stdout, so only exact judging catches it"
+    # The attack prints the right stdout; only exact judging catches it: the hidden tests', or already the visible
+    # call of the prompt's print statement, judged the same way.
+    assert r["exec"].value == 1.0 or "the function does not return it" in r["exec"].feedback, r["exec"].feedback
     assert r["reward"].components["outcome"] < 0 and r["reward"].total < 1.0
     assert_nothing_left(world, r["texts"])
 

@@ -61,7 +61,10 @@ def test_fast_tier_checks_every_turn():
 # (code, status, value, outcome, feedback fragment)
 EXEC_TABLE = [
     (GOOD, "ok", 1.0, "success", "stdout matches"),
-    ("print('  5050  ')\n\n", "ok", 1.0, "success", "stdout matches"),  # whitespace-normalised
+    (GOOD.replace("print(solve(100))", "print('  ', solve(100), '  ')\n\n"), "ok", 1.0, "success", "stdout matches"),  # whitespace-normalised
+    # The right text without the function computing it: the call of the prompt's print statement is checked too.
+    ("print('  5050  ')\n\n", "ok", 0.0, "wrong", "stdout matches, but the function does not return it"),
+    ("def solve(*args):\n    return None\nprint(5050)", "ok", 0.0, "wrong", "0/1 visible tests passed"),
     ("print(5051)", "ok", 0.0, "wrong", "differs from the expected output at line 1 (printed '5051')"),
     ("print(1 / 0)", "ok", 0.0, "error", "ZeroDivisionError: division by zero"),
     ("raise SystemExit(3)", "ok", 0.0, "error", "exited with status 3"),
