@@ -72,3 +72,30 @@ def test_bench_caches_tier_verdicts_in_the_ledger(tmp_path) -> None:
     assert not (tmp_path / "unused.db").exists()
     stored = Ledger(url).ok_values("gfn2-xtb")
     assert len(stored) == 40
+
+
+def test_bench_scheduler_options_for_novel_pools_reject_bad_input_in_one_line(tmp_path) -> None:
+    runner = CliRunner()
+    cache = ["--cache", str(tmp_path / "v.db")]
+    cases = {
+        ("--pool", "no_such_pool"): "neither a file nor a reference pool",
+        ("--pool", "qm9_novel", "--history", "201"): "--history must be from 0 to 200",
+        ("--pool", "qm9_novel", "--history", "-1"): "--history must be from 0 to 200",
+        ("--pool", "qm9_novel", "--history", "20", "--held-out", "20"): "not both",
+        ("--pool", "qm9_novel", "--space", "nope"): "unknown chemistry space 'nope'",
+    }
+    for args, message in cases.items():
+        result = runner.invoke(app, ["bench", "scheduler", *args, *cache])
+        assert result.exit_code != 0 and message in result.output, (args, result.output)
+        assert "Traceback" not in result.output and len(result.output.strip().splitlines()) <= 2
+    assert not (tmp_path / "v.db").exists()  # rejected before any ledger is made
+
+
+def test_a_reference_pool_is_named_and_history_sets_the_held_out_split() -> None:
+    from benchmarks.molecule_pool import REFERENCE_POOLS, resolve_pool
+
+    assert resolve_pool("qm9_novel") == REFERENCE_POOLS / "qm9_novel.csv"
+    assert resolve_pool(REFERENCE_POOLS / "qm9_novel.csv") == REFERENCE_POOLS / "qm9_novel.csv"  # a file stays a file
+    assert resolve_pool(None) is None
+    result = CliRunner().invoke(app, ["bench", "scheduler", "--help"])
+    assert "--history" in result.output and "--space" in result.output and "qm9_novel" in result.output
