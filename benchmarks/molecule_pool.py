@@ -38,7 +38,8 @@ __all__ = [
     "tier_tables",
 ]
 
-REFERENCE_POOLS = Path(__file__).parent / "data" / "pools"  # novel molecules with real DFT (benchmarks/reference_pools.py)
+# Novel molecules with real DFT (benchmarks/reference_pools.py).
+REFERENCE_POOLS = Path(__file__).parent / "data" / "pools"
 
 
 def resolve_pool(pool: Path | str | None) -> Path | None:
@@ -130,7 +131,7 @@ def molecule_pool(
     progress: Callable[[str], None] = lambda _: None,
     space: str | None = None,
 ) -> MoleculePool:
-    """Pool split, live ladder (verdicts from ``ledger`` or computed once), replay ladder, truth and held-out observations.
+    """Pool split, live ladder (verdicts from ``ledger`` or computed once), replay ladder, truth, held-out split.
 
     ``space`` is the molecules suite's chemistry space (default: QM9's): the pool keeps the molecules it accepts
     and every live tier checks it, as a run's do.

@@ -64,8 +64,8 @@ def run(pool: str, history: int, seeds: list[int], top_fraction: float, directio
                     key = f"voi_{label}" if name == "voi" else name
                     row[key] = report["policies"][name]["cost_to_recall"]["0.8"]
                 cal, _ = pools.calibration(data, seed, config)
-                row[f"calibration_{label}"] = {p: {k: round(c[k], 3) for k in ("coverage_50", "coverage_90", "mean_abs_error")}
-                                               for p, c in cal.items()}
+                kept = ("coverage_50", "coverage_90", "mean_abs_error")
+                row[f"calibration_{label}"] = {p: {k: round(c[k], 3) for k in kept} for p, c in cal.items()}
             row["ratios"] = {
                 "shipped_x_oracle": _ratio(row["voi_shipped"], row["oracle"]),
                 "cold_x_oracle": _ratio(row["voi_cold"], row["oracle"]),
@@ -99,7 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=Path("artifacts/bench/novel_verdicts.db"))
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
-    direction, fraction = ("maximize", args.maximize) if args.maximize is not None else ("minimize", args.minimize or 0.1)
+    if args.maximize is not None:
+        direction, fraction = "maximize", args.maximize
+    else:
+        direction, fraction = "minimize", args.minimize or 0.1
     try:
         out = run(args.pool, args.history, args.seeds, fraction, direction, args.cache, space=args.space)
     except ValueError as exc:

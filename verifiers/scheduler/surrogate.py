@@ -113,8 +113,9 @@ class SurrogatePrior(BaseModel):
     shift_cap: float = Field(default=4.0, ge=1.0, description="The largest factor the shift scores may widen a std by.")
     blend_min_pairs: int = Field(
         default=10, ge=5,
-        description="Answers of the run's own a pattern needs before the pretrained model and the run's cold Δ-model "
-        "are weighed against each other by their cross-fitted log predictive density (below: the pretrained model alone).",
+        description="Answers of the run's own a pattern needs before the pretrained model and the run's cold "
+        "Δ-model are weighed against each other by their cross-fitted log predictive density (below: the "
+        "pretrained model alone).",
     )
 
 

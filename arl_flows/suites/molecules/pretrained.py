@@ -132,9 +132,9 @@ class ShippedSurrogate:
         """A copy whose network has trained ``epochs`` more on a run's own answers (see ``GraphModel.fine_tuned``)."""
         out = ShippedSurrogate(self.model.fine_tuned(payloads, values, target, epochs=epochs), self.report)
         out._known = self._known
-        out._reference = self._reference  # distance to the training data is unchanged; the spreads are re-measured
-        if out._reference is not None:
-            out._reference = _ShiftReference(out._reference.train_fps, out._reference.sample, out._reference.distance, {})
+        ref = self._reference  # the distance to the training data is unchanged; the spreads are re-measured
+        if ref is not None:
+            out._reference = _ShiftReference(ref.train_fps, ref.sample, ref.distance, {})
         return out
 
     def shift_scores(self, payloads: Sequence[str], values: np.ndarray) -> np.ndarray:

@@ -44,5 +44,6 @@ def test_delta_learning_beats_direct_learning_with_few_expensive_answers() -> No
     delta, direct = _held_out_error(obs, 10, True), _held_out_error(obs, 10, False)
     assert delta < 0.93 * direct, (delta, direct)  # measured: 0.52 against 0.60 eV
     # With no answer at all, Δ is "DFT = xTB", direct learning has nothing: the cheap tier is the better guess.
-    s_delta, s_direct = Surrogate(TIERS, "dft", 0, SurrogatePrior(delta=True)), Surrogate(TIERS, "dft", 0, SurrogatePrior(delta=False))
+    s_delta = Surrogate(TIERS, "dft", 0, SurrogatePrior(delta=True))
+    s_direct = Surrogate(TIERS, "dft", 0, SurrogatePrior(delta=False))
     assert s_delta.calibration(obs)["mean_abs_error"] < s_direct.calibration(obs)["mean_abs_error"]
