@@ -75,7 +75,8 @@ def test_bench_caches_tier_verdicts_in_the_ledger(tmp_path) -> None:
 
 
 def test_bench_scheduler_options_for_novel_pools_reject_bad_input_in_one_line(tmp_path) -> None:
-    runner = CliRunner()
+    from tests.helpers.cli_runner import arl, assert_user_error
+
     cache = ["--cache", str(tmp_path / "v.db")]
     cases = {
         ("--pool", "no_such_pool"): "neither a file nor a reference pool",
@@ -85,9 +86,9 @@ def test_bench_scheduler_options_for_novel_pools_reject_bad_input_in_one_line(tm
         ("--pool", "qm9_novel", "--space", "nope"): "unknown chemistry space 'nope'",
     }
     for args, message in cases.items():
-        result = runner.invoke(app, ["bench", "scheduler", *args, *cache])
-        assert result.exit_code != 0 and message in result.output, (args, result.output)
-        assert "Traceback" not in result.output and len(result.output.strip().splitlines()) <= 2
+        code, out, err = arl(["bench", "scheduler", *args, *cache])  # the real entry point: one line, exit code 2
+        assert_user_error(code, err, out=out)
+        assert message in err, (args, err)
     assert not (tmp_path / "v.db").exists()  # rejected before any ledger is made
 
 
