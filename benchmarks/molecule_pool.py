@@ -168,7 +168,9 @@ def molecule_pool(
             break
     items = list(by_key.values())
     if len(items) < limit + held_out:
-        held_out = len(items) // 5
+        # A small pool: the held-out split asked for (a --history) if it leaves at least 10 to evaluate, else a fifth.
+        if held_out > len(items) - 10:
+            held_out = len(items) // 5
         limit = len(items) - held_out
     eval_items, held_items = items[:limit], items[limit : limit + held_out]
     live = [

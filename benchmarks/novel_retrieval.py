@@ -8,7 +8,7 @@ CPU-seconds to confirm 80% of the hits, and the ratios the issue's targets name:
 shipped / cold; then the coverage of the shipped and cold surrogates' 50% and 90% intervals on the evaluated
 molecules (trained on the history only).
 
-    PYTHONPATH=. python -m benchmarks.novel_retrieval --pool qm9_novel --history 50 --seeds 0 1 2 --minimize 0.1
+    PYTHONPATH=. python -m benchmarks.novel_retrieval --pool qm9_novel --history 49 --seeds 0 1 2 --minimize 0.1
 
 Every tier's verdict is kept in ``--cache`` (a SQLite ledger), so a rerun computes nothing twice.
 """

@@ -100,3 +100,20 @@ def test_a_reference_pool_is_named_and_history_sets_the_held_out_split() -> None
     assert resolve_pool(None) is None
     result = CliRunner().invoke(app, ["bench", "scheduler", "--help"])
     assert "--history" in result.output and "--space" in result.output and "qm9_novel" in result.output
+
+
+def test_history_is_the_held_out_split_of_a_small_pool(tmp_path) -> None:
+    from benchmarks.molecule_pool import REFERENCE_POOLS, molecule_pool
+    from storage.ledger import Ledger
+
+    rows = (REFERENCE_POOLS / "qm9_novel.csv").read_text().splitlines()[:21]
+    small = tmp_path / "small.csv"
+    small.write_text("\n".join(rows) + "\n")
+    ledger = Ledger(f"sqlite:///{tmp_path / 'v.db'}")
+    try:
+        data = molecule_pool(small, limit=5000, held_out=7, seed=0, top_cost=10.0, ledger=ledger, low=3.0, high=6.0)
+        assert (len(data.held_out), len(data.pool)) == (7, 13)  # the history asked for, the rest evaluated
+        data = molecule_pool(small, limit=5000, held_out=1000, seed=0, top_cost=10.0, ledger=ledger, low=3.0, high=6.0)
+        assert (len(data.held_out), len(data.pool)) == (4, 16)  # more than the pool holds: a fifth, as before
+    finally:
+        ledger.close()
