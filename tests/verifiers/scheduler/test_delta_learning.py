@@ -11,7 +11,6 @@ import csv
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from verifiers.scheduler import Observation, Surrogate, SurrogatePrior
 
@@ -39,7 +38,6 @@ def _held_out_error(obs: list[Observation], n: int, delta: bool, seeds: int = 10
     return float(np.mean(errors))
 
 
-@pytest.mark.slow  # 20 surrogate fits and their conformal cross-fits on 249 molecules
 def test_delta_learning_beats_direct_learning_with_few_expensive_answers() -> None:
     obs = _observations()
     assert len(obs) >= 200
