@@ -39,6 +39,7 @@ def _pool(args: dict[str, Any]) -> Any:
     """The benchmark pool, its verdicts read from (and new ones kept in) the --ledger URL or the --cache SQLite file."""
     cache, ledger_url = args.pop("cache"), args.pop("ledger")
     try:
+        args["pool"] = pools.resolve_pool(args["pool"])
         pools.load_pool(args["pool"])  # a bad pool file fails before a ledger file is created
     except pools.PoolError as exc:
         raise UserError(str(exc)) from None
@@ -143,6 +144,21 @@ def _window(window: tuple[float, float]) -> tuple[float, float]:
     return low, high
 
 
+MAX_HISTORY = 200  # issue 29: the retrieval targets hold with at most 200 answers of history
+
+
+def _space(space: str | None) -> str | None:
+    """A chemistry space of the molecules suite, checked (None: the default, QM9's)."""
+    if space is None:
+        return None
+    from arl_flows.suites.molecules.spaces import get_space
+
+    try:
+        return get_space(space).name
+    except ValueError as exc:
+        raise UserError(f"--space: {exc}") from None
+
+
 def _policies(text: str, allowed: Sequence[str]) -> list[str]:
     names = [p.strip() for p in text.split(",") if p.strip()]
     bad = [p for p in names if p not in allowed]
@@ -160,7 +176,9 @@ def scheduler(
     step_budget: float | None,
     seed: int,
     limit: int,
-    held_out: int,
+    held_out: int | None,
+    history: int | None,
+    space: str | None,
     cache: Path,
     ledger: str | None,
     json_out: Path | None,
@@ -185,9 +203,17 @@ def scheduler(
     _positive("--top-cost", top_cost)
     _positive("--step-budget", step_budget)
     _count("--limit", limit, 10, _MAX_POOL)
+    if history is not None and held_out is not None:
+        raise UserError("give --history or --held-out, not both (--history is a held-out split of at most 200 answers)")
+    if history is not None:
+        _count("--history", history, 0, MAX_HISTORY)
+        held_out = history
+    held_out = 1000 if held_out is None else held_out
     _count("--held-out", held_out, 0, _MAX_POOL)
+    space = _space(space)
     names = _policies(policies, ("voi", "all", "cascade", "random", "oracle", "fast-only"))
-    pool_args = {"pool": pool, "limit": limit, "held_out": held_out, "seed": seed, "top_cost": top_cost, "low": low, "high": high}
+    pool_args = {"pool": pool, "limit": limit, "held_out": held_out, "seed": seed, "top_cost": top_cost, "low": low,
+                 "high": high, "space": space}
     data = _pool(pool_args | {"cache": cache, "ledger": ledger})
     objective, target = None, None
     if maximize or minimize:
@@ -213,6 +239,8 @@ def scheduler(
     except ValueError as exc:  # no hits in the pool or the held-out split: the user must widen or enlarge
         raise UserError(str(exc)) from None
     report["target"] = target or {"window": [low, high]}
+    if space is not None:
+        report["space"] = space
     report["top_cost"] = top_cost
     report["tiers"] = [v.name for v in data.ladder]
     report["surrogate_calibration"], report["learned_surrogate_pairs"] = pools.calibration(data, seed, learned_config)

@@ -26,7 +26,32 @@ from verifiers.scheduler.config import LearnedSurrogateConfig
 
 from benchmarks.replay import ReplayVerifier, replay_ladder
 
-__all__ = ["MoleculePool", "PoolError", "calibration", "load_pool", "molecule_pool", "molecules_window", "tier_tables"]
+__all__ = [
+    "REFERENCE_POOLS",
+    "MoleculePool",
+    "PoolError",
+    "calibration",
+    "load_pool",
+    "molecule_pool",
+    "molecules_window",
+    "resolve_pool",
+    "tier_tables",
+]
+
+# Novel molecules with real DFT (benchmarks/reference_pools.py).
+REFERENCE_POOLS = Path(__file__).parent / "data" / "pools"
+
+
+def resolve_pool(pool: Path | str | None) -> Path | None:
+    """A pool file, or the name of a reference pool (``qm9_novel``, ``druglike_moses``) in ``benchmarks/data/pools/``."""
+    if pool is None or Path(pool).is_file():
+        return None if pool is None else Path(pool)
+    named = REFERENCE_POOLS / f"{pool}.csv"
+    if str(pool).isidentifier() and named.is_file():
+        return named
+    names = sorted(p.stem for p in REFERENCE_POOLS.glob("*.csv") if not p.name.endswith(".smiles.csv"))
+    raise PoolError(f"pool {str(pool)[:200]!r} is neither a file nor a reference pool; pass a CSV with 'smiles' and "
+                    f"'gap_ev' columns or one of {', '.join(names)}")
 
 
 class PoolError(ValueError):
@@ -104,8 +129,13 @@ def molecule_pool(
     low: float,
     high: float,
     progress: Callable[[str], None] = lambda _: None,
+    space: str | None = None,
 ) -> MoleculePool:
-    """Pool split, live ladder (verdicts from ``ledger`` or computed once), replay ladder, truth and held-out observations."""
+    """Pool split, live ladder (verdicts from ``ledger`` or computed once), replay ladder, truth, held-out split.
+
+    ``space`` is the molecules suite's chemistry space (default: QM9's): the pool keeps the molecules it accepts
+    and every live tier checks it, as a run's do.
+    """
     from arl_flows.suites.molecules import (
         EHTGapVerifier,
         InvalidMolecule,
@@ -122,7 +152,8 @@ def molecule_pool(
         raise PoolError(f"--limit {limit} is too small; use at least 10 molecules")
     rng = random.Random(seed)
     rng.shuffle(rows)
-    constraints = MoleculeConstraints()
+    constraints = MoleculeConstraints(**({"space": space} if space else {}))
+    tier_params = {"constraints": {"space": space}} if space else {}
     by_key: dict[str, tuple[Any, float]] = {}
     for smiles, gap in rows:
         c = make_candidate(smiles, {"property": "gap_ev", "low": low, "high": high})
@@ -137,10 +168,16 @@ def molecule_pool(
             break
     items = list(by_key.values())
     if len(items) < limit + held_out:
-        held_out = len(items) // 5
+        # A small pool: the held-out split asked for (a --history) if it leaves at least 10 to evaluate, else a fifth.
+        if held_out > len(items) - 10:
+            held_out = len(items) // 5
         limit = len(items) - held_out
     eval_items, held_items = items[:limit], items[limit : limit + held_out]
-    live = [EHTGapVerifier(), XTBGapVerifier(), ReferenceTableVerifier({"cost_per_call": top_cost, **({"path": str(pool)} if pool else {})})]
+    live = [
+        EHTGapVerifier(dict(tier_params)),
+        XTBGapVerifier(dict(tier_params)),
+        ReferenceTableVerifier({"cost_per_call": top_cost, **tier_params, **({"path": str(pool)} if pool else {})}),
+    ]
     candidates = [c for c, _ in items]
     tables = tier_tables(candidates, live, ledger, progress=progress)
     ladder = replay_ladder(live, tables, candidates, top_cost=top_cost)

@@ -72,3 +72,48 @@ def test_bench_caches_tier_verdicts_in_the_ledger(tmp_path) -> None:
     assert not (tmp_path / "unused.db").exists()
     stored = Ledger(url).ok_values("gfn2-xtb")
     assert len(stored) == 40
+
+
+def test_bench_scheduler_options_for_novel_pools_reject_bad_input_in_one_line(tmp_path) -> None:
+    from tests.helpers.cli_runner import arl, assert_user_error
+
+    cache = ["--cache", str(tmp_path / "v.db")]
+    cases = {
+        ("--pool", "no_such_pool"): "neither a file nor a reference pool",
+        ("--pool", "qm9_novel", "--history", "201"): "--history must be from 0 to 200",
+        ("--pool", "qm9_novel", "--history", "-1"): "--history must be from 0 to 200",
+        ("--pool", "qm9_novel", "--history", "20", "--held-out", "20"): "not both",
+        ("--pool", "qm9_novel", "--space", "nope"): "unknown chemistry space 'nope'",
+    }
+    for args, message in cases.items():
+        code, out, err = arl(["bench", "scheduler", *args, *cache])  # the real entry point: one line, exit code 2
+        assert_user_error(code, err, out=out)
+        assert message in err, (args, err)
+    assert not (tmp_path / "v.db").exists()  # rejected before any ledger is made
+
+
+def test_a_reference_pool_is_named_and_history_sets_the_held_out_split() -> None:
+    from benchmarks.molecule_pool import REFERENCE_POOLS, resolve_pool
+
+    assert resolve_pool("qm9_novel") == REFERENCE_POOLS / "qm9_novel.csv"
+    assert resolve_pool(REFERENCE_POOLS / "qm9_novel.csv") == REFERENCE_POOLS / "qm9_novel.csv"  # a file stays a file
+    assert resolve_pool(None) is None
+    result = CliRunner().invoke(app, ["bench", "scheduler", "--help"])
+    assert "--history" in result.output and "--space" in result.output and "qm9_novel" in result.output
+
+
+def test_history_is_the_held_out_split_of_a_small_pool(tmp_path) -> None:
+    from benchmarks.molecule_pool import REFERENCE_POOLS, molecule_pool
+    from storage.ledger import Ledger
+
+    rows = (REFERENCE_POOLS / "qm9_novel.csv").read_text().splitlines()[:21]
+    small = tmp_path / "small.csv"
+    small.write_text("\n".join(rows) + "\n")
+    ledger = Ledger(f"sqlite:///{tmp_path / 'v.db'}")
+    try:
+        data = molecule_pool(small, limit=5000, held_out=7, seed=0, top_cost=10.0, ledger=ledger, low=3.0, high=6.0)
+        assert (len(data.held_out), len(data.pool)) == (7, 13)  # the history asked for, the rest evaluated
+        data = molecule_pool(small, limit=5000, held_out=1000, seed=0, top_cost=10.0, ledger=ledger, low=3.0, high=6.0)
+        assert (len(data.held_out), len(data.pool)) == (4, 16)  # more than the pool holds: a fifth, as before
+    finally:
+        ledger.close()

@@ -105,6 +105,7 @@ SPECS: dict[str, Spec] = {
         "--pool": FILE, "--window": st.tuples(NUMBER, NUMBER), "--policies": TEXT, "--top-cost": NUMBER, "--step-budget": NUMBER,
         "--seed": NUMBER, "--limit": NUMBER, "--held-out": NUMBER, "--cache": FILE, "--ledger": URL, "--json": FILE, "--png": FILE,
         "--learned": FLAG, "--no-learned": FLAG, "--maximize": FLAG, "--minimize": FLAG, "--top-fraction": NUMBER, "--shipped": FLAG, "--no-shipped": FLAG,
+        "--history": NUMBER, "--space": st.one_of(st.sampled_from(["qm9", "druglike", "nope"]), TEXT),
     }, ["--pool", "<MISSING>"], None),
     "bench advantages": ({
         "--pool": FILE, "--window": st.tuples(NUMBER, NUMBER), "--softness": NUMBER, "--group-size": NUMBER, "--groups": NUMBER,

@@ -25,6 +25,33 @@ far more often than a Gaussian allows. Their excess rate beyond 3 std and
 their size form a second, wide mixture component (:meth:`Surrogate.predict_with_tails`),
 which is what makes a cheap second opinion on an apparently hopeless
 candidate worth its few milliseconds.
+
+The linear models are Δ-models (Ramakrishnan et al., "Big data meets quantum
+chemistry approximations: the Δ-machine learning approach", J. Chem. Theory
+Comput. 11, 2087, 2015): their prior mean is "top tier = highest cheap tier",
+so a few expensive answers only have to learn the small, smooth correction
+(DFT minus xTB) from the cheap tiers' values and the features, not the whole
+property. ``SurrogatePrior.delta = False`` centres the prior on 0 instead
+(direct learning), which is what the Δ tests compare against.
+
+A model shipped with a suite was trained elsewhere, and a run's molecules
+may lie outside what it saw (dataset shift). Three signals say so, and the
+surrogate acts on each (:meth:`Surrogate.shift`):
+
+- *distance to the training data* and *ensemble disagreement*, both as
+  ratios to what the model showed on its own calibration data (the model's
+  optional ``shift_scores``; the molecules suite gives the Tanimoto distance
+  to the nearest training molecule and the members' spread): beyond 1 they
+  widen that candidate's std before any answer of the run's own exists;
+- *the residuals of the run's own top-tier answers*: the residual stack
+  refits offset, slope and std multiplier on them, and the run's cold
+  Δ-model (the linear model above, on the same answers) competes with the
+  stacked model: each is scored by its cross-fitted log predictive density
+  on those answers and the prediction is their mixture with pseudo-BMA
+  weights (Yao, Vehtari, Simpson and Gelman, "Using stacking to average
+  Bayesian predictive distributions", Bayesian Analysis 13, 2018, sec. 3.1).
+  A shipped model that is wrong here therefore loses its weight within tens
+  of answers, and the scheduler falls back on what its cold start would do.
 """
 
 from __future__ import annotations
@@ -73,6 +100,23 @@ class SurrogatePrior(BaseModel):
     min_conformal_pairs: int = Field(
         default=20, ge=5, description="Pairs a pattern needs before its std is rescaled by conformal calibration."
     )
+    delta: bool = Field(
+        default=True,
+        description="Δ-learning: centre the prior on 'top tier = highest cheap tier seen' (Ramakrishnan et al. 2015), "
+        "so answers learn only the correction. False: centre it on 0 and learn the whole value (direct learning).",
+    )
+    shift_widen: float = Field(
+        default=0.5, ge=0.0,
+        description="How much a pretrained model's std widens per unit of shift score beyond 1 (distance to its "
+        "training data, members' disagreement, each as a ratio to its calibration data). 0: never widen.",
+    )
+    shift_cap: float = Field(default=4.0, ge=1.0, description="The largest factor the shift scores may widen a std by.")
+    blend_min_pairs: int = Field(
+        default=10, ge=5,
+        description="Answers of the run's own a pattern needs before the pretrained model and the run's cold "
+        "Δ-model are weighed against each other by their cross-fitted log predictive density (below: the "
+        "pretrained model alone).",
+    )
 
 
 class _PatternModel:
@@ -82,8 +126,8 @@ class _PatternModel:
         n_terms = n_values * (2 if prior.quadratic else 1)
         d = 1 + n_terms + n_features
         self.w0 = np.zeros(d)
-        if n_values:
-            self.w0[n_values] = 1.0  # the top tier agrees with the highest tier seen so far
+        if n_values and prior.delta:
+            self.w0[n_values] = 1.0  # Δ-learning: the top tier agrees with the highest tier seen so far
         v0 = np.concatenate(
             [[prior.intercept_var], np.full(n_terms, prior.value_var), np.full(n_features, prior.feature_var)]
         )
@@ -182,6 +226,8 @@ class Surrogate:
         self._seen_memo: dict[str, bool] = {}
         self._learned_memo: dict[tuple[str, tuple[str, ...]], tuple[float, float, float]] = {}
         self._stacks: dict[tuple[str, ...], _ResidualStack] = {}
+        self._colds: dict[tuple[str, ...], _PatternModel] = {}  # the run's cold Δ-model beside a pretrained one
+        self._shift_memo: dict[tuple[str, tuple[str, ...]], float] = {}
 
     # -- data ---------------------------------------------------------------
     def add(self, observations: Sequence[Observation]) -> int:
@@ -198,6 +244,7 @@ class Surrogate:
         if changed:
             self._models.clear()
             self._stacks.clear()
+            self._colds.clear()
         return changed
 
     @property
@@ -268,8 +315,10 @@ class Surrogate:
         self._learned_seen = getattr(model, "seen", None)
         self._seen_memo: dict[str, bool] = {}
         self._learned_memo.clear()
+        self._shift_memo.clear()
         self._models.clear()
         self._stacks.clear()
+        self._colds.clear()
 
     def fine_tune_learned(self, calibration_share: float = 0.15, epochs: int = 10) -> int:
         """Fine-tune an attached pretrained model on the run's own pairs it has not seen; returns how many it trained on.
@@ -290,7 +339,9 @@ class Surrogate:
         self._learned = self._learned.fine_tuned([o.payload for o in train], values, target, epochs=epochs)
         self._learned_keys = self._learned_keys | frozenset(o.key for o in train)
         self._learned_memo.clear()
+        self._shift_memo.clear()
         self._stacks.clear()
+        self._colds.clear()
         return len(train)
 
     @property
@@ -394,8 +445,20 @@ class Surrogate:
             if self._pretrained:
                 g, sg = self._learned_values(pattern, batch)
                 stack = self._stack(pattern)
-                mean[idx], std[idx] = stack.predict(g, sg)
-                rate[idx], scale[idx] = stack.tail_rate, stack.tail_scale
+                m1, s1 = stack.predict(g, sg * self.shift(pattern, batch))
+                w = stack.weight
+                if w >= 1.0:
+                    mean[idx], std[idx] = m1, s1
+                    rate[idx], scale[idx] = stack.tail_rate, stack.tail_scale
+                    continue
+                cold = self._cold(pattern)
+                m2, s2 = cold.predict(self._design(pattern, batch, cold=True))
+                # The mixture's moments (pseudo-BMA weights, see the module docstring).
+                m = w * m1 + (1.0 - w) * m2
+                var = w * (s1**2 + m1**2) + (1.0 - w) * (s2**2 + m2**2) - m**2
+                mean[idx], std[idx] = m, np.sqrt(np.maximum(var, 1e-12))
+                rate[idx] = w * stack.tail_rate + (1.0 - w) * cold.tail_rate
+                scale[idx] = w * stack.tail_scale + (1.0 - w) * cold.tail_scale
                 continue
             model = self._model(pattern)
             r = self._row_scale(pattern, batch, model)
@@ -408,7 +471,13 @@ class Surrogate:
         """Median predictive std of a pattern over its own training pairs (prior std if it has none)."""
         pattern = tuple(pattern)
         if self._pretrained:
-            return float(self._learned.pattern_prior(pattern)["typical_std"] * self._stack(pattern).k)
+            stack = self._stack(pattern)
+            net = float(self._learned.pattern_prior(pattern)["typical_std"] * stack.k)
+            if stack.weight >= 1.0:
+                return net
+            pairs = self._pairs_with(pattern)
+            cold = float(np.median(self._cold(pattern).predict(self._design(pattern, pairs, cold=True))[1]))
+            return stack.weight * net + (1.0 - stack.weight) * cold
         model = self._model(pattern)
         pairs = self._pairs_with(pattern)
         if not pairs:
@@ -463,18 +532,20 @@ class Surrogate:
             if all(v in o.values for v in pattern) and self._unseen(o)
         ]
 
-    def _shape(self, pattern: tuple[str, ...]) -> tuple[int, int]:
-        """(value terms, cheap features) of a pattern's design: the learned value alone once there is one."""
-        if self._learned is not None:
+    def _shape(self, pattern: tuple[str, ...], cold: bool = False) -> tuple[int, int]:
+        """(value terms, cheap features) of a pattern's design: the learned value alone once there is one
+        (``cold``: the tiers and features, as without a learned model)."""
+        if self._learned is not None and not cold:
             return 1, 0
         return len(pattern), self.n_features
 
-    def _design(self, pattern: tuple[str, ...], obs: Sequence[Observation]) -> np.ndarray:
-        """Rows ``[1, values..., (values^2 / 10)..., features...]``; with a learned model, ``[1, g, g^2 / 10]``."""
-        k, n_features = self._shape(pattern)
+    def _design(self, pattern: tuple[str, ...], obs: Sequence[Observation], cold: bool = False) -> np.ndarray:
+        """Rows ``[1, values..., (values^2 / 10)..., features...]``; with a learned model, ``[1, g, g^2 / 10]``
+        (``cold``: the first form, always)."""
+        k, n_features = self._shape(pattern, cold)
         n_terms = k * (2 if self.prior.quadratic else 1)
         x = np.ones((len(obs), 1 + n_terms + n_features))
-        if self._learned is not None:
+        if self._learned is not None and not cold:
             x[:, 1] = self._learned_values(pattern, obs)[0]
         else:
             for j, name in enumerate(pattern):
@@ -493,9 +564,85 @@ class Surrogate:
             pairs = self._pairs_with(pattern)
             if pairs:
                 g, sg = self._learned_values(pattern, pairs)
-                stack.fit(g, sg, np.array([o.values[self.top] for o in pairs]))
+                sg = sg * self.shift(pattern, pairs)
+                y = np.array([o.values[self.top] for o in pairs])
+                stack.fit(g, sg, y)
+                if len(pairs) >= self.prior.blend_min_pairs:
+                    stack.weight, resid, sd = self._blend_weight(pattern, pairs, g, sg, y, stack)
+                    if len(y) >= self.prior.min_conformal_pairs:
+                        # The run's own residuals: once they show noise beyond the model's stds, the std is the
+                        # model's plus that noise (the multiplier k, fitted on the same residuals, would count it twice).
+                        stack.tau = _shift_noise(resid, sd)
+                        if stack.tau > 0:
+                            stack.k = 1.0
             self._stacks[pattern] = stack
         return stack
+
+    def _blend_weight(
+        self, pattern: tuple[str, ...], pairs: Sequence[Observation], g: np.ndarray, sg: np.ndarray, y: np.ndarray,
+        stack: _ResidualStack,
+    ) -> tuple[float, np.ndarray, np.ndarray]:
+        """Pseudo-BMA weight of the stacked pretrained model against the run's cold Δ-model (Yao et al. 2018),
+        and the stack's out-of-fold residuals with the model's own (shift-widened) stds.
+
+        Each model's log predictive density on the run's answers, cross-fitted over five folds (a fold is
+        scored by the models fitted on the other four); the weights are ``exp(elpd_k) / sum_j exp(elpd_j)``.
+        """
+        folds = np.random.default_rng(self._seed).permutation(len(y)) % 5
+        x = self._design(pattern, pairs, cold=True)
+        lpd = np.zeros(2)
+        resid, sd_out = np.zeros(len(y)), np.zeros(len(y))
+        for k in range(5):
+            held = folds == k
+            if not held.any() or held.all():
+                continue
+            part = _ResidualStack(stack.tail_rate0, stack.tail_scale0)
+            part.fit(g[~held], sg[~held], y[~held])
+            m, sd = part.predict(g[held], sg[held])
+            resid[held], sd_out[held] = y[held] - m, sg[held]
+            lpd[0] += _log_density(y[held], m, sd, part.tail_rate, part.tail_scale)
+            cold = _PatternModel(*self._shape(pattern, cold=True), self.prior)
+            cold.fit(x[~held], y[~held], self.prior, np.random.default_rng(self._seed))
+            m, sd = cold.predict(x[held])
+            lpd[1] += _log_density(y[held], m, sd, cold.tail_rate, cold.tail_scale)
+        lpd -= lpd.max()
+        return float(np.exp(lpd[0]) / np.exp(lpd).sum()), resid, sd_out
+
+    def _cold(self, pattern: tuple[str, ...]) -> _PatternModel:
+        """The run's cold Δ-model of a pattern beside a pretrained one: the linear model on tiers and features."""
+        model = self._colds.get(pattern)
+        if model is None:
+            model = _PatternModel(*self._shape(pattern, cold=True), self.prior)
+            pairs = self._pairs_with(pattern)
+            if pairs:
+                y = np.array([o.values[self.top] for o in pairs])
+                model.fit(self._design(pattern, pairs, cold=True), y, self.prior, np.random.default_rng(self._seed))
+            self._colds[pattern] = model
+        return model
+
+    def shift(self, pattern: Sequence[str], observations: Sequence[Observation]) -> np.ndarray:
+        """How much a pretrained model's std widens for each candidate: ``1 + shift_widen * sum(max(score - 1, 0))``.
+
+        The scores are the model's ``shift_scores(payloads, values)``: one column per signal (the molecules
+        suite's: distance to the nearest training molecule, and the members' disagreement), each a ratio to
+        its median on the model's calibration data, so 1 is "as usual" and only what lies further out than
+        usual widens; capped at ``shift_cap``. All 1 for a model without shift scores.
+        """
+        pattern = tuple(pattern)
+        out = np.ones(len(observations))
+        if self._learned is None or not hasattr(self._learned, "shift_scores") or self.prior.shift_widen == 0:
+            return out
+        todo = [i for i, o in enumerate(observations) if (o.key, pattern) not in self._shift_memo]
+        if todo:
+            values = np.array(
+                [[observations[i].values[t] if t in pattern else np.nan for t in self.lower] for i in todo], dtype=float
+            )
+            scores = np.asarray(self._learned.shift_scores([observations[i].payload for i in todo], values), dtype=float)
+            excess = np.nan_to_num(np.maximum(scores.reshape(len(todo), -1) - 1.0, 0.0)).sum(axis=1)
+            factor = np.minimum(1.0 + self.prior.shift_widen * excess, self.prior.shift_cap)
+            for i, f in zip(todo, factor):
+                self._shift_memo[(observations[i].key, pattern)] = float(f)
+        return np.array([self._shift_memo[(o.key, pattern)] for o in observations])
 
     def _model(self, pattern: tuple[str, ...]) -> _PatternModel:
         model = self._models.get(pattern)
@@ -541,6 +688,9 @@ class _ResidualStack:
         self.c = 0.0
         self.prior_pairs = prior_pairs
         self.tail_rate, self.tail_scale = tail_rate, tail_scale
+        self.tail_rate0, self.tail_scale0 = tail_rate, tail_scale
+        self.weight = 1.0  # pseudo-BMA weight against the run's cold Δ-model (Surrogate._blend_weight)
+        self.tau = 0.0  # shift noise: an additive std the run's own residuals show beyond the model's (_shift_noise)
 
     def fit(self, g: np.ndarray, s: np.ndarray, y: np.ndarray) -> None:
         if len(y) == 0:
@@ -561,7 +711,25 @@ class _ResidualStack:
 
     def predict(self, g: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = np.stack([np.ones_like(g), g - self.c], axis=1)
-        return g + x @ self.w, self.k * s
+        return g + x @ self.w, np.sqrt((self.k * s) ** 2 + self.tau**2)
+
+
+def _shift_noise(resid: np.ndarray, std: np.ndarray, level: float = 0.9) -> float:
+    """The smallest additive std ``tau`` with which ``level`` of the out-of-fold residuals fall in the central
+    ``level`` interval of ``N(0, std^2 + tau^2)``: split conformal calibration (Vovk et al. 2005) of the noise a
+    shifted model shows on the run's own answers. Additive, not a multiplier of ``std``: where the model is out of
+    its depth its errors no longer follow its own per-molecule stds. 0 where the model's stds already cover.
+    """
+    zq = norm.ppf(0.5 + level / 2.0)
+    need = np.maximum(resid**2 / zq**2 - std**2, 0.0)  # tau^2 at which each residual just falls inside
+    return float(np.sqrt(np.quantile(need, level)))
+
+
+def _log_density(y: np.ndarray, mean: np.ndarray, std: np.ndarray, rate: float, scale: float) -> float:
+    """Summed log density of ``y`` under ``(1 - rate) N(mean, std^2) + rate N(mean, (scale std)^2)``."""
+    std = np.maximum(std, 1e-9)
+    p = (1.0 - rate) * norm.pdf(y, mean, std) + rate * norm.pdf(y, mean, scale * std)
+    return float(np.log(np.maximum(p, 1e-300)).sum())
 
 
 def _share(key: str) -> float:

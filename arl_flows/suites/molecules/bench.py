@@ -83,14 +83,20 @@ JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the report h
 
 @bench_app.command("scheduler")
 def bench_scheduler(
-    pool: PoolOpt = None,
+    pool: Annotated[
+        str | None,
+        typer.Option("--pool", help="CSV with 'smiles' and 'gap_ev', or a reference pool's name (qm9_novel, druglike_moses: "
+                     "novel molecules with real DFT, benchmarks/data/pools/); default: shipped QM9 subset."),
+    ] = None,
     window: WindowOpt = (3.0, 4.0),
     policies: Annotated[str, typer.Option("--policies", help="Comma list: voi,all,cascade,random,oracle,fast-only.")] = "voi,all,cascade,random,oracle",
     top_cost: TopCostOpt = DEFAULT_TOP_COST,
     step_budget: Annotated[float | None, typer.Option("--step-budget", help="CPU-seconds per scheduler step for voi/random (default: 10 top-tier calls).")] = None,
     seed: SeedOpt = 0,
     limit: LimitOpt = 5000,
-    held_out: HeldOutOpt = 1000,
+    held_out: Annotated[int | None, typer.Option("--held-out", help="Disjoint molecules with every tier known: tunes the cascade, seeds the surrogate (default 1,000; a small pool gives a fifth).")] = None,
+    history: Annotated[int | None, typer.Option("--history", help="The same held-out split, capped at 200 answers: the history a run starts with (instead of --held-out).")] = None,
+    space: Annotated[str | None, typer.Option("--space", help="Chemistry space of the molecules suite (qm9, druglike; default: qm9): the pool keeps what it accepts, every tier checks it.")] = None,
     cache: CacheOpt = DEFAULT_CACHE,
     ledger: LedgerOpt = None,
     json_out: JsonOpt = None,

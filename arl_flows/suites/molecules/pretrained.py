@@ -31,7 +31,7 @@ import hashlib
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +91,11 @@ class ShippedSurrogate:
     on the calibration split for the pattern of tiers shown, so that with no
     answers of its own a run's 90% intervals are calibrated (``calibrated``
     tells the surrogate so). ``pattern_prior(pattern)`` gives the typical
-    std and the gross-error tail measured there. ``seen(payload)`` says
+    std and the gross-error tail measured there. ``shift_scores(payloads, values)``
+    says how far each molecule lies from what the network knows (its Tanimoto
+    distance to the nearest training molecule, and the members' disagreement),
+    each as a ratio to the median over a sample of the calibration split: the
+    scheduler's surrogate widens the std beyond 1 (``Surrogate.shift``). ``seen(payload)`` says
     whether a molecule was in the network's training or calibration data:
     the scheduler never fits its stack on those (the network would grade its
     own homework).
@@ -105,6 +109,7 @@ class ShippedSurrogate:
         self.tiers = list(model.tiers)
         self._patterns = {tuple(k.split("+")) if k else (): v for k, v in report["patterns"].items()}
         self._known: frozenset[str] | None = None
+        self._reference: _ShiftReference | None = None
 
     def pattern_prior(self, pattern: Sequence[str]) -> dict[str, float]:
         """``std_scale``, ``typical_std``, ``tail_rate``, ``tail_scale`` of a pattern, measured on the calibration split."""
@@ -127,7 +132,39 @@ class ShippedSurrogate:
         """A copy whose network has trained ``epochs`` more on a run's own answers (see ``GraphModel.fine_tuned``)."""
         out = ShippedSurrogate(self.model.fine_tuned(payloads, values, target, epochs=epochs), self.report)
         out._known = self._known
+        ref = self._reference  # the distance to the training data is unchanged; the spreads are re-measured
+        if ref is not None:
+            out._reference = _ShiftReference(ref.train_fps, ref.sample, ref.distance, {})
         return out
+
+    def shift_scores(self, payloads: Sequence[str], values: np.ndarray) -> np.ndarray:
+        """Per molecule: [distance to the training data, members' disagreement], each / its calibration-split median.
+
+        The distance is 1 - the largest Tanimoto similarity (Morgan radius 2, 2,048 bits) to a molecule the
+        network trained on; the disagreement is the std of the members' means with the same tiers shown.
+        An unreadable SMILES scores NaN (the surrogate then leaves its std as it is).
+        """
+        values = np.asarray(values, dtype=float).reshape(len(payloads), len(self.tiers))
+        ref = self._shift_reference()
+        out = np.full((len(payloads), 2), np.nan)
+        out[:, 0] = _nearest_distance(payloads, ref.train_fps) / ref.distance
+        _, _, spread = self.model.predict_full(list(payloads), values)
+        known = np.isfinite(values)
+        for pattern in {tuple(row) for row in known}:
+            rows = np.all(known == np.array(pattern), axis=1)
+            out[rows, 1] = spread[rows] / ref.spread_for(self, pattern)
+        return out
+
+    def _shift_reference(self) -> _ShiftReference:
+        if self._reference is None:
+            rows = load_lower_tiers()
+            train = [r["smiles"] for r in rows if split_of(r["smiles"]) == "train"]
+            calibration = [r for r in rows if split_of(r["smiles"]) == "calibration"]
+            sample = [calibration[i] for i in np.random.default_rng(0).permutation(len(calibration))[:_REFERENCE_SIZE]]
+            fps = _fingerprints(train)
+            distance = float(np.nanmedian(_nearest_distance([r["smiles"] for r in sample], fps)))
+            self._reference = _ShiftReference(fps, sample, max(distance, 1e-3), {})
+        return self._reference
 
     def seen(self, payload: str) -> bool:
         from arl_flows.suites.molecules.chemistry import canonical_smiles
@@ -138,6 +175,52 @@ class ShippedSurrogate:
         if self._known is None:
             self._known = frozenset(r["smiles"] for r in load_lower_tiers())
         return canonical in self._known
+
+
+_REFERENCE_SIZE = 300  # calibration-split molecules whose medians make a shift score of 1
+
+
+@dataclass
+class _ShiftReference:
+    """What 'as usual' is for the shift scores: the training fingerprints and a calibration-split sample."""
+
+    train_fps: list[Any]
+    sample: list[dict[str, Any]]
+    distance: float  # median nearest-neighbour distance of the sample to the training set
+    spreads: dict[tuple[bool, ...], float]  # median members' disagreement of the sample, per pattern of tiers shown
+
+    def spread_for(self, surrogate: ShippedSurrogate, pattern: tuple[bool, ...]) -> float:
+        if pattern not in self.spreads:
+            values = np.array(
+                [[r[t] if shown else np.nan for t, shown in zip(surrogate.tiers, pattern)] for r in self.sample]
+            )
+            _, _, spread = surrogate.model.predict_full([r["smiles"] for r in self.sample], values)
+            self.spreads[pattern] = max(float(np.median(spread)), 1e-6)
+        return self.spreads[pattern]
+
+
+def _fingerprints(smiles: Sequence[str]) -> list[Any]:
+    from rdkit import Chem
+    from rdkit.Chem import rdFingerprintGenerator
+
+    gen = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=2048)
+    out = []
+    for s in smiles:
+        mol = Chem.MolFromSmiles(s) if s else None
+        out.append(gen.GetFingerprint(mol) if mol is not None else None)
+    return out
+
+
+def _nearest_distance(smiles: Sequence[str], train_fps: list[Any]) -> np.ndarray:
+    """1 - the largest Tanimoto similarity of each molecule to the training fingerprints (NaN: unreadable)."""
+    from rdkit import DataStructs
+
+    train = [f for f in train_fps if f is not None]
+    out = np.full(len(smiles), np.nan)
+    for i, fp in enumerate(_fingerprints(smiles)):
+        if fp is not None:
+            out[i] = 1.0 - max(DataStructs.BulkTanimotoSimilarity(fp, train))
+    return out
 
 
 _LOADED: dict[tuple, ShippedSurrogate | None] = {}

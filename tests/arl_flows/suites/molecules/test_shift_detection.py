@@ -1,0 +1,88 @@
+"""Shift detection with the shipped network (Surrogate.shift, the stack's shift noise, the blend with the cold Δ-model).
+
+Every test has its in-distribution control: QM9 molecules from the network's test split, with their true gaps.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from arl_flows.suites.molecules.graph import GraphModelConfig
+from arl_flows.suites.molecules.pretrained import LOWER_TIERS, load_lower_tiers, load_shipped, split_of
+from verifiers.scheduler import Observation, Surrogate, SurrogatePrior
+
+TOP = "pyscf-b3lyp"
+DRUGLIKE = Path(__file__).resolve().parents[4] / "benchmarks" / "data" / "pools" / "druglike_moses.smiles.csv"
+
+
+@pytest.fixture(scope="module")
+def test_rows() -> list[dict]:
+    return [r for r in load_lower_tiers() if split_of(r["smiles"]) == "test" and np.isfinite(r["gfn2-xtb"])
+            and np.isfinite(r["rdkit-eht"])]
+
+
+def _surrogate(**prior) -> Surrogate:
+    shipped = load_shipped(LOWER_TIERS, GraphModelConfig())
+    assert shipped is not None, "the shipped surrogate is missing or does not match the default network shape"
+    s = Surrogate(list(LOWER_TIERS), TOP, prior=SurrogatePrior(**prior))
+    s.attach_learned(shipped)
+    return s
+
+
+def _obs(rows: list[dict], top=None) -> list[Observation]:
+    out = []
+    for r in rows:
+        values = {t: r[t] for t in LOWER_TIERS}
+        if top is not None:
+            values[TOP] = top(r)
+        out.append(Observation(f"molecules:{r['smiles']}", np.zeros(0), values, r["smiles"]))
+    return out
+
+
+@pytest.mark.slow  # the shipped network on a few hundred molecules, and its shift reference
+def test_molecules_far_from_the_training_data_get_wider_stds_and_qm9_molecules_do_not(test_rows) -> None:
+    with open(DRUGLIKE, newline="") as fh:
+        druglike = [r["smiles"] for r in csv.DictReader(fh)][:30]
+    far = [Observation(f"molecules:{s}", np.zeros(0), {}, s) for s in druglike]
+    near = [Observation(f"molecules:{r['smiles']}", np.zeros(0), {}, r["smiles"]) for r in test_rows[::50][:30]]
+    s, plain = _surrogate(), _surrogate(shift_widen=0.0)
+    far_factor, near_factor = s.shift((), far), s.shift((), near)
+    assert np.median(far_factor) > 1.3, far_factor
+    assert np.median(near_factor) < 1.15, near_factor
+    ratio_far = s.predict(far)[1] / plain.predict(far)[1]
+    ratio_near = s.predict(near)[1] / plain.predict(near)[1]
+    assert np.median(ratio_far) > 1.3 and np.median(ratio_near) < 1.15
+
+
+@pytest.mark.slow
+def test_the_runs_residuals_widen_a_wrong_model_and_leave_a_right_one(test_rows) -> None:
+    rng = np.random.default_rng(0)
+    history, probe = test_rows[:80], test_rows[1000:1200]
+    noise = {r["smiles"]: rng.normal(0.0, 0.5) for r in history + probe}
+    shifted = lambda r: r["gap_ev"] + noise[r["smiles"]]  # noqa: E731  errors the network cannot know
+    wrong, right = _surrogate(), _surrogate()
+    wrong.add(_obs(history, shifted))
+    right.add(_obs(history, lambda r: r["gap_ev"]))
+    assert wrong._stack(LOWER_TIERS).tau > 0.3
+    assert right._stack(LOWER_TIERS).tau < 0.1  # control: the model's own stds already cover
+    cal_wrong = wrong.calibration(_obs(probe, shifted), pattern=list(LOWER_TIERS))
+    cal_right = right.calibration(_obs(probe, lambda r: r["gap_ev"]), pattern=list(LOWER_TIERS))
+    assert 0.82 <= cal_wrong["coverage_90"] <= 0.97, cal_wrong
+    assert 0.82 <= cal_right["coverage_90"] <= 0.97, cal_right
+
+
+@pytest.mark.slow
+def test_a_shipped_model_that_is_wrong_here_gives_way_to_the_runs_cold_delta_model(test_rows) -> None:
+    history, probe = test_rows[:60], test_rows[1000:1200]
+    other = lambda r: 2.0 * r["gfn2-xtb"] - 3.0  # noqa: E731  another property, a function of the cheap tier
+    wrong, right = _surrogate(), _surrogate()
+    wrong.add(_obs(history, other))
+    right.add(_obs(history, lambda r: r["gap_ev"]))
+    assert wrong._stack(LOWER_TIERS).weight < 0.05
+    assert right._stack(LOWER_TIERS).weight > 0.95  # control: the right model keeps its weight
+    cal = wrong.calibration(_obs(probe, other), pattern=list(LOWER_TIERS))
+    assert cal["mean_abs_error"] < 0.1, cal  # the cold Δ-model learned it; the network alone is off by eV
