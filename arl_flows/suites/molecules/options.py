@@ -116,9 +116,9 @@ class MoleculeOptions(BaseModel):
     @classmethod
     def _space_picks_its_prior(cls, data: Any) -> Any:
         """A space's own prior unless the config says otherwise: ``[options.prior]`` fields override its defaults."""
-        if not isinstance(data, dict):
-            return data
-        space = get_space(data.get("space", DEFAULT_SPACE)).name
+        space = data.get("space", DEFAULT_SPACE) if isinstance(data, dict) else None
+        if not isinstance(space, str) or space not in SPACES:
+            return data  # the space field's own validator reports it
         prior = data.get("prior")
         if isinstance(prior, PretrainConfig):
             prior = prior.model_dump(exclude_unset=True)
