@@ -85,7 +85,8 @@ def show(
     if as_json:
         print_json(info)
         return
-    console.print(f"prior {info['cache_key']}: {source}" + (f" ({directory})" if directory else ""), markup=False)
+    console.print(f"prior {info['cache_key']} ({prior_config.space} space): {source}" + (f" ({directory})" if directory else ""),
+                  markup=False)
     if report:
         console.print(
             f"{report['steps']} of {report.get('max_steps') or report['steps']} steps, {report['parameters']:,} parameters, "
@@ -94,6 +95,9 @@ def show(
         )
         console.print(f"data: {report.get('molecules', '?')} molecules, sha256 {report.get('data_sha256') or 'not recorded'}",
                       markup=False)
+        for row in report.get("goal_steering") or []:
+            console.print(f"goal {row['goal'][0]:g}-{row['goal'][1]:g} eV: {row['ok']}/{row['samples']} samples verified by the "
+                          f"fast tier, median gap {row['median_gap_ev']} eV, {row['in_goal']:.0%} in the goal bin", markup=False)
 
 
 @prior_app.command("pretrain")

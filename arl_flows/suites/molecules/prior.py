@@ -521,7 +521,15 @@ def load_or_pretrain(
         directory = prior_dir(config, root)
     report_file = directory / "pretrain_report.json"
     if report_file.exists() and (directory / "config.json").exists():
-        return Policy.load(directory, policy_config), PretrainReport.model_validate(json.loads(report_file.read_text()))
+        report = PretrainReport.model_validate(json.loads(report_file.read_text()))
+        if report.validity < config.min_validity:  # a shipped prior below its gate (druglike's: see its report)
+            warnings.warn(
+                f"the {config.space} SMILES prior {report.config_hash} ({directory}) is below the quality gate: only "
+                f"{report.validity:.0%} of its samples are valid (the gate is {config.min_validity:.0%}); it is used as "
+                f"shipped. A better one: `arl prior pretrain --space {config.space} --steps N` with more steps.",
+                LowQualityPrior, stacklevel=2,
+            )
+        return Policy.load(directory, policy_config), report
     policy, report = pretrain(config)
     problems = _gate_failures(config, report)
     target = directory.with_name(directory.name + ".rejected") if problems else directory
