@@ -285,7 +285,9 @@ class FlowPipelineHooks(_FlowStages, PipelineHooks):
 
 def _tier_runner(config: RunConfig, ladder: list[Verifier], limits: set[str]) -> TierRunner:
     """A tier runner that sends each batch to a ``run-tier`` task (under its tier's global limit, if in ``limits``)."""
-    params = {t.verifier: t.params for t in config.tiers}
+    # The ladder's own params (the suite's verifier_params applied: the run's chemistry space), not the config's raw
+    # ones: a task builds its verifier from them, and its verdicts must carry the ladder's params hash.
+    params = {t.verifier: v.params.model_dump(mode="json") for v, t in zip(ladder, config.tiers)}
     names = {v.name: t.verifier for v, t in zip(ladder, config.tiers)}
     # One submission at a time: the pipeline's slot threads submit at once, and a Dask task runner starts its
     # cluster on the first submission without a lock (each racing thread would start a LocalCluster of its own).

@@ -125,7 +125,7 @@ SPECS: dict[str, Spec] = {
         "--max-group-wait": NUMBER, "--audit-points": NUMBER, "--history": NUMBER, "--config": FILE, "--cache": FILE,
         "--json": FILE,
     }, ["--workdir", "<EMPTY>"], None),
-    "prior show": ({"--config": FILE, "--profile": TEXT, "--json": FLAG}, None, None),
+    "prior show": ({"--config": FILE, "--profile": TEXT, "--json": FLAG, "--space": _SPACE}, None, None),
     "config show": ({"--config": FILE, "--profile": TEXT}, None, None),
     "rerank": ({
         "--suite": st.one_of(st.sampled_from(["molecules", "code"]), TEXT), "--input": st.sampled_from([*FILES, "<RERANK_INPUT>"]),
@@ -136,6 +136,7 @@ SPECS: dict[str, Spec] = {
     }, ["--ledger", "<POISON_URL>"], None),
     "prior pretrain": ({
         "--profile": TEXT, "--steps": NUMBER, "--seed": NUMBER, "--force": FLAG, "--ship": FLAG, "--json": FLAG,
+        "--space": _SPACE, "--data": FILE,
     }, ["--config", "<DEEP_TOML>"], None),
 }
 # Options that are the poison itself (never fuzzed) or pure output switches checked elsewhere.

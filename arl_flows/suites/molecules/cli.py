@@ -18,7 +18,11 @@ prior_app = typer.Typer(help="The SMILES prior: where it comes from, and pretrai
 CONFIG_OPTION = typer.Option(None, "--config", "-c", help="Run config (TOML) whose [prior] table to use; default: the built-in one.")
 
 
-def _prior_config(config: Path | None, profile: str, steps: int | None = None, seed: int | None = None):  # noqa: ANN202
+SPACE_OPTION = typer.Option(None, "--space", help="Chemistry space whose prior to use (qm9, druglike; default: the config's, else qm9).")
+
+
+def _prior_config(config: Path | None, profile: str, steps: int | None = None, seed: int | None = None,  # noqa: ANN202
+                  space: str | None = None, data: Path | None = None):
     from arl_flows.config import ConfigError, load_config
 
     overrides: dict[str, object] = {}
@@ -26,14 +30,29 @@ def _prior_config(config: Path | None, profile: str, steps: int | None = None, s
         overrides["max_steps"] = steps
     if seed is not None:
         overrides["seed"] = seed
+    if data is not None:
+        overrides["data"] = str(data)
     try:
         run_config = load_config(config, profile)
         if run_config.suite != "molecules":
             raise UserError(f"{config}: suite {run_config.suite!r} has no SMILES prior; `arl prior` is the molecules suite's")
         prior = run_config.suite_options.prior
+        if space is not None and space != prior.space:
+            prior = _prior_of_space(prior, space)
+        if overrides.get("data") and prior.space != "druglike":
+            raise UserError(f"--data: the {prior.space} prior trains on the shipped QM9 table; --data is for --space druglike")
         return prior.model_validate(prior.model_dump() | overrides) if overrides else prior
     except (ConfigError, ValueError) as exc:
         raise UserError(" ".join(str(exc).split())) from None
+
+
+def _prior_of_space(prior, space: str):  # noqa: ANN001, ANN202
+    """The config's prior moved to ``space``: its fields that differ from its own space's defaults carry over."""
+    from arl_flows.suites.molecules.options import MoleculeOptions, default_prior_config
+
+    own = default_prior_config(prior.space).model_dump()
+    changed = {k: v for k, v in prior.model_dump().items() if v != own[k] and k != "space"}
+    return MoleculeOptions.model_validate({"space": space, "prior": changed}).prior
 
 
 def _source(prior_config) -> tuple[str, Path | None]:  # noqa: ANN001
@@ -53,19 +72,21 @@ def show(
     config: Path | None = CONFIG_OPTION,
     profile: str = typer.Option("default", "--profile", help="Config profile ('default' or 'quick')."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    space: str | None = SPACE_OPTION,
 ) -> None:
     """Where the prior of a config comes from, and its pretraining report."""
     from arl_flows.suites.molecules.prior import prior_cache_key
 
-    prior_config = _prior_config(config, profile)
+    prior_config = _prior_config(config, profile, space=space)
     source, directory = _source(prior_config)
     report = json.loads((directory / "pretrain_report.json").read_text()) if directory else None
-    info = {"cache_key": prior_cache_key(prior_config), "source": source, "path": str(directory) if directory else None,
+    info = {"cache_key": prior_cache_key(prior_config), "space": prior_config.space, "source": source, "path": str(directory) if directory else None,
             "report": report}
     if as_json:
         print_json(info)
         return
-    console.print(f"prior {info['cache_key']}: {source}" + (f" ({directory})" if directory else ""), markup=False)
+    console.print(f"prior {info['cache_key']} ({prior_config.space} space): {source}" + (f" ({directory})" if directory else ""),
+                  markup=False)
     if report:
         console.print(
             f"{report['steps']} of {report.get('max_steps') or report['steps']} steps, {report['parameters']:,} parameters, "
@@ -74,6 +95,9 @@ def show(
         )
         console.print(f"data: {report.get('molecules', '?')} molecules, sha256 {report.get('data_sha256') or 'not recorded'}",
                       markup=False)
+        for row in report.get("goal_steering") or []:
+            console.print(f"goal {row['goal'][0]:g}-{row['goal'][1]:g} eV: {row['ok']}/{row['samples']} samples verified by the "
+                          f"fast tier, median gap {row['median_gap_ev']} eV, {row['in_goal']:.0%} in the goal bin", markup=False)
 
 
 @prior_app.command("pretrain")
@@ -85,11 +109,15 @@ def pretrain_command(
     force: bool = typer.Option(False, "--force", help="Retrain even if the prior is shipped or cached."),
     ship: bool = typer.Option(False, "--ship", help="Write it into the package as the shipped default (for ARL's developers)."),
     as_json: bool = typer.Option(False, "--json", help="Print the pretraining report as JSON."),
+    space: str | None = SPACE_OPTION,
+    data: Path | None = typer.Option(
+        None, "--data", help="druglike: MOSES train.csv(.gz) to pretrain on (not shipped; e.g. ../shared/data/moses/train.csv.gz)."
+    ),
 ) -> None:
     """Pretrain the prior of a config on its step budget and cache it by config hash (if it passes the gate)."""
-    from arl_flows.suites.molecules.prior import SHIPPED_PRIOR_DIR, LowQualityPrior, load_or_pretrain, pretrain, prior_dir, save_prior
+    from arl_flows.suites.molecules.prior import LowQualityPrior, load_or_pretrain, pretrain, prior_dir, save_prior, shipped_dir
 
-    prior_config = _prior_config(config, profile, steps, seed)
+    prior_config = _prior_config(config, profile, steps, seed, space, data)
     source, directory = _source(prior_config)
     if directory is not None and not force and not ship:
         console.print(f"the prior is already {source} ({directory}); --force retrains it", markup=False)
@@ -98,19 +126,24 @@ def pretrain_command(
         shutil.rmtree(directory)
     if not as_json:
         console.print(f"pretraining the SMILES prior: {prior_config.max_steps} steps, seed {prior_config.seed}")
+    if prior_config.space == "druglike" and not prior_config.data:
+        raise UserError("the druglike prior trains on MOSES train, which is not shipped: pass --data path/to/moses/train.csv.gz")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", LowQualityPrior)
-        if ship:
-            _policy, report = pretrain(prior_config)
-        else:
-            _policy, report = load_or_pretrain(prior_config)
+        try:
+            if ship:
+                _policy, report = pretrain(prior_config)
+            else:
+                _policy, report = load_or_pretrain(prior_config)
+        except ValueError as exc:
+            raise UserError(" ".join(str(exc).split())) from None
     problems = [str(w.message) for w in caught if issubclass(w.category, LowQualityPrior)]
     if ship:
         if not report.completed or report.validity < prior_config.min_validity:
             raise UserError(f"not shipped: {report.steps}/{report.max_steps} steps, validity {report.validity:.1%} "
                             f"(the gate is {prior_config.min_validity:.0%})")
-        save_prior(_policy, report, prior_config, SHIPPED_PRIOR_DIR)
-        where = SHIPPED_PRIOR_DIR
+        where = shipped_dir(prior_config.space)
+        save_prior(_policy, report, prior_config, where)
     else:
         where = prior_dir(prior_config)
     if as_json:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from arl_flows.suites.molecules.spaces import DEFAULT_SPACE, SPACES, get_space
 
-__all__ = ["MoleculeOptions", "PretrainConfig"]
+__all__ = ["MoleculeOptions", "PretrainConfig", "default_prior_config"]
 
 
 class PretrainConfig(BaseModel):
@@ -56,6 +56,35 @@ class PretrainConfig(BaseModel):
     )
     eval_temperature: float = Field(default=1.0, gt=0, description="Sampling temperature for the evaluation.")
     max_molecules: int | None = Field(default=None, ge=1, description="Train on the first N molecules only (tests).")
+    space: str = Field(
+        default=DEFAULT_SPACE,
+        description="Chemistry space whose training set the prior learns (qm9: the shipped QM9 table; druglike: MOSES train).",
+    )
+    data: str | None = Field(
+        default=None,
+        description="druglike only: path of MOSES train.csv(.gz) to pretrain on (not shipped: 1.58M SMILES). "
+        "Not part of the cache key; the report records the data's sha256.",
+    )
+    labeled_share: float = Field(
+        default=0.25, ge=0, le=1,
+        description="druglike only: share of each batch drawn from the gap-labeled subset with a goal prompt; the rest "
+        "are MOSES molecules with the goal-free prompt <bos> <sep>.",
+    )
+
+    @field_validator("space")
+    @classmethod
+    def _prior_space_is_known(cls, space: str) -> str:
+        return get_space(space).name
+
+
+def default_prior_config(space: str) -> PretrainConfig:
+    """The prior a space ships with: qm9's 4x128 GPT-2 on QM9; druglike's 3x96 on MOSES (longer SMILES: more positions).
+
+    druglike's size and steps were set by what its pretraining could afford on two busy shared cores.
+    """
+    if get_space(space).name == "qm9":
+        return PretrainConfig()
+    return PretrainConfig(space="druglike", n_layer=3, n_embd=96, n_positions=80, batch_size=64, max_steps=1500, max_minutes=55.0)
 
 
 class MoleculeOptions(BaseModel):
@@ -82,6 +111,28 @@ class MoleculeOptions(BaseModel):
     @classmethod
     def _space_is_known(cls, space: str) -> str:
         return get_space(space).name
+
+    @model_validator(mode="before")
+    @classmethod
+    def _space_picks_its_prior(cls, data: Any) -> Any:
+        """A space's own prior unless the config says otherwise: ``[options.prior]`` fields override its defaults."""
+        space = data.get("space", DEFAULT_SPACE) if isinstance(data, dict) else None
+        if not isinstance(space, str) or space not in SPACES:
+            return data  # the space field's own validator reports it
+        prior = data.get("prior")
+        if isinstance(prior, PretrainConfig):
+            prior = prior.model_dump(exclude_unset=True)
+        if prior is None or isinstance(prior, dict):
+            base = default_prior_config(space).model_dump(exclude_defaults=True)
+            data = {**data, "prior": {**base, "space": space, **(prior or {})}}
+        return data
+
+    @model_validator(mode="after")
+    def _prior_is_the_space_s(self) -> MoleculeOptions:
+        if self.prior.space != self.space:
+            raise ValueError(f"[options.prior] space {self.prior.space!r} differs from the run's space {self.space!r}; "
+                             "drop it (the run's space picks its prior)")
+        return self
 
     @field_validator("goal_windows")
     @classmethod

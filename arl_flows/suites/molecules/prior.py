@@ -23,12 +23,14 @@ a loud warning and kept aside for inspection, never as a cached default.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import random
 import time
 import warnings
+from collections.abc import Container
 from pathlib import Path
 
 import torch
@@ -46,6 +48,8 @@ from arl_flows.suites.molecules.smiles import GAP_BIN_WIDTH, build_smiles_tokeni
 
 # rdkit is heavy: imported in the function that checks sampled molecules.
 __all__ = [
+    "DRUGLIKE_LABELS",
+    "DRUGLIKE_PRIOR_DIR",
     "SHIPPED_PRIOR_DIR",
     "LowQualityPrior",
     "PretrainConfig",
@@ -56,15 +60,24 @@ __all__ = [
     "prior_dir",
     "pretrain",
     "sample_metrics",
+    "druglike_goal_labels",
+    "druglike_training_smiles",
+    "goal_steering",
     "save_prior",
+    "shipped_dir",
     "shipped_prior",
 ]
 
 SHIPPED_PRIOR_DIR = Path(__file__).parent / "data" / "smiles_prior"
+DRUGLIKE_PRIOR_DIR = Path(__file__).parent / "data" / "druglike_prior"
+# The druglike prior's goal labels: the fast tier's gap on a fixed subset of MOSES train (benchmarks/moses_labels.py).
+DRUGLIKE_LABELS = Path(__file__).parent / "data" / "druglike_prior_labels.csv.gz"
 
 # Fields that bound or tune how a pretraining run executes, not which prior it
 # produces: they are left out of the cache key.
-_RUN_ONLY_FIELDS = {"max_minutes", "budget_clock", "num_threads", "min_validity"}
+_RUN_ONLY_FIELDS = {"max_minutes", "budget_clock", "num_threads", "min_validity", "data"}
+# Fields a qm9 prior leaves out of its key (they do not apply to it), so the shipped qm9 prior keeps its hash.
+_DRUGLIKE_ONLY_FIELDS = {"space", "labeled_share"}
 
 
 class LowQualityPrior(UserWarning):
@@ -88,6 +101,10 @@ class PretrainReport(BaseModel):
     novelty: float = Field(description="Distinct valid samples not in the training set / distinct valid samples.")
     samples: int
     config_hash: str
+    labeled_molecules: int | None = Field(default=None, description="druglike: molecules of the gap-labeled subset.")
+    goal_steering: list[dict] = Field(
+        default_factory=list, description="druglike: per goal bin, the fast tier's median gap of samples and share in the bin."
+    )
 
     @property
     def completed(self) -> bool:
@@ -118,7 +135,8 @@ def build_prior(config: PretrainConfig, tokenizer) -> Policy:
 
 def prior_cache_key(config: PretrainConfig) -> str:
     """Hash of the fields that decide the prior (architecture, optimisation, steps, seed, data)."""
-    return params_hash(config.model_dump(mode="json", exclude=_RUN_ONLY_FIELDS))
+    exclude = _RUN_ONLY_FIELDS | (_DRUGLIKE_ONLY_FIELDS if config.space == "qm9" else set())
+    return params_hash(config.model_dump(mode="json", exclude=exclude))
 
 
 def prior_dir(config: PretrainConfig, root: str | Path | None = None) -> Path:
@@ -127,16 +145,22 @@ def prior_dir(config: PretrainConfig, root: str | Path | None = None) -> Path:
     return base / prior_cache_key(config)
 
 
+def shipped_dir(space: str) -> Path:
+    """Where the package ships ``space``'s prior (qm9: ``data/smiles_prior``, druglike: ``data/druglike_prior``)."""
+    return DRUGLIKE_PRIOR_DIR if space == "druglike" else SHIPPED_PRIOR_DIR
+
+
 def shipped_prior(config: PretrainConfig) -> Path | None:
-    """The prior shipped in the package if it was trained with ``config``'s cache key, else None."""
-    report_file = SHIPPED_PRIOR_DIR / "pretrain_report.json"
-    if not (report_file.is_file() and (SHIPPED_PRIOR_DIR / "config.json").is_file()):
+    """The prior shipped in the package for ``config.space`` if it was trained with ``config``'s cache key, else None."""
+    directory = shipped_dir(config.space)
+    report_file = directory / "pretrain_report.json"
+    if not (report_file.is_file() and (directory / "config.json").is_file()):
         return None
     try:
         key = json.loads(report_file.read_text())["config_hash"]
     except (OSError, ValueError, KeyError):
         return None
-    return SHIPPED_PRIOR_DIR if key == prior_cache_key(config) else None
+    return directory if key == prior_cache_key(config) else None
 
 
 def _data_digest(data: list[tuple[str, float]]) -> str:
@@ -170,7 +194,7 @@ def _length_bucketed_batches(seqs: list[list[int]], batch_size: int, rng: random
     return batches
 
 
-def sample_metrics(smiles: list[str], training_set: set[str]) -> dict[str, float]:
+def sample_metrics(smiles: list[str], training_set: Container[str]) -> dict[str, float]:
     """Validity, uniqueness and novelty of sampled SMILES (canonicalised with RDKit)."""
     from rdkit import Chem, rdBase
 
@@ -186,29 +210,81 @@ def sample_metrics(smiles: list[str], training_set: set[str]) -> dict[str, float
     return {
         "validity": len(canon) / max(len(smiles), 1),
         "uniqueness": len(unique) / max(len(canon), 1),
-        "novelty": len(unique - training_set) / max(len(unique), 1),
+        "novelty": sum(1 for s in unique if s not in training_set) / max(len(unique), 1),
     }
 
 
-def pretrain(config: PretrainConfig | None = None, out_dir: str | Path | None = None) -> tuple[Policy, PretrainReport]:
-    """Train the prior from scratch on shipped QM9 SMILES; save it to ``out_dir`` if given."""
-    config = config or PretrainConfig()
-    if config.num_threads:
-        torch.set_num_threads(config.num_threads)
-    data = load_qm9_gaps()
-    if config.max_molecules:
-        data = data[: config.max_molecules]
-    tokenizer = build_smiles_tokenizer(s for s, _ in data)
-    policy = build_prior(config, tokenizer)
-    model = policy.model
-    rng = random.Random(config.seed)
-    smiles_ids = [tokenizer(s, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for s, _ in data]
+def _smiles_column(path: Path) -> list[str]:
+    """The SMILES column of a CSV (optionally gzipped), e.g. MOSES ``train.csv.gz``."""
+    import csv
+    import gzip
 
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", newline="") as fh:
+        reader = csv.DictReader(fh)
+        column = next((c for c in reader.fieldnames or [] if c.lower() == "smiles"), None)
+        if column is None:
+            raise ValueError(f"{path}: no SMILES column (columns: {', '.join(reader.fieldnames or [])})")
+        return [row[column] for row in reader if row[column]]
+
+
+def druglike_training_smiles(config: PretrainConfig) -> list[str]:
+    """MOSES train as read from ``config.data`` (first ``max_molecules`` rows if set); one-line error if it is missing."""
+    if not config.data:
+        raise ValueError("the druglike prior trains on MOSES train, which is not shipped: set [options.prior] data or "
+                         "pass --data path/to/moses/train.csv.gz")
+    path = Path(config.data).expanduser()
+    if not path.is_file():
+        raise ValueError(f"MOSES training data {str(path)!r} is not a file; pass --data path/to/moses/train.csv.gz")
+    smiles = _smiles_column(path)
+    return smiles[: config.max_molecules] if config.max_molecules else smiles
+
+
+def druglike_goal_labels() -> list[tuple[str, float]]:
+    """The goal labels of the druglike prior: (canonical SMILES, gap in eV) for the labeled MOSES subset.
+
+    MOSES has no gap labels, so a fixed subset was labeled with the suite's fast tier (``rdkit-eht``,
+    ``benchmarks/moses_labels.py``). Extended Hueckel gaps sit on their own scale; they are put on the
+    DFT scale that goal windows are written in by a least-squares line fitted on the shipped QM9 lower-tier
+    table (EHT vs B3LYP gap) over the range of EHT gaps the subset spans. This is an estimate extrapolated
+    from 9 to ~27 heavy atoms: the bins order molecules by their EHT gap; their absolute eV are approximate.
+    """
+    import csv
+    import gzip
+
+    with gzip.open(DRUGLIKE_LABELS, "rt", newline="") as fh:
+        rows = [(r["smiles"], float(r["eht_gap_ev"])) for r in csv.DictReader(fh)]
+    slope, intercept = eht_to_dft_line(min(g for _, g in rows), max(g for _, g in rows))
+    return [(smi, slope * g + intercept) for smi, g in rows]
+
+
+@functools.cache
+def eht_to_dft_line(low: float, high: float) -> tuple[float, float]:
+    """(slope, intercept) of DFT gap ~ EHT gap on QM9's shipped lower-tier table, rows with EHT in [low, high]."""
+    import csv
+    import gzip
+
+    import numpy as np
+
+    table = Path(__file__).parent / "data" / "surrogate" / "qm9_lower_tiers.csv.gz"
+    xs, ys = [], []
+    with gzip.open(table, "rt", newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row["rdkit-eht"] and low <= float(row["rdkit-eht"]) <= high:
+                xs.append(float(row["rdkit-eht"]))
+                ys.append(float(row["gap_ev"]))
+    slope, intercept = np.polyfit(np.array(xs), np.array(ys), 1)
+    return float(slope), float(intercept)
+
+
+def _train(config: PretrainConfig, policy: Policy, next_batch) -> tuple[int, float, float, float]:  # noqa: ANN001
+    """The optimizer loop shared by every space: ``next_batch()`` gives (sequences, loss masks)."""
+    model = policy.model
+    tokenizer = policy.tokenizer
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.98))
     clock = time.process_time if config.budget_clock == "cpu" else time.monotonic
     start, wall_start = clock(), time.monotonic()
     budget_s = config.max_minutes * 60.0
-    order: list[list[int]] = []
     step, loss_ema = 0, float("nan")
     model.train()
     while step < config.max_steps:
@@ -218,15 +294,7 @@ def pretrain(config: PretrainConfig | None = None, out_dir: str | Path | None = 
         warm = min(1.0, (step + 1) / max(config.warmup_steps, 1))
         for group in opt.param_groups:
             group["lr"] = config.lr * warm * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
-        if not order:
-            order = _length_bucketed_batches(smiles_ids, config.batch_size, rng)
-        idx = order.pop()
-        seqs, masks = [], []
-        for i in idx:
-            prompt = goal_prompt_ids(tokenizer, *_goal_window(data[i][1], rng, config.wide_window_prob))
-            seq = (prompt + smiles_ids[i])[: config.n_positions]
-            seqs.append(seq)
-            masks.append([0.0] * len(prompt) + [1.0] * (len(seq) - len(prompt)))
+        seqs, masks = next_batch()
         batch = collate(seqs, masks, tokenizer.pad_token_id, padding_side="right")
         logps, mask = policy.logprobs(batch)
         loss = -(logps * mask).sum() / mask.sum()
@@ -236,37 +304,194 @@ def pretrain(config: PretrainConfig | None = None, out_dir: str | Path | None = 
         opt.step()
         step += 1
         loss_ema = loss.item() if math.isnan(loss_ema) else 0.98 * loss_ema + 0.02 * loss.item()
-    minutes = (clock() - start) / 60.0
-    wall_minutes = (time.monotonic() - wall_start) / 60.0
+        if os.environ.get("ARL_PRIOR_PROGRESS") and step % 100 == 0:
+            print(f"step {step}/{config.max_steps} loss {loss_ema:.4f} {time.monotonic() - wall_start:.0f} s", flush=True)
     model.eval()
+    return step, loss_ema, (clock() - start) / 60.0, (time.monotonic() - wall_start) / 60.0
 
-    # Evaluate on goals drawn like the training data: each sampled prompt is a real molecule's bin.
-    eval_rng = random.Random(config.seed + 1)
-    goals = [_goal_window(eval_rng.choice(data)[1], eval_rng, 0.0) for _ in range(config.eval_samples)]
-    prompts = [goal_prompt_ids(tokenizer, *goal) for goal in goals]
+
+def _sample_goals(policy: Policy, config: PretrainConfig, goals: list[tuple[float, float]], seed: int) -> list[str]:
+    prompts = [goal_prompt_ids(policy.tokenizer, *goal) for goal in goals]
     texts: list[str] = []
     for b in range(0, len(prompts), 250):
         rollout = policy.sample(prompts[b : b + 250], temperature=config.eval_temperature,
-                                max_new_tokens=config.n_positions - 8, seed=config.seed + b)
+                                max_new_tokens=config.n_positions - 8, seed=seed + b)
         texts += rollout.texts
-    metrics = sample_metrics(texts, {s for s, _ in data})
-    report = PretrainReport(
-        steps=step,
-        max_steps=config.max_steps,
-        truncated=step < config.max_steps,
-        data_sha256=_data_digest(data),
-        molecules=len(data),
-        minutes=round(minutes, 2),
-        wall_minutes=round(wall_minutes, 2),
-        final_loss=round(loss_ema, 4),
-        parameters=sum(p.numel() for p in model.parameters()),
-        samples=len(texts),
-        config_hash=prior_cache_key(config),
-        **{k: round(v, 4) for k, v in metrics.items()},
-    )
+    return texts
+
+
+def pretrain(config: PretrainConfig | None = None, out_dir: str | Path | None = None) -> tuple[Policy, PretrainReport]:
+    """Train the prior of ``config.space`` from scratch on its training set; save it to ``out_dir`` if given."""
+    config = config or PretrainConfig()
+    if config.num_threads:
+        torch.set_num_threads(config.num_threads)
+    if config.space == "druglike":
+        policy, report = _pretrain_druglike(config)
+    else:
+        policy, report = _pretrain_qm9(config)
     if out_dir is not None:
         save_prior(policy, report, config, Path(out_dir))
     return policy, report
+
+
+def _pretrain_qm9(config: PretrainConfig) -> tuple[Policy, PretrainReport]:
+    """The QM9 prior: every molecule carries a goal window around its own DFT gap."""
+    data = load_qm9_gaps()
+    if config.max_molecules:
+        data = data[: config.max_molecules]
+    tokenizer = build_smiles_tokenizer(s for s, _ in data)
+    policy = build_prior(config, tokenizer)
+    rng = random.Random(config.seed)
+    smiles_ids = [tokenizer(s, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for s, _ in data]
+    order: list[list[int]] = []
+
+    def next_batch() -> tuple[list[list[int]], list[list[float]]]:
+        if not order:
+            order.extend(_length_bucketed_batches(smiles_ids, config.batch_size, rng))
+        seqs, masks = [], []
+        for i in order.pop():
+            prompt = goal_prompt_ids(tokenizer, *_goal_window(data[i][1], rng, config.wide_window_prob))
+            seq = (prompt + smiles_ids[i])[: config.n_positions]
+            seqs.append(seq)
+            masks.append([0.0] * len(prompt) + [1.0] * (len(seq) - len(prompt)))
+        return seqs, masks
+
+    step, loss_ema, minutes, wall_minutes = _train(config, policy, next_batch)
+    # Evaluate on goals drawn like the training data: each sampled prompt is a real molecule's bin.
+    eval_rng = random.Random(config.seed + 1)
+    goals = [_goal_window(eval_rng.choice(data)[1], eval_rng, 0.0) for _ in range(config.eval_samples)]
+    texts = _sample_goals(policy, config, goals, config.seed)
+    metrics = sample_metrics(texts, {s for s, _ in data})
+    return policy, _report(config, policy, step, loss_ema, minutes, wall_minutes, _data_digest(data), len(data), texts, metrics)
+
+
+def _report(config, policy, step, loss_ema, minutes, wall_minutes, digest, molecules, texts, metrics, **extra) -> PretrainReport:  # noqa: ANN001
+    return PretrainReport(
+        steps=step,
+        max_steps=config.max_steps,
+        truncated=step < config.max_steps,
+        data_sha256=digest,
+        molecules=molecules,
+        minutes=round(minutes, 2),
+        wall_minutes=round(wall_minutes, 2),
+        final_loss=round(loss_ema, 4),
+        parameters=sum(p.numel() for p in policy.model.parameters()),
+        samples=len(texts),
+        config_hash=prior_cache_key(config),
+        **{k: round(v, 4) for k, v in metrics.items()},
+        **extra,
+    )
+
+
+def _pretrain_druglike(config: PretrainConfig) -> tuple[Policy, PretrainReport]:
+    """The druglike prior: MOSES train, a ``labeled_share`` of each batch from the EHT-labeled subset with goal prompts.
+
+    Unlabeled molecules get the goal-free prompt ``<bos> <sep>``, so the prior learns MOSES's whole
+    distribution from 1.58M molecules and what the gap-bin tokens mean from the labeled subset.
+    """
+    from arl_flows.suites.molecules.novelty import training_index
+    from arl_flows.suites.molecules.spaces import get_space
+
+    moses = druglike_training_smiles(config)
+    labeled = druglike_goal_labels()
+    tokenizer = build_smiles_tokenizer([*moses, *(s for s, _ in labeled)])
+    policy = build_prior(config, tokenizer)
+    rng = random.Random(config.seed)
+    free_prompt = [tokenizer.bos_token_id, tokenizer.sep_token_id]
+    n_labeled = round(config.batch_size * config.labeled_share) if labeled else 0
+    # Length buckets (SMILES characters // 4): every batch is drawn from one bucket, picked by a random MOSES
+    # molecule, so the bucket mix follows the data and padding stays small. Each bucket's pool is a shuffled
+    # epoch of its molecules, refilled when empty.
+    def buckets(items: list[str]) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for i, smi in enumerate(items):
+            out.setdefault(len(smi) // 4, []).append(i)
+        return out
+
+    moses_buckets = buckets(moses)
+    labeled_buckets = buckets([smi for smi, _ in labeled])
+    pools: dict[tuple[str, int], list[int]] = {}
+
+    def draw(name: str, members: list[int], size: int, key: int) -> list[int]:
+        pool = pools.setdefault((name, key), [])
+        out = []
+        while len(out) < size:
+            if not pool:
+                pool.extend(members)
+                rng.shuffle(pool)
+            out.append(pool.pop())
+        return out
+
+    def next_batch() -> tuple[list[list[int]], list[list[float]]]:
+        key = len(moses[rng.randrange(len(moses))]) // 4
+        prompts, texts = [], []
+        if n_labeled:
+            near = min(labeled_buckets, key=lambda k: (abs(k - key), k))
+            for i in draw("labeled", labeled_buckets[near], n_labeled, near):
+                prompts.append(goal_prompt_ids(tokenizer, *_goal_window(labeled[i][1], rng, config.wide_window_prob)))
+                texts.append(labeled[i][0])
+        for i in draw("moses", moses_buckets[key], config.batch_size - n_labeled, key):
+            prompts.append(free_prompt)
+            texts.append(moses[i])
+        ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+        seqs, masks = [], []
+        for prompt, smiles_ids in zip(prompts, ids):
+            seq = (prompt + smiles_ids + [tokenizer.eos_token_id])[: config.n_positions]
+            seqs.append(seq)
+            masks.append([0.0] * len(prompt) + [1.0] * (len(seq) - len(prompt)))
+        return seqs, masks
+
+    step, loss_ema, minutes, wall_minutes = _train(config, policy, next_batch)
+    eval_rng = random.Random(config.seed + 1)
+    goals = [_goal_window(eval_rng.choice(labeled)[1], eval_rng, 0.0) for _ in range(config.eval_samples)]
+    texts = _sample_goals(policy, config, goals, config.seed)
+    metrics = sample_metrics(texts, training_index(get_space("druglike").training_index))
+    digest = hashlib.sha256()
+    for smi in moses:
+        digest.update(smi.encode() + b"\n")
+    digest.update(_data_digest(labeled).encode())
+    steering = goal_steering(policy, config, labeled)
+    return policy, _report(config, policy, step, loss_ema, minutes, wall_minutes, digest.hexdigest(), len(moses), texts,
+                           metrics, labeled_molecules=len(labeled), goal_steering=steering)
+
+
+def goal_steering(policy: Policy, config: PretrainConfig, labeled: list[tuple[str, float]], per_goal: int = 60) -> list[dict]:
+    """Does the goal prompt steer? For the labels' 10th, 50th and 90th-percentile bins, the fast tier's gap of samples.
+
+    Each sampled molecule is verified by the suite's fast tier (``rdkit-eht``, druglike constraints) and its gap put
+    on the labels' scale; a prior that steers has median gaps that rise with the goal bin.
+    """
+    import statistics
+
+    from arl_flows.suites.molecules.fast import EHTGapVerifier
+    from verifiers.base import Candidate
+
+    gaps = sorted(g for _, g in labeled)
+    slope, intercept = eht_to_dft_line(*_raw_range())
+    tier = EHTGapVerifier({"constraints": {"space": "druglike"}})
+    rows = []
+    for q in (0.1, 0.5, 0.9):
+        low = math.floor(gaps[int(q * (len(gaps) - 1))] / GAP_BIN_WIDTH) * GAP_BIN_WIDTH
+        texts = _sample_goals(policy, config, [(low, low + GAP_BIN_WIDTH)] * per_goal, config.seed + 7)
+        verdicts = tier.verify_batch([Candidate(key=str(i), suite="molecules", payload=t) for i, t in enumerate(texts)])
+        values = [slope * v.value + intercept for v in verdicts if v.value is not None]
+        rows.append({
+            "goal": [low, low + GAP_BIN_WIDTH],
+            "samples": len(texts),
+            "ok": len(values),
+            "median_gap_ev": round(statistics.median(values), 3) if values else None,
+            "in_goal": round(sum(low <= v < low + GAP_BIN_WIDTH for v in values) / max(len(values), 1), 3),
+        })
+    return rows
+
+
+def _raw_range() -> tuple[float, float]:
+    import csv
+    import gzip
+
+    with gzip.open(DRUGLIKE_LABELS, "rt", newline="") as fh:
+        raw = [float(r["eht_gap_ev"]) for r in csv.DictReader(fh)]
+    return min(raw), max(raw)
 
 
 def _gate_failures(config: PretrainConfig, report: PretrainReport) -> list[str]:
@@ -294,7 +519,15 @@ def load_or_pretrain(
         directory = prior_dir(config, root)
     report_file = directory / "pretrain_report.json"
     if report_file.exists() and (directory / "config.json").exists():
-        return Policy.load(directory, policy_config), PretrainReport.model_validate(json.loads(report_file.read_text()))
+        report = PretrainReport.model_validate(json.loads(report_file.read_text()))
+        if report.validity < config.min_validity:  # a shipped prior below its gate (druglike's: see its report)
+            warnings.warn(
+                f"the {config.space} SMILES prior {report.config_hash} ({directory}) is below the quality gate: only "
+                f"{report.validity:.0%} of its samples are valid (the gate is {config.min_validity:.0%}); it is used as "
+                f"shipped. A better one: `arl prior pretrain --space {config.space} --steps N` with more steps.",
+                LowQualityPrior, stacklevel=2,
+            )
+        return Policy.load(directory, policy_config), report
     policy, report = pretrain(config)
     problems = _gate_failures(config, report)
     target = directory.with_name(directory.name + ".rejected") if problems else directory
