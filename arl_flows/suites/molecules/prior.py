@@ -27,6 +27,7 @@ import functools
 import hashlib
 import json
 import math
+import os
 import random
 import time
 import warnings
