@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             if (ev := row["eval"]) is not None:
                 print(f"  eval set ({ev['samples']} samples a side, seed {ev['eval_seed']}): reward "
                       f"{ev['before']['reward_mean']:.3f} -> {ev['after']['reward_mean']:.3f} ({ev['difference']:+.3f}, "
-                      f"2 SE {ev['two_se']:.3f}: {'beyond' if ev['beyond_noise'] else 'within'} noise), validity "
+                      f"2 SE {ev['two_se']:.3f} two-sample, {ev['paired_two_se']:.3f} paired), validity "
                       f"{ev['before']['validity']:.2f} -> {ev['after']['validity']:.2f}, top-tier answers "
                       f"{ev['before']['top_tier_answers']} / {ev['after']['top_tier_answers']}", flush=True)
     if len(rows) > 1 and len(loads) > 1:

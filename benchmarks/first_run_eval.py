@@ -9,7 +9,8 @@ the policy's and not the prompts' or the sampler's. Both sample sets are then sc
 :class:`~arl_flows.integrations.TieredReward` call on the run's ledger and ladder: one scheduler and one
 budget for both (a molecule the run already verified is read from the ledger, never paid twice), so
 neither side gets more verification than the other. Printed: mean reward and validity before and after,
-the difference with two standard errors (two independent samples of ``--samples`` each), and how many of
+the difference with two standard errors (as two independent samples, and paired by sample index: the
+shared seed pairs them), and how many of
 each side's rewards rest on a top-tier answer rather than an estimate.
 """
 
@@ -87,6 +88,10 @@ def evaluate(run_id: str, samples: int = 64, budget: float = 60.0) -> dict[str, 
     out["difference"] = statistics.fmean(after) - statistics.fmean(before)
     out["two_se"] = _two_se(before, after)
     out["beyond_noise"] = abs(out["difference"]) > out["two_se"]
+    # The shared seed pairs the sides (sample i of each comes from the same prompt and random stream).
+    paired = [y - x for x, y in zip(before, after, strict=True)]
+    out["paired_two_se"] = 2.0 * statistics.stdev(paired) / math.sqrt(k)
+    out["beyond_noise_paired"] = abs(out["difference"]) > out["paired_two_se"]
     return out
 
 
@@ -104,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     out = evaluate(args.run_id, args.samples, args.budget)
     b, a = out["before"], out["after"]
     print(f"eval set ({out['samples']} samples, seed {EVAL_SEED}): reward {b['reward_mean']:.3f} -> {a['reward_mean']:.3f} "
-          f"({out['difference']:+.3f} +- {out['two_se']:.3f}, {'beyond' if out['beyond_noise'] else 'within'} noise), "
+          f"({out['difference']:+.3f}; 2 SE {out['two_se']:.3f} two-sample, {out['paired_two_se']:.3f} paired), "
           f"validity {b['validity']:.2f} -> {a['validity']:.2f}, top-tier answers {b['top_tier_answers']} / "
           f"{a['top_tier_answers']}")
     print(json.dumps(out))
