@@ -102,7 +102,7 @@ def first_run(load: int, workdir: Path, seed: int = 0, venv: Path | None = None)
                                       text=True, check=True).stdout) if runs else {}
     steps = shown.get("steps", [])
     flat = " ".join(log.split())  # the summary wraps at the terminal's width
-    trend = re.search(r"reward mean .*?(?= \S+ verified \d| spend: |$)", flat)
+    trend = re.search(r"reward mean [-\d.]+ at step .*?(?= \S+ verified \d| spend: |$)", flat)
     top = shown.get("top_candidates", [])
     evaluation = _evaluate(runs[0]["id"], env, venv) if runs and run.returncode == 0 else None
     return {
