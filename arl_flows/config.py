@@ -503,7 +503,10 @@ def read_toml(p: Path) -> dict[str, Any]:
     """The TOML table in ``p``, or one ConfigError line saying why it cannot be read."""
     try:
         if not p.exists():
-            raise ConfigError(f"config file {p} does not exist")
+            raise ConfigError(
+                f"config file {p} does not exist; start one from examples/molecules.toml (every field, commented) "
+                "or leave out --config for the built-in config"
+            )
         if not p.is_file():
             raise ConfigError(f"config file {p} is not a regular file (a folder, device or pipe); give a .toml file")
         if p.stat().st_size > MAX_CONFIG_BYTES:

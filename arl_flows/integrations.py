@@ -69,21 +69,47 @@ __all__ = [
 ]
 
 class Window(BaseModel):
-    """An objective: a window on the top tier's value (in that tier's unit)."""
+    """An objective: a window on the top tier's value (in that tier's unit).
+
+    The core has no default window: ``low`` and ``high`` are in the top tier's unit, which only the suite
+    knows (the molecules suite's default is ``Window(low=3.0, high=4.0)``, a HOMO-LUMO gap in eV). To use a
+    suite's own window, pass no objective at all. ``softness`` None: the suite's ``window_softness``.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    low: float = Field(default=3.0, description="Lower edge of the target window.")
-    high: float = Field(default=4.0, description="Upper edge of the target window.")
-    softness: float = Field(
-        default=0.5, ge=0.0, allow_inf_nan=False, description="Gaussian fall-off outside the window; 0 gives a hard 0/1 reward."
+    low: float = Field(description="Lower edge of the target window, in the top tier's unit.")
+    high: float = Field(description="Upper edge of the target window, in the top tier's unit.")
+    softness: float | None = Field(
+        default=None, ge=0.0, allow_inf_nan=False,
+        description="Gaussian fall-off outside the window; 0 gives a hard 0/1 reward; None: the suite's window_softness.",
     )
+
+    def __init__(self, **data: Any) -> None:
+        _require_edges(data)
+        super().__init__(**data)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _edges(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            _require_edges(data)
+        return data
 
     @model_validator(mode="after")
     def _ordered(self) -> Window:
         if not (math.isfinite(self.low) and math.isfinite(self.high) and self.low < self.high):
             raise ValueError(f"window ({self.low}, {self.high}) needs finite low < high, e.g. Window(low=3.0, high=4.0)")
         return self
+
+
+def _require_edges(data: Mapping[str, Any]) -> None:
+    missing = [k for k in ("low", "high") if k not in data]
+    if missing:
+        raise ValueError(
+            f"Window needs {' and '.join(missing)}: the window's edges in the top tier's unit (the core has no default); "
+            "pass no objective to use the suite's window"
+        )
 
 
 @dataclass
@@ -165,15 +191,25 @@ def verification_config(
         "seed": seed,
     }
     if objective is not None:
-        window = objective if isinstance(objective, Window) else Window(
-            low=objective[0], high=objective[1], softness=scheduler.get("window_softness", Window().softness)
-        )
-        scheduler |= {"target_low": window.low, "target_high": window.high, "window_softness": window.softness}
+        window = objective if isinstance(objective, Window) else _window_of(objective)
+        softness = window.softness if window.softness is not None else scheduler.get("window_softness")
+        scheduler |= {"target_low": window.low, "target_high": window.high}
+        if softness is not None:  # None: neither the window nor the suite gives one, the core's hard window
+            scheduler["window_softness"] = softness
     if cls.needs_policy_path:
         # The run check asks for a policy to train; here the trainer owns the policy.
         data["policy_path"] = "(owned by the calling trainer)"
     data["scheduler"] = scheduler
     return build_config(data, f"suite {suite!r}'s verification config")
+
+
+def _window_of(objective: Any) -> Window:
+    """A ``(low, high)`` pair as a :class:`Window` (the suite's softness), or one line saying what to pass."""
+    try:
+        low, high = objective
+    except (TypeError, ValueError):
+        raise ValueError(f"objective must be a Window or a (low, high) pair, got {objective!r}") from None
+    return Window(low=low, high=high)
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

@@ -40,6 +40,8 @@ from typing import Any
 from benchmarks.provenance import with_provenance
 
 ROOT = Path(__file__).resolve().parents[1]
+EVAL_SAMPLES = 64  # per side: the fixed evaluation set scored on the first policy and the last checkpoint
+EVAL_BUDGET = 60.0  # CPU-seconds of verification for both sides together, in one call
 
 
 def _burn() -> None:
@@ -100,8 +102,9 @@ def first_run(load: int, workdir: Path, seed: int = 0, venv: Path | None = None)
                                       text=True, check=True).stdout) if runs else {}
     steps = shown.get("steps", [])
     flat = " ".join(log.split())  # the summary wraps at the terminal's width
-    trend = re.search(r"reward mean .*?(?= \S+ verified \d| spend: |$)", flat)
+    trend = re.search(r"reward mean [-\d.]+ at step .*?(?= \S+ verified \d| spend: |$)", flat)
     top = shown.get("top_candidates", [])
+    evaluation = _evaluate(runs[0]["id"], env, venv) if runs and run.returncode == 0 else None
     return {
         "load": load,
         "seed": seed,
@@ -120,7 +123,20 @@ def first_run(load: int, workdir: Path, seed: int = 0, venv: Path | None = None)
         "top_candidates_verified": sum(bool(c.get("verified")) for c in top),
         "tracebacks_on_terminal": log.count("Traceback"),
         "prefect_error_lines": sum("| ERROR" in line for line in log.splitlines()),
+        "eval": evaluation,
     }
+
+
+def _evaluate(run_id: str, env: dict[str, str], venv: Path | None) -> dict[str, Any] | None:
+    """The fixed evaluation set (benchmarks/first_run_eval.py) on the run's first policy and last checkpoint."""
+    python = str((venv / "bin" / "python") if venv is not None else sys.executable)
+    env = env | {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1")}
+    done = subprocess.run([python, "-m", "benchmarks.first_run_eval", run_id, "--samples", str(EVAL_SAMPLES),
+                           "--budget", str(EVAL_BUDGET)], cwd=ROOT, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"  eval failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}", flush=True)
+        return None
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,6 +174,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"steps without a top-tier answer {row['steps_without_top_tier']}, tracebacks "
                   f"{row['tracebacks_on_terminal']}, Prefect error lines {row['prefect_error_lines']}", flush=True)
             print(f"  summary: {row['trend_line']}", flush=True)
+            if (ev := row["eval"]) is not None:
+                print(f"  eval set ({ev['samples']} samples a side, seed {ev['eval_seed']}): reward "
+                      f"{ev['before']['reward_mean']:.3f} -> {ev['after']['reward_mean']:.3f} ({ev['difference']:+.3f}, "
+                      f"2 SE {ev['two_se']:.3f} two-sample, {ev['paired_two_se']:.3f} paired), validity "
+                      f"{ev['before']['validity']:.2f} -> {ev['after']['validity']:.2f}, top-tier answers "
+                      f"{ev['before']['top_tier_answers']} / {ev['after']['top_tier_answers']}", flush=True)
     if len(rows) > 1 and len(loads) > 1:
         base = rows[0]
         for row in rows[1:]:

@@ -28,6 +28,9 @@ def list_runs(
     if json_out:
         print_json([r.model_dump(mode="json", exclude={"config"}) for r in runs])
         return
+    if not runs:
+        console.print(f"no runs yet in {shown(ledger.safe_url)}; start one with `arl run` (or `arl run --profile quick`)")
+        return
     table = Table(title=f"runs in {shown(ledger.safe_url)}")
     for col in ("id", "name", "status", "steps", "created"):
         table.add_column(col)

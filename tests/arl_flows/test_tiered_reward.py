@@ -162,3 +162,25 @@ def test_group_size_splits_repeated_prompts_into_trl_groups(tmp_path: Path) -> N
     assert len(set(groups)) == 2 and groups[0] == groups[1] != groups[2] == groups[3]
     with pytest.raises(ValueError, match="group_size"):
         TieredReward("molecules", ledger_url=_url(tmp_path), tiers=TWO_TIERS, group_size=0)
+
+
+def test_the_window_has_no_core_default_and_the_suite_gives_its_own() -> None:
+    from arl_flows.integrations import verification_config
+
+    # The core has no molecule window: a Window without its edges is one line saying what to pass.
+    for partial in ({}, {"low": 3.0}, {"high": 4.0}):
+        with pytest.raises(ValueError, match="Window needs .*the core has no default") as caught:
+            Window(**partial)
+        assert "\n" not in str(caught.value)
+    with pytest.raises(ValueError, match=r"a Window or a \(low, high\) pair"):
+        verification_config("molecules", objective=(3.0,))  # type: ignore[arg-type]
+    # No objective: the suite's window (the molecules suite's 3-4 eV, 0.5 eV softness; the code suite's own).
+    molecules = verification_config("molecules").scheduler
+    assert (molecules.target_low, molecules.target_high, molecules.window_softness) == (3.0, 4.0, 0.5)
+    code = verification_config("code").scheduler
+    assert (code.target_low, code.target_high) == (0.5, 1.0)
+    # A window without softness takes the suite's; a given softness is kept.
+    assert verification_config("molecules", objective=(2.0, 5.0)).scheduler.window_softness == 0.5
+    given = verification_config("molecules", objective=Window(low=2.0, high=5.0, softness=0.1)).scheduler
+    assert (given.target_low, given.target_high, given.window_softness) == (2.0, 5.0, 0.1)
+    assert verification_config("code", objective=Window(low=0.2, high=1.0)).scheduler.window_softness == 0.0

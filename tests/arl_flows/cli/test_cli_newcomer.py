@@ -162,3 +162,22 @@ def test_help_groups_the_suites_commands_apart_from_the_core() -> None:
     out = _invoke(["--help"]).stdout
     assert out.index(CORE_PANEL) < out.index("Code suite") and out.index(CORE_PANEL) < out.index("Molecules suite")
     assert "─ Commands ─" not in out
+
+
+# ---------------------------------------------------------------- the README's first commands
+
+
+def test_the_first_commands_a_newcomer_types_say_what_to_do_next(tmp_path: Path) -> None:
+    from arl_flows.config import ConfigError, read_toml
+
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    empty = " ".join(_invoke(["runs", "list", "--url", url]).stdout.split())
+    assert "no runs yet" in empty and "start one with `arl run`" in empty
+    assert json.loads(_invoke(["runs", "list", "--url", url, "--json"]).stdout) == []
+    # The README's `arl config show --config run.toml`, before any run.toml exists: where to start one.
+    try:
+        read_toml(tmp_path / "run.toml")
+    except ConfigError as exc:
+        message = str(exc)
+    assert "does not exist" in message and "examples/molecules.toml" in message and "\n" not in message
+    assert (ROOT / "examples" / "molecules.toml").is_file()
