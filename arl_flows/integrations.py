@@ -407,7 +407,7 @@ class TieredReward:
                 "reward/mean": sum(rewards) / max(len(rewards), 1),
                 "reward/max": max(rewards, default=math.nan),
                 "reward/std_mean": sum(d.std for d in details) / max(len(details), 1),
-                "reward/validity": sum(1 for c in candidates if c.valid) / max(len(candidates), 1),
+                "reward/validity": sum(1 for d in details if d.status != "invalid") / max(len(details), 1),
                 "reward/unique": len({c.key for c in candidates}) / max(len(candidates), 1),
                 "verify/spend": result.total_spend,
                 "verify/cache_hits": float(hits),

@@ -120,6 +120,19 @@ class StepState:
     group_ids: list[str] = field(default_factory=list)
 
 
+def valid_share(ledger: Ledger, ladder: list[Verifier], candidates: list[Candidate]) -> float:
+    """The share of candidates that are well formed and that no tier of the ladder judged ``invalid``.
+
+    A completion can parse and still break a rule a tier checks (a molecule outside the run's chemistry
+    space): it counts as invalid here, as it does in the verdicts a user reads.
+    """
+    if not candidates:
+        return 0.0
+    judged = ledger.verdicts_for({c.key for c in candidates if c.valid}, verifiers=[v.name for v in ladder])
+    invalid = {v.candidate_key for v in judged if v.status == Status.invalid}
+    return sum(1 for c in candidates if c.valid and c.key not in invalid) / len(candidates)
+
+
 class RunSession:
     """A run's in-memory state between stages; the ledger holds everything durable."""
 
@@ -309,7 +322,7 @@ class RunSession:
         stds = [by_traj[t.id].std for t in state.trajectories]
         metrics = self.trainer.step(state.rollout, rewards, stds, staleness=state.staleness,
                                     group_ids=[t.group_id for t in state.trajectories])
-        metrics["reward/validity"] = sum(1 for c in state.candidates if c.valid) / max(len(state.candidates), 1)
+        metrics["reward/validity"] = valid_share(self.ledger, self.ladder, state.candidates)
         if state.result is not None and state.result.unavailable:
             metrics["tiers/unavailable"] = list(state.result.unavailable)  # reported in the run's artifacts
         metrics["reward/unique"] = len({c.key for c in state.candidates}) / max(len(state.candidates), 1)

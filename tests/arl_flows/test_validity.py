@@ -1,4 +1,4 @@
-"""A run's validity is the share of well-formed completions, in a training step and in ``TieredReward`` alike.
+"""A run's validity is the share of well-formed completions no tier calls invalid, in a training step and in ``TieredReward`` alike.
 
 Each test runs one real training step of a suite (its real policy, ladder,
 scheduler and ledger) and, once the step has sampled, puts completions whose
@@ -20,7 +20,8 @@ from storage.ledger import Ledger
 
 # (completion, well-formed?) per suite; as many as the step's batch (prompts_per_step * group_size).
 MOLECULES = [("CCO", True), ("c1ccncc1", True), ("C1CC", False), ("not a smiles((", False),
-             ("OCC#N", True), ("CC(=O)C", True), ("C(C", False), ("", False)]
+             ("OCC#N", True), ("CC(=O)C", True), ("", False),
+             ("CCCl", False)]  # parses, but chlorine is outside the qm9 space: the fast tier calls it invalid
 CODE = [("<think>add</think>\n<code>\nprint(1 + 1)\n</code>", True), ("<think>x</think><code>print(1)", False),
         ("plain text, no blocks", False), ("<think>loop</think>\n<code>\nfor i in range(3):\n    print(i)\n</code>", True)]
 MATH = [("2*x", True), ("sin(x)+x", True), ("2*x)(", False), ("__import__(1)", False)]
@@ -65,7 +66,7 @@ def _reward_validity(suite: str, tiers: list[Any], sqlite_url: str, used: list[t
     return Ledger(sqlite_url).training_steps(run_id)[-1].metrics["reward/validity"]
 
 
-def test_molecules_validity_is_the_share_of_molecules_that_parse(flow_home, overrides, sqlite_url) -> None:  # noqa: ANN001
+def test_molecules_validity_is_the_share_of_molecules_that_parse_and_are_in_the_space(flow_home, overrides, sqlite_url) -> None:  # noqa: ANN001
     tiers = [{"verifier": "rdkit-eht"}, {"verifier": "reference-table", "params": {"cost_per_call": 5.0}}]
     config = overrides(steps=1, tiers=tiers, rollout={"prompts_per_step": 2}, hindsight={"enabled": False},
                        scheduler={"policy": "all", "target_low": 3.0, "target_high": 8.0, "budget_per_step": 1000.0})
