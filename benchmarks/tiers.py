@@ -240,38 +240,64 @@ def markdown_table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def run_tier_druglike(spec: str, molecules: list[tuple[str, int]], threads: int) -> dict[str, Any]:
-    """One tier on drug-like molecules: statuses, failure rate, cost per call overall and by size, per molecule."""
+def run_tier_druglike(
+    spec: str, molecules: list[tuple[str, int]], threads: int, chunk: int | None = None,
+    done: list[dict[str, Any]] | None = None, progress: Any = None,
+) -> dict[str, Any]:
+    """One tier on drug-like molecules: statuses, failure rate, cost per call overall and by size, per molecule.
+
+    ``chunk``: verify that many molecules at a time and call ``progress(partial result)`` after each chunk (a DFT
+    tier at drug size is minutes per call); ``done``: per-molecule rows of an earlier, interrupted run, reused.
+    """
     verifier = make_verifier(spec, threads, space="druglike")
-    candidates = [make_candidate(smiles) for smiles, _ in molecules]
+    previous = {row["smiles"]: row for row in done or []}
+    rows: list[dict[str, Any]] = []
     start = time.perf_counter()
-    verdicts = verifier.verify_batch(candidates)
-    wall = time.perf_counter() - start
-    if isinstance(verifier, Closable):
-        verifier.close()
+    try:
+        todo = [m for m in molecules if m[0] not in previous]
+        size = chunk or max(len(todo), 1)
+        for first in range(0, len(todo), size):
+            part = todo[first : first + size]
+            verdicts = verifier.verify_batch([make_candidate(smiles) for smiles, _ in part])
+            rows += [
+                {"smiles": s, "heavy_atoms": heavy, "status": v.status.value, "gap_ev": v.value, "cost_s": v.cost_s,
+                 "wall_s": v.wall_s, "feedback": v.feedback}
+                for v, (s, heavy) in zip(verdicts, part)
+            ]
+            if progress is not None and first + size < len(todo):
+                progress(_druglike_result(spec, verifier, molecules, rows + list(previous.values()), time.perf_counter() - start))
+    finally:
+        if isinstance(verifier, Closable):
+            verifier.close()
+    return _druglike_result(spec, verifier, molecules, rows + list(previous.values()), time.perf_counter() - start)
+
+
+def _druglike_result(
+    spec: str, verifier: Any, molecules: list[tuple[str, int]], rows: list[dict[str, Any]], wall: float
+) -> dict[str, Any]:
+    order = {smiles: i for i, (smiles, _) in enumerate(molecules)}
+    rows = sorted((r for r in rows if r["smiles"] in order), key=lambda r: order[r["smiles"]])
     statuses: dict[str, int] = {}
-    for v in verdicts:
-        statuses[v.status.value] = statuses.get(v.status.value, 0) + 1
+    for r in rows:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
     by_size: dict[int, list[float]] = {}
-    for v, (_, heavy) in zip(verdicts, molecules):
-        by_size.setdefault(heavy, []).append(v.cost_s)
+    for r in rows:
+        by_size.setdefault(r["heavy_atoms"], []).append(r["cost_s"])
     return {
         "verifier": spec,
         "tier": verifier.tier.value,
-        "n": len(molecules),
+        "n": len(rows),
+        "n_planned": len(molecules),
         "n_ok": statuses.get("ok", 0),
         "statuses": statuses,
-        "failure_rate": 1.0 - statuses.get("ok", 0) / len(molecules) if molecules else float("nan"),
-        "median_cost_s": statistics.median(v.cost_s for v in verdicts),
-        "max_cost_s": max(v.cost_s for v in verdicts),
+        "failure_rate": 1.0 - statuses.get("ok", 0) / len(rows) if rows else float("nan"),
+        "median_cost_s": statistics.median(r["cost_s"] for r in rows) if rows else float("nan"),
+        "max_cost_s": max((r["cost_s"] for r in rows), default=float("nan")),
         "median_cost_by_size": {str(n): statistics.median(c) for n, c in sorted(by_size.items())},
         "cost_model": type(verifier).cost_model.model_dump(),
+        "params": verifier.params.model_dump(mode="json"),
         "total_wall_s": wall,
-        "per_molecule": [
-            {"smiles": s, "heavy_atoms": heavy, "status": v.status.value, "gap_ev": v.value, "cost_s": v.cost_s,
-             "wall_s": v.wall_s, "feedback": v.feedback}
-            for v, (s, heavy) in zip(verdicts, molecules)
-        ],
+        "per_molecule": rows,
     }
 
 
@@ -331,19 +357,27 @@ def main_druglike(args: argparse.Namespace) -> None:
     previous = {}
     if args.resume and args.out and args.out.is_file():
         previous = {r["verifier"]: r for r in json.loads(args.out.read_text()).get("results", [])}
-    results = []
+    results: list[dict[str, Any]] = []
+
+    def save(partial: dict[str, Any] | None = None) -> None:
+        # After every tier, and after every molecule of an expensive one: what a long DFT run measured survives.
+        if args.out:
+            done = results + ([partial] if partial else [])
+            args.out.write_text(json.dumps(with_provenance({"space": "druglike", "results": done}), indent=2))
+        if partial:
+            print(f"  {partial['verifier']}: {partial['n']}/{partial['n_planned']} done", flush=True)
+
     for spec in (s.strip() for s in args.verifiers.split(",")):
-        if spec in previous:
-            result = previous[spec]
-        else:
-            cls = _LADDER.get(spec.partition(":")[0]) or registry.get(spec.partition(":")[0])
-            subset = expensive if cls.tier.value in ("high_fidelity", "lab") else cheap_order
-            result = run_tier_druglike(spec, subset, args.threads)
+        cls = _LADDER.get(spec.partition(":")[0]) or registry.get(spec.partition(":")[0])
+        expensive_tier = cls.tier.value in ("high_fidelity", "lab")
+        subset = expensive if expensive_tier else cheap_order
+        earlier = previous.get(spec, {}).get("per_molecule")
+        result = run_tier_druglike(spec, subset, args.threads, chunk=1 if expensive_tier else None, done=earlier,
+                                   progress=save)
         results.append(result)
         print(f"{spec}: {result['n_ok']}/{result['n']} ok, failure rate {result['failure_rate']:.1%}, "
               f"median cost {result['median_cost_s']:.3g} s", flush=True)
-        if args.out:  # after every tier: a DFT tier is long, and what it measured should survive a later crash
-            args.out.write_text(json.dumps(with_provenance({"space": "druglike", "results": results}), indent=2))
+        save()
     pairs = agreement(results)
     print()
     print(f"{len(molecules)} drug-like molecules from {sample.name} ({len(expensive)} for the high-fidelity tiers, "
@@ -363,7 +397,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="CSV of smiles,gap_ev (qm9) or smiles,heavy_atoms (druglike)")
     parser.add_argument("--dft-limit", type=int, default=8,
                         help="druglike: molecules (spread over the sizes) the high-fidelity tiers run on")
-    parser.add_argument("--resume", action="store_true", help="druglike: reuse the tiers already in --out")
+    parser.add_argument("--resume", action="store_true", help="druglike: reuse the molecules already measured in --out")
     parser.add_argument("--limit", type=int, default=None, help="only the first N molecules")
     parser.add_argument("--threads", type=int, default=1, help="threads per worker for xTB/DFT")
     parser.add_argument("--out", type=Path, default=None, help="write full results as JSON here")

@@ -48,3 +48,22 @@ def test_the_hint_is_not_part_of_the_cache_key() -> None:
 def test_an_unknown_space_names_the_known_ones() -> None:
     with pytest.raises(ValueError, match="known spaces: druglike, qm9"):
         dft_limits("nope")
+
+
+def test_more_conformers_keep_the_lowest_mmff_energy_and_one_conformer_keeps_the_cache_key() -> None:
+    from rdkit import Chem
+    from rdkit.Chem import AllChem
+
+    from arl_flows.suites.molecules.chemistry import GeometryParams, embed_molecule
+
+    def mmff_energy(molh: Chem.Mol) -> float:
+        props = AllChem.MMFFGetMoleculeProperties(molh)
+        return AllChem.MMFFGetMoleculeForceField(molh, props).CalcEnergy()
+
+    flexible = Chem.MolFromSmiles("CCCCOc1ccccc1CCNC(=O)CCC")
+    one, _ = embed_molecule(flexible, GeometryParams())
+    many, force_field = embed_molecule(flexible, GeometryParams(conformers=10))
+    assert (force_field, many.GetNumConformers()) == ("MMFF94", 1)
+    assert mmff_energy(many) <= mmff_energy(one) + 1e-6  # ETKDG's first conformer (same seed) is among the ten
+    assert DFTGapVerifier().params_hash == DFTGapVerifier({"geometry": {"conformers": 1}}).params_hash
+    assert DFTGapVerifier().params_hash != DFTGapVerifier({"geometry": {"conformers": 10}}).params_hash
