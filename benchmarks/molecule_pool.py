@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,6 +104,7 @@ def molecule_pool(
     low: float,
     high: float,
     progress: Callable[[str], None] = lambda _: None,
+    space: str = "qm9",
 ) -> MoleculePool:
     """Pool split, live ladder (verdicts from ``ledger`` or computed once), replay ladder, truth and held-out observations."""
     from arl_flows.suites.molecules import (
@@ -122,7 +123,7 @@ def molecule_pool(
         raise PoolError(f"--limit {limit} is too small; use at least 10 molecules")
     rng = random.Random(seed)
     rng.shuffle(rows)
-    constraints = MoleculeConstraints()
+    constraints = MoleculeConstraints(space=space)
     by_key: dict[str, tuple[Any, float]] = {}
     for smiles, gap in rows:
         c = make_candidate(smiles, {"property": "gap_ev", "low": low, "high": high})
@@ -140,7 +141,12 @@ def molecule_pool(
         held_out = len(items) // 5
         limit = len(items) - held_out
     eval_items, held_items = items[:limit], items[limit : limit + held_out]
-    live = [EHTGapVerifier(), XTBGapVerifier(), ReferenceTableVerifier({"cost_per_call": top_cost, **({"path": str(pool)} if pool else {})})]
+    # The space's rules on every tier (the default space is not written: a QM9 pool's cached verdicts keep their key).
+    rules = {"constraints": {"space": space}} if space != "qm9" else {}
+    live = [
+        EHTGapVerifier(rules), XTBGapVerifier(rules),
+        ReferenceTableVerifier({"cost_per_call": top_cost, **rules, **({"path": str(pool)} if pool else {})}),
+    ]
     candidates = [c for c, _ in items]
     tables = tier_tables(candidates, live, ledger, progress=progress)
     ladder = replay_ladder(live, tables, candidates, top_cost=top_cost)
@@ -164,6 +170,26 @@ def molecule_pool(
         tables=tables,
     )
 
+
+
+def novel_hits(keys: Iterable[str], space: str = "qm9") -> int:
+    """How many of the molecules ``keys`` (candidate keys, ``molecules:<canonical SMILES>``) are novel in ``space``.
+
+    Novel as the fast tier's exact ``novel`` property says: in neither the space's training set nor QM9.
+    """
+    from arl_flows.suites.molecules.novelty import is_novel
+    from arl_flows.suites.molecules.spaces import get_space
+
+    index = get_space(space).training_index
+    return sum(1 for key in keys if is_novel(key.split(":", 1)[-1], index))
+
+
+def space_of(run_overrides: dict[str, Any]) -> str:
+    """The chemistry space a benchmark's run overrides name (``[options] space``; the default: qm9)."""
+    from arl_flows.suites.molecules.spaces import DEFAULT_SPACE
+
+    options = run_overrides.get("options") or {}
+    return str(options.get("space", DEFAULT_SPACE)) if isinstance(options, dict) else DEFAULT_SPACE
 
 
 def molecules_window() -> dict[str, float]:
