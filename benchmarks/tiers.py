@@ -301,6 +301,30 @@ def _druglike_result(
     }
 
 
+def fit_cost_model(rows: list[dict[str, Any]], exponent: float | None = None) -> dict[str, float]:
+    """A ``CostModel`` (base + per_unit * n^exponent, n heavy atoms) fitted to measured per-molecule CPU costs.
+
+    The exponent, unless given, is the slope of log(median cost) against log(n) over the sizes; base and per_unit
+    are then least squares (``CostModel.refine``), which may set base to 0.
+    """
+    from verifiers.base import CostModel
+
+    pairs = [(float(r["heavy_atoms"]), float(r["cost_s"])) for r in rows if r["cost_s"] > 0]
+    if exponent is None:
+        by_size: dict[float, list[float]] = {}
+        for n, c in pairs:
+            by_size.setdefault(n, []).append(c)
+        points = [(math.log(n), math.log(statistics.median(c))) for n, c in by_size.items()]
+        if len(points) >= 2:
+            mx, my = statistics.fmean(x for x, _ in points), statistics.fmean(y for _, y in points)
+            sxx = sum((x - mx) ** 2 for x, _ in points)
+            exponent = round(sum((x - mx) * (y - my) for x, y in points) / sxx, 2) if sxx > 0 else 1.0
+        else:
+            exponent = 1.0
+    fitted = CostModel(base=0.0, per_unit=1.0, exponent=max(exponent, 0.1)).refine(*zip(*pairs)) if pairs else None
+    return fitted.model_dump() if fitted else {}
+
+
 def agreement(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """For every pair of tiers: how many molecules both answered, and the Spearman correlation of their gaps."""
     gaps = [
@@ -379,10 +403,20 @@ def main_druglike(args: argparse.Namespace) -> None:
               f"median cost {result['median_cost_s']:.3g} s", flush=True)
         save()
     pairs = agreement(results)
+    for r in results:
+        # DFT: the n^3 of its declared model (a handful of sizes cannot pin an exponent); the cheap tiers: fitted.
+        r["fitted_cost_model"] = fit_cost_model(r["per_molecule"], 3.0 if r["tier"] in ("high_fidelity", "lab") else None)
     print()
     print(f"{len(molecules)} drug-like molecules from {sample.name} ({len(expensive)} for the high-fidelity tiers, "
           f"heavy atoms {', '.join(str(h) for _, h in expensive)})")
     print(druglike_tables(results, pairs))
+    print()
+    for r in results:
+        m = r["fitted_cost_model"]
+        if m:
+            print(f"{r['verifier']}: fitted cost model {m['base']:.3g} + {m['per_unit']:.3g} * n^{m['exponent']:g} CPU-s "
+                  f"({m['measured']} calls); declared {r['cost_model']['base']:g} + {r['cost_model']['per_unit']:g} * "
+                  f"n^{r['cost_model']['exponent']:g}")
     print(f"provenance: {format_provenance()}")
     if args.out:
         args.out.write_text(json.dumps(with_provenance({"space": "druglike", "results": results, "agreement": pairs}), indent=2))
