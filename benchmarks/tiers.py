@@ -367,7 +367,37 @@ def druglike_tables(results: list[dict[str, Any]], pairs: list[dict[str, Any]]) 
     return "\n".join(lines)
 
 
+def print_druglike(results: list[dict[str, Any]], header: str) -> list[dict[str, Any]]:
+    """The report's tables and the fitted cost models; returns the agreement rows."""
+    pairs = agreement(results)
+    for r in results:
+        # DFT: the n^3 of its declared model (a handful of sizes cannot pin an exponent); the cheap tiers: fitted.
+        r["fitted_cost_model"] = fit_cost_model(r["per_molecule"], 3.0 if r["tier"] in ("high_fidelity", "lab") else None)
+    print()
+    print(header)
+    print(druglike_tables(results, pairs))
+    print()
+    for r in results:
+        m = r["fitted_cost_model"]
+        if m:
+            print(f"{r['verifier']}: fitted cost model {m['base']:.3g} + {m['per_unit']:.3g} * n^{m['exponent']:g} CPU-s "
+                  f"({m['measured']} calls); declared {r['cost_model']['base']:g} + {r['cost_model']['per_unit']:g} * "
+                  f"n^{r['cost_model']['exponent']:g}")
+    return pairs
+
+
 def main_druglike(args: argparse.Namespace) -> None:
+    if args.report:  # the tables of a saved (possibly interrupted) run, computing nothing
+        if not args.report.is_file():
+            raise SystemExit(f"--report: no such file {args.report}")
+        saved = json.loads(args.report.read_text())
+        results = saved.get("results", [])
+        if not results:
+            raise SystemExit(f"--report: {args.report} holds no tier results")
+        done = ", ".join(f"{r['verifier']} {r['n']}/{r.get('n_planned', r['n'])}" for r in results)
+        print_druglike(results, f"saved run {args.report.name} ({done} molecules measured)")
+        print(f"provenance of the run: {format_provenance(saved.get('provenance'))}")
+        return
     sample = args.sample or DRUGLIKE_SAMPLE_CSV
     if args.make_sample:
         make_druglike_sample(args.make_sample, args.seed, sample)
@@ -402,21 +432,11 @@ def main_druglike(args: argparse.Namespace) -> None:
         print(f"{spec}: {result['n_ok']}/{result['n']} ok, failure rate {result['failure_rate']:.1%}, "
               f"median cost {result['median_cost_s']:.3g} s", flush=True)
         save()
-    pairs = agreement(results)
-    for r in results:
-        # DFT: the n^3 of its declared model (a handful of sizes cannot pin an exponent); the cheap tiers: fitted.
-        r["fitted_cost_model"] = fit_cost_model(r["per_molecule"], 3.0 if r["tier"] in ("high_fidelity", "lab") else None)
-    print()
-    print(f"{len(molecules)} drug-like molecules from {sample.name} ({len(expensive)} for the high-fidelity tiers, "
-          f"heavy atoms {', '.join(str(h) for _, h in expensive)})")
-    print(druglike_tables(results, pairs))
-    print()
-    for r in results:
-        m = r["fitted_cost_model"]
-        if m:
-            print(f"{r['verifier']}: fitted cost model {m['base']:.3g} + {m['per_unit']:.3g} * n^{m['exponent']:g} CPU-s "
-                  f"({m['measured']} calls); declared {r['cost_model']['base']:g} + {r['cost_model']['per_unit']:g} * "
-                  f"n^{r['cost_model']['exponent']:g}")
+    pairs = print_druglike(
+        results,
+        f"{len(molecules)} drug-like molecules from {sample.name} ({len(expensive)} for the high-fidelity tiers, "
+        f"heavy atoms {', '.join(str(h) for _, h in expensive)})",
+    )
     print(f"provenance: {format_provenance()}")
     if args.out:
         args.out.write_text(json.dumps(with_provenance({"space": "druglike", "results": results, "agreement": pairs}), indent=2))
@@ -432,6 +452,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dft-limit", type=int, default=8,
                         help="druglike: molecules (spread over the sizes) the high-fidelity tiers run on")
     parser.add_argument("--resume", action="store_true", help="druglike: reuse the molecules already measured in --out")
+    parser.add_argument("--report", type=Path, default=None, help="druglike: print the tables of a saved --out JSON and exit")
     parser.add_argument("--limit", type=int, default=None, help="only the first N molecules")
     parser.add_argument("--threads", type=int, default=1, help="threads per worker for xTB/DFT")
     parser.add_argument("--out", type=Path, default=None, help="write full results as JSON here")
