@@ -558,17 +558,20 @@ def _suite_options(suite: type[Suite], options: dict[str, Any]) -> BaseModel:
         raise ValueError(f"options.{loc}: {' '.join(msg.split())}" if loc else f"options: {msg}") from None
 
 
-def _default_pipeline(config: RunConfig) -> Literal["sync", "async"]:
+def _default_pipeline(config: RunConfig, suite: type[Suite]) -> Literal["sync", "async"]:
     """The mode a config that names none runs in: async once a top-tier call waits longer than ASYNC_FROM_LATENCY_S.
 
-    The wait is the top tier's declared ``latency_s`` (a remote queue's, whose calls use no CPU here); a tier
-    that declares none, or a ladder that does not resolve (the ladder's own check reports it), keeps sync.
+    The wait is the top tier's declared ``latency_s``: a remote queue's, or a local tier's hint from the run's
+    options (the molecules suite's DFT declares one in a space with a typical size: minutes at drug size). The
+    params are the ones the ladder will be built with (the suite's ``verifier_params``). A tier that declares
+    none, or a ladder that does not resolve (the ladder's own check reports it), keeps sync.
     """
     from verifiers import registry
 
     top = config.tiers[-1]
     try:
-        params = registry.get(top.verifier).Params.model_validate(top.params)
+        cls = registry.get(top.verifier)
+        params = cls.Params.model_validate(suite(config).verifier_params(cls, dict(top.params)))
     except Exception:  # noqa: BLE001 - reported where the ladder is built, in the user's words
         return "sync"
     latency = getattr(params, "latency_s", None)
@@ -594,13 +597,13 @@ def build_config(data: Mapping[str, Any], source: str = "config") -> RunConfig:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, source)) from None
-    if not chosen:
-        config.pipeline = _default_pipeline(config)
     assert suite is not None  # a suite that is not a string failed the model's check
     try:
         config._suite_options = _suite_options(suite, config.options)
     except ValueError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+    if not chosen:
+        config.pipeline = _default_pipeline(config, suite)
     if suite.needs_policy_path and not config.policy_path:
         raise ConfigError(
             f"{source}: policy_path: the {suite.name} suite ships no policy; give a local transformers model directory to train"

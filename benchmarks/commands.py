@@ -96,6 +96,43 @@ def _count(option: str, value: int, low: int, high: int) -> None:
         raise UserError(f"{option} must be from {low:,} to {high:,}, got {value}")
 
 
+def _space(space: str) -> str:
+    """The chemistry space ``--space`` names; an unknown one is one line listing the known ones."""
+    from arl_flows.suites.molecules.spaces import get_space
+
+    try:
+        return get_space(space).name
+    except ValueError as exc:
+        raise UserError(f"--space: {exc}") from None
+
+
+def _space_defaults(space: str, pool: Path | None, top_cost: float | None) -> tuple[Path | None, float]:
+    """The pool and top-tier cost of ``space`` where the options leave them out.
+
+    qm9: the shipped QM9 subset at 10.5 CPU-s a call (the median measured in docs/tiers.md); druglike: the
+    reference pool of MOSES test molecules with DFT computed here, at the DFT cost model's call at the space's
+    typical size.
+    """
+    from arl_flows.suites.molecules.bench import DEFAULT_TOP_COST
+
+    if space == "qm9":
+        return pool, DEFAULT_TOP_COST if top_cost is None else top_cost
+    from arl_flows.suites.molecules.dft import DFT_COST_MODEL
+    from arl_flows.suites.molecules.spaces import get_space
+
+    chem = get_space(space)
+    typical = DFT_COST_MODEL.expected(float(chem.typical_heavy_atoms or chem.max_heavy_atoms))
+    default_pool = Path(__file__).resolve().parent / "data" / "pools" / f"{space}_moses.csv"
+    return pool or default_pool, round(typical, 1) if top_cost is None else top_cost
+
+
+def _with_space(overrides: dict[str, Any], space: str) -> dict[str, Any]:
+    """``overrides`` with ``[options] space``: a --space other than the default wins over the config's."""
+    if space == "qm9":
+        return overrides  # the config's own space, if it names one; else the suite's default
+    return overrides | {"options": dict(overrides.get("options") or {}) | {"space": space}}
+
+
 def _workdir_and_overrides(workdir: Path, config: Path | None) -> dict[str, Any]:
     """Check ``--workdir`` is (or can be) a folder; return the TOML overrides of ``--config`` (empty without one)."""
     if workdir.exists() and not workdir.is_dir():
@@ -147,18 +184,6 @@ def _window(window: tuple[float, float]) -> tuple[float, float]:
 MAX_HISTORY = 200  # issue 29: the retrieval targets hold with at most 200 answers of history
 
 
-def _space(space: str | None) -> str | None:
-    """A chemistry space of the molecules suite, checked (None: the default, QM9's)."""
-    if space is None:
-        return None
-    from arl_flows.suites.molecules.spaces import get_space
-
-    try:
-        return get_space(space).name
-    except ValueError as exc:
-        raise UserError(f"--space: {exc}") from None
-
-
 def _policies(text: str, allowed: Sequence[str]) -> list[str]:
     names = [p.strip() for p in text.split(",") if p.strip()]
     bad = [p for p in names if p not in allowed]
@@ -172,13 +197,13 @@ def scheduler(
     pool: Path | None,
     window: tuple[float, float],
     policies: str,
-    top_cost: float,
+    top_cost: float | None,
+    space: str,
     step_budget: float | None,
     seed: int,
     limit: int,
     held_out: int | None,
     history: int | None,
-    space: str | None,
     cache: Path,
     ledger: str | None,
     json_out: Path | None,
@@ -195,6 +220,8 @@ def scheduler(
     from verifiers.scheduler.config import LearnedSurrogateConfig
 
     low, high = _window(window)
+    space = _space(space)
+    pool, top_cost = _space_defaults(space, pool, top_cost)
     learned_config = LearnedSurrogateConfig(enabled=learned, shipped=learned and shipped)
     if maximize and minimize:
         raise UserError("give --maximize or --minimize, not both")
@@ -210,7 +237,6 @@ def scheduler(
         held_out = history
     held_out = 1000 if held_out is None else held_out
     _count("--held-out", held_out, 0, _MAX_POOL)
-    space = _space(space)
     names = _policies(policies, ("voi", "all", "cascade", "random", "oracle", "fast-only"))
     pool_args = {"pool": pool, "limit": limit, "held_out": held_out, "seed": seed, "top_cost": top_cost, "low": low,
                  "high": high, "space": space}
@@ -239,9 +265,9 @@ def scheduler(
     except ValueError as exc:  # no hits in the pool or the held-out split: the user must widen or enlarge
         raise UserError(str(exc)) from None
     report["target"] = target or {"window": [low, high]}
-    if space is not None:
-        report["space"] = space
     report["top_cost"] = top_cost
+    report["space"] = space
+    report["novel_hits"] = pools.novel_hits([k for k, y in data.truth.items() if low <= y <= high], space)
     report["tiers"] = [v.name for v in data.ladder]
     report["surrogate_calibration"], report["learned_surrogate_pairs"] = pools.calibration(data, seed, learned_config)
     _print_retrieval(report)
@@ -287,7 +313,8 @@ def _fmt(x: float | None, digits: int = 0) -> str:
 def _print_retrieval(report: dict[str, Any]) -> None:
     from rich.table import Table
 
-    t = Table(title=f"{report['hits']} hits in {report['pool']} molecules, {_target_text(report)}")
+    novel = f" ({report['novel_hits']} novel)" if report.get("novel_hits") is not None else ""
+    t = Table(title=f"{report['hits']} hits{novel} in {report['pool']} molecules, {_target_text(report)}")
     t.add_column("policy", no_wrap=True, min_width=18)
     for col in ("cost@50%", "cost@80%", "cost@95%", "x oracle @50", "x oracle @80", "x oracle @95"):
         t.add_column(col, justify="right")
@@ -306,7 +333,8 @@ def advantages(
     groups: int,
     policies: str,
     fractions: str,
-    top_cost: float,
+    top_cost: float | None,
+    space: str,
     seed: int,
     limit: int,
     held_out: int,
@@ -322,6 +350,8 @@ def advantages(
     from verifiers.scheduler.config import LearnedSurrogateConfig
 
     low, high = _window(window)
+    space = _space(space)
+    pool, top_cost = _space_defaults(space, pool, top_cost)
     if math.isnan(softness) or not 0 <= softness < math.inf:
         raise UserError(f"--softness must be a finite number >= 0 (eV), got {softness}")
     _positive("--top-cost", top_cost)
@@ -336,7 +366,8 @@ def advantages(
         raise UserError(f"--fractions {fractions[:100]!r} must be a comma list of numbers") from None
     if not fracs or not all(0 < f <= 1 for f in fracs):  # NaN fails the comparison too
         raise UserError(f"--fractions {fractions[:100]!r}: give fractions of the cost of 'all' in (0, 1], e.g. 0.05,0.1")
-    pool_args = {"pool": pool, "limit": limit, "held_out": held_out, "seed": seed, "top_cost": top_cost, "low": low, "high": high}
+    pool_args = {"pool": pool, "limit": limit, "held_out": held_out, "seed": seed, "top_cost": top_cost, "low": low,
+                 "high": high, "space": space}
     data = _pool(pool_args | {"cache": cache, "ledger": ledger})
     members = list(data.pool)
     if len(members) < group_size * groups:
@@ -361,6 +392,7 @@ def advantages(
         learner=MoleculeSuite.surrogate_learner,
     )
     report["top_cost"] = top_cost
+    report["space"] = space
     from rich.table import Table
 
     t = Table(title=f"{groups} groups of {group_size} ({report['informative_groups']} informative), cost of all {report['cost_of_all']:.0f}s")
@@ -392,6 +424,7 @@ def learning(
     audit_points: int,
     history: int,
     config: Path | None,
+    space: str,
     workdir: Path,
     cache: Path | None,
     json_out: Path | None,
@@ -421,7 +454,7 @@ def learning(
     _count("--proxy-max-steps", proxy_max_steps, 1, 1_000_000)
     _count("--audit-points", audit_points, 1, 10_000)
     _count("--history", history, 0, _MAX_POOL)
-    overrides = _workdir_and_overrides(workdir, config)
+    overrides = _with_space(_workdir_and_overrides(workdir, config), _space(space))
     report = _run_harness(
         lambda: learning_harness.LearningBenchConfig(
             budget=budget, seeds=list(range(first_seed, first_seed + seeds)), regimes=names, budget_per_step=step_budget, max_steps=max_steps,
@@ -478,6 +511,7 @@ def pipeline(
     audit_points: int,
     history: int,
     config: Path | None,
+    space: str,
     workdir: Path,
     cache: Path | None,
     json_out: Path | None,
@@ -495,7 +529,7 @@ def pipeline(
     _count("--dask-workers", dask_workers, 1, 256)
     _count("--audit-points", audit_points, 1, 10_000)
     _count("--history", history, 0, 10_000_000)
-    overrides = _workdir_and_overrides(workdir, config)
+    overrides = _with_space(_workdir_and_overrides(workdir, config), _space(space))
     streaming = dict(overrides.pop("streaming", {}) or {})
     for key, value in (("max_ahead", max_ahead), ("settle_std", settle_std), ("max_group_wait_s", max_group_wait)):
         if value is not None:

@@ -75,6 +75,7 @@ from verifiers import Candidate, Closable, Verifier
 from verifiers.scheduler import Observation, VoiTarget, charge, window_score
 
 from benchmarks.baselines import CascadePolicy
+from benchmarks.molecule_pool import novel_hits, space_of
 from benchmarks.provenance import with_provenance
 from benchmarks.replay import surrogate_kind
 from benchmarks.settings import bench_settings
@@ -444,7 +445,9 @@ def top_k_auc(curve: Sequence[tuple[float, float]], budget: float) -> float:
     return float(area / budget)
 
 
-def _regime_metrics(run: RegimeRun, bench: LearningBenchConfig, low: float, high: float, softness: float) -> dict[str, Any]:
+def _regime_metrics(
+    run: RegimeRun, bench: LearningBenchConfig, low: float, high: float, softness: float, space: str = "qm9"
+) -> dict[str, Any]:
     confident = [k for k, (m, _) in run.estimates.items() if m >= bench.fooled_estimate and k in run.truth]
     fooled = [
         k
@@ -456,6 +459,7 @@ def _regime_metrics(run: RegimeRun, bench: LearningBenchConfig, low: float, high
         "top10_auc": top_k_auc(run.curve, bench.budget),
         "final_top10": run.curve[-1][1],
         "hits": len(hits),
+        "novel_hits": novel_hits(hits, space),  # in neither the space's training set nor QM9
         "hit_keys": hits,
         "validity": run.valid / max(run.samples, 1),
         "uniqueness": len(run.valid_keys) / max(run.valid, 1),
@@ -474,8 +478,8 @@ def _regime_metrics(run: RegimeRun, bench: LearningBenchConfig, low: float, high
 
 def _aggregate(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key in ("top10_auc", "final_top10", "hits", "validity", "uniqueness", "total_spend", "steps", "fooled_rate"):
-        vals = [r[key] for r in per_seed if r[key] is not None]
+    for key in ("top10_auc", "final_top10", "hits", "novel_hits", "validity", "uniqueness", "total_spend", "steps", "fooled_rate"):
+        vals = [r[key] for r in per_seed if r.get(key) is not None]
         out[key] = float(np.mean(vals)) if vals else None
         out[f"{key}_std"] = float(np.std(vals)) if len(vals) > 1 else 0.0
     tiers = sorted({t for r in per_seed for t in r["spend"]})
@@ -570,7 +574,7 @@ def learning_benchmark(
                 session.finish()
                 ledger.close()
             shutil.rmtree(settings().run_dir(session.run.id), ignore_errors=True)
-            row = _regime_metrics(result, bench, low, high, softness) | {"seed": seed}
+            row = _regime_metrics(result, bench, low, high, softness, space_of(overrides)) | {"seed": seed}
             runs[regime].append(row)
             progress(
                 f"seed {seed}: {regime}: auc {row['top10_auc']:.3f}, hits {row['hits']}, spend {row['total_spend']:.1f}s "
@@ -679,17 +683,18 @@ def _ratios(regimes: dict[str, Any]) -> dict[str, float | None]:
 
 def summary_table(report: dict[str, Any]) -> list[list[str]]:
     """Rows of the printed table: header first."""
-    rows = [["regime", "top10 AUC", "final top10", "hits", "validity", "uniqueness", "fooled", "steps", "spend (s) by tier"]]
+    rows = [["regime", "top10 AUC", "final top10", "hits", "novel hits", "validity", "uniqueness", "fooled", "steps",
+             "spend (s) by tier"]]
 
     def pm(r: dict[str, Any], key: str, fmt: str) -> str:
-        if r[key] is None:
+        if r.get(key) is None:  # a report merged from before novel hits were counted has none
             return "-"
         return f"{r[key]:{fmt}} ± {r[f'{key}_std']:{fmt}}" if r[f"{key}_std"] else f"{r[key]:{fmt}}"
 
     for name, r in report["regimes"].items():
         spend = ", ".join(f"{t} {s:.1f}" for t, s in r["spend"].items() if s > 0)
         rows.append(
-            [name, pm(r, "top10_auc", ".3f"), pm(r, "final_top10", ".3f"), pm(r, "hits", ".1f"), pm(r, "validity", ".2f"),
+            [name, pm(r, "top10_auc", ".3f"), pm(r, "final_top10", ".3f"), pm(r, "hits", ".1f"), pm(r, "novel_hits", ".1f"), pm(r, "validity", ".2f"),
              pm(r, "uniqueness", ".2f"), pm(r, "fooled_rate", ".2f"), pm(r, "steps", ".1f"), spend]
         )
     return rows

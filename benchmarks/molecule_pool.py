@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,8 +152,8 @@ def molecule_pool(
         raise PoolError(f"--limit {limit} is too small; use at least 10 molecules")
     rng = random.Random(seed)
     rng.shuffle(rows)
-    constraints = MoleculeConstraints(**({"space": space} if space else {}))
-    tier_params = {"constraints": {"space": space}} if space else {}
+    space = space or "qm9"
+    constraints = MoleculeConstraints(space=space)
     by_key: dict[str, tuple[Any, float]] = {}
     for smiles, gap in rows:
         c = make_candidate(smiles, {"property": "gap_ev", "low": low, "high": high})
@@ -173,10 +173,11 @@ def molecule_pool(
             held_out = len(items) // 5
         limit = len(items) - held_out
     eval_items, held_items = items[:limit], items[limit : limit + held_out]
+    # The space's rules on every tier (the default space is not written: a QM9 pool's cached verdicts keep their key).
+    rules = {"constraints": {"space": space}} if space != "qm9" else {}
     live = [
-        EHTGapVerifier(dict(tier_params)),
-        XTBGapVerifier(dict(tier_params)),
-        ReferenceTableVerifier({"cost_per_call": top_cost, **tier_params, **({"path": str(pool)} if pool else {})}),
+        EHTGapVerifier(rules), XTBGapVerifier(rules),
+        ReferenceTableVerifier({"cost_per_call": top_cost, **rules, **({"path": str(pool)} if pool else {})}),
     ]
     candidates = [c for c, _ in items]
     tables = tier_tables(candidates, live, ledger, progress=progress)
@@ -201,6 +202,26 @@ def molecule_pool(
         tables=tables,
     )
 
+
+
+def novel_hits(keys: Iterable[str], space: str = "qm9") -> int:
+    """How many of the molecules ``keys`` (candidate keys, ``molecules:<canonical SMILES>``) are novel in ``space``.
+
+    Novel as the fast tier's exact ``novel`` property says: in neither the space's training set nor QM9.
+    """
+    from arl_flows.suites.molecules.novelty import is_novel
+    from arl_flows.suites.molecules.spaces import get_space
+
+    index = get_space(space).training_index
+    return sum(1 for key in keys if is_novel(key.split(":", 1)[-1], index))
+
+
+def space_of(run_overrides: dict[str, Any]) -> str:
+    """The chemistry space a benchmark's run overrides name (``[options] space``; the default: qm9)."""
+    from arl_flows.suites.molecules.spaces import DEFAULT_SPACE
+
+    options = run_overrides.get("options") or {}
+    return str(options.get("space", DEFAULT_SPACE)) if isinstance(options, dict) else DEFAULT_SPACE
 
 
 def molecules_window() -> dict[str, float]:

@@ -59,6 +59,7 @@ from benchmarks.learning import (
     top_k_auc,
     write_json,
 )
+from benchmarks.molecule_pool import space_of
 from storage.records import RewardEstimate, Status, Trajectory, Verdict
 from storage.settings import settings
 from verifiers import Candidate, Closable, Verifier, registry
@@ -475,7 +476,7 @@ def pipeline_benchmark(
         rec.out.steps = rows[mode]["steps"]
         rec.out.spend = rows[mode]["spend_by_tier"]
         rec.out.seconds = rows[mode]["wall_s"]
-        metrics = _regime_metrics(rec.out, learning, low, high, softness)
+        metrics = _regime_metrics(rec.out, learning, low, high, softness, space_of(overrides))
         metrics.pop("hit_keys")
         report[mode] = rows[mode] | metrics | {
             "top10_auc": top_k_auc(rec.out.curve, bench.budget),
@@ -511,14 +512,14 @@ def _ratios(report: dict[str, Any]) -> dict[str, float | None]:
 
 def summary_table(report: dict[str, Any]) -> list[list[str]]:
     """Rows of the printed table: header first."""
-    rows = [["mode", "wall (s)", "top10 AUC", "final top10", "hits", "steps", "spend (CPU-s)", "top-tier busy",
+    rows = [["mode", "wall (s)", "top10 AUC", "final top10", "hits", "novel hits", "steps", "spend (CPU-s)", "top-tier busy",
              "learner idle", "staleness"]]
     for mode in MODES:
         r = report.get(mode)
         if r is None:
             continue
         rows.append([
-            mode, f"{r['wall_s']:.0f}", f"{r['top10_auc']:.3f}", f"{r['final_top10']:.3f}", str(r["hits"]), str(r["steps"]),
+            mode, f"{r['wall_s']:.0f}", f"{r['top10_auc']:.3f}", f"{r['final_top10']:.3f}", str(r["hits"]), str(r.get("novel_hits", "-")), str(r["steps"]),
             f"{r['total_spend']:.0f}", f"{r['top_tier_utilisation']:.0%}", f"{r['learner_idle_share']:.0%}",
             ", ".join(f"{k}:{v}" for k, v in r["staleness"].items()),
         ])

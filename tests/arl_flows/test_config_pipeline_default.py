@@ -40,3 +40,24 @@ def test_the_choice_survives_a_profile_and_overrides(tmp_path) -> None:
     assert load_config(path).pipeline == "async"
     assert load_config(path, overrides={"steps": 3}).pipeline == "async"
     assert load_config(path, overrides={"pipeline": "sync"}).pipeline == "sync"
+
+
+def _molecules(space: str | None, top: str = "pyscf-b3lyp", **params: object) -> dict[str, object]:
+    data: dict[str, object] = {"tiers": [{"verifier": "rdkit-eht"}, {"verifier": top, "params": params}]}
+    if space is not None:
+        data["options"] = {"space": space}
+    return data
+
+
+@pytest.mark.parametrize("top", ["pyscf-b3lyp", "reference-or-dft"])
+def test_local_dft_runs_async_in_the_druglike_space_and_stays_sync_in_qm9(top) -> None:
+    # Drug size: the DFT tier's latency hint is its cost model at the space's typical size (minutes).
+    assert build_config(_molecules("druglike", top)).pipeline == "async"
+    assert build_config(_molecules("qm9", top)).pipeline == "sync"
+    assert build_config(_molecules(None, top)).pipeline == "sync"
+
+
+def test_a_latency_the_dft_tier_is_given_wins_over_the_space_hint() -> None:
+    assert build_config(_molecules("druglike", latency_s=ASYNC_FROM_LATENCY_S / 2)).pipeline == "sync"
+    assert build_config(_molecules("qm9", latency_s=4 * ASYNC_FROM_LATENCY_S)).pipeline == "async"
+    assert build_config(_molecules("druglike") | {"pipeline": "sync"}).pipeline == "sync"

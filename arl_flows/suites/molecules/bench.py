@@ -70,9 +70,19 @@ def _commands() -> Any:
     return importlib.import_module("benchmarks.commands")
 
 
-PoolOpt = Annotated[Path | None, typer.Option("--pool", help="CSV with 'smiles' and 'gap_ev' (default: shipped QM9 subset).")]
+PoolOpt = Annotated[Path | None, typer.Option("--pool", help="CSV with 'smiles' and 'gap_ev' (default: shipped QM9 subset; see --space).")]
 WindowOpt = Annotated[tuple[float, float], typer.Option("--window", help="Target window LO HI of the top-tier value (eV).")]
-TopCostOpt = Annotated[float, typer.Option("--top-cost", help="CPU-seconds charged per top-tier call.")]
+TopCostOpt = Annotated[
+    float | None,
+    typer.Option("--top-cost", help="CPU-seconds charged per top-tier call (default: the space's DFT call: 10.5 for qm9, "
+                 "the DFT cost model at the typical size for druglike; docs/tiers.md)."),
+]
+SpaceOpt = Annotated[
+    str,
+    typer.Option("--space", help="Chemistry space (qm9, druglike): the runs' [options] space, the tiers' validity rules "
+                 "and, for scheduler/advantages, the default pool (druglike: benchmarks/data/pools/druglike_moses.csv, "
+                 "DFT computed here)."),
+]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the pool sample and the random baseline.")]
 LimitOpt = Annotated[int, typer.Option("--limit", help="Pool size (molecules drawn from the CSV).")]
 HeldOutOpt = Annotated[int, typer.Option("--held-out", help="Disjoint molecules with every tier known: tunes the cascade, seeds the surrogate.")]
@@ -90,13 +100,13 @@ def bench_scheduler(
     ] = None,
     window: WindowOpt = (3.0, 4.0),
     policies: Annotated[str, typer.Option("--policies", help="Comma list: voi,all,cascade,random,oracle,fast-only.")] = "voi,all,cascade,random,oracle",
-    top_cost: TopCostOpt = DEFAULT_TOP_COST,
+    top_cost: TopCostOpt = None,
+    space: SpaceOpt = "qm9",
     step_budget: Annotated[float | None, typer.Option("--step-budget", help="CPU-seconds per scheduler step for voi/random (default: 10 top-tier calls).")] = None,
     seed: SeedOpt = 0,
     limit: LimitOpt = 5000,
     held_out: Annotated[int | None, typer.Option("--held-out", help="Disjoint molecules with every tier known: tunes the cascade, seeds the surrogate (default 1,000; a small pool gives a fifth).")] = None,
     history: Annotated[int | None, typer.Option("--history", help="The same held-out split, capped at 200 answers: the history a run starts with (instead of --held-out).")] = None,
-    space: Annotated[str | None, typer.Option("--space", help="Chemistry space of the molecules suite (qm9, druglike; default: qm9): the pool keeps what it accepts, every tier checks it.")] = None,
     cache: CacheOpt = DEFAULT_CACHE,
     ledger: LedgerOpt = None,
     json_out: JsonOpt = None,
@@ -125,7 +135,8 @@ def bench_advantages(
     groups: Annotated[int, typer.Option("--groups", help="Number of groups drawn from the pool.")] = 250,
     policies: Annotated[str, typer.Option("--policies", help="Comma list: voi (advantage objective), voi-discovery, all, random, fast-only.")] = "voi,voi-discovery,random,all,fast-only",
     fractions: Annotated[str, typer.Option("--fractions", help="Budgets as fractions of the cost of 'all'.")] = "0.02,0.05,0.1,0.2,0.33,0.5",
-    top_cost: TopCostOpt = DEFAULT_TOP_COST,
+    top_cost: TopCostOpt = None,
+    space: SpaceOpt = "qm9",
     seed: SeedOpt = 0,
     limit: LimitOpt = 5000,
     held_out: HeldOutOpt = 1000,
@@ -170,6 +181,7 @@ def learning(
     config: Annotated[
         Path | None, typer.Option("--config", help="TOML run config whose training settings every regime shares.")
     ] = None,
+    space: SpaceOpt = "qm9",
     workdir: Annotated[Path, typer.Option("--workdir", help="Where the per-regime ledgers go.")] = Path("artifacts/bench/learning"),
     cache: Annotated[
         Path | None,
@@ -207,6 +219,7 @@ def bench_pipeline(
     audit_points: Annotated[int, typer.Option("--audit-points", help="Audits at evenly spaced spend marks.")] = 12,
     history: Annotated[int, typer.Option("--history", help="Held-out QM9 molecules given to both surrogates (simulated setting).")] = 200,
     config: Annotated[Path | None, typer.Option("--config", help="TOML run config whose training settings both modes share.")] = None,
+    space: SpaceOpt = "qm9",
     workdir: Annotated[Path, typer.Option("--workdir", help="Where the per-mode ledgers go.")] = Path("artifacts/bench/pipeline"),
     cache: Annotated[
         Path | None, typer.Option("--cache", help="SQLite ledger keeping the audit verdicts (the truth) across reruns.")

@@ -11,14 +11,33 @@ The SCF runs in a worker process (PySCF is native code, and a large basis can
 exhaust memory) with ``lib.num_threads`` set from the params. An SCF that does
 not converge, even after the optional second-order (Newton) fallback, is a
 ``failed`` verdict with the reason: not a gap of 0.
+
+**Sized by the chemistry space.** A call costs ~``0.014 n^3`` CPU-s at n heavy
+atoms (docs/tiers.md): 10 s at QM9's 9, minutes at drug size. What must be
+fixed before any candidate exists comes from the run's space
+(``MoleculeConstraints.space``) when it declares a typical size
+(``ChemistrySpace.typical_heavy_atoms``; QM9 declares none and keeps the
+defaults its ladder was measured with); a value the params give always wins:
+
+- ``timeout_s``: ``TIMEOUT_FACTOR`` times the predicted wall time of the space's
+  largest molecule on ``threads`` threads (druglike, 40 heavy atoms, 1 thread:
+  an hour), so only a call far off the cost model is killed;
+- ``memory_mb``: room for the density-fitted 3-index integrals of the largest
+  molecule inside PySCF's budget (60% of the worker's limit; PySCF goes to disk
+  beyond it rather than fail);
+- ``latency_s``: a hint, the predicted wall time of one call at the typical
+  size (druglike: 21 heavy atoms, ~2 minutes). It makes config resolution pick
+  the async pipeline (``arl_flows.config.ASYNC_FROM_LATENCY_S``); it is not part
+  of the verdict's cache key.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel
@@ -29,12 +48,37 @@ from arl_flows.suites.molecules.chemistry import (
     embed_molecule,
     xyz_of,
 )
+from arl_flows.suites.molecules.spaces import DEFAULT_SPACE, get_space
 from arl_flows.suites.molecules.xtb import ANGSTROM_TO_BOHR, HARTREE_TO_EV, xtb_optimize
 from verifiers.isolation import TaskOutcome
 from verifiers.registry import register_verifier
 
 # pyscf and rdkit are heavy: imported in the function that calls them (a worker process).
-__all__ = ["DFTGapVerifier", "DFTParams", "dft_gap"]
+__all__ = ["DFT_COST_MODEL", "DFTGapVerifier", "DFTParams", "dft_gap", "dft_limits"]
+
+# Worker CPU seconds, 1 thread, B3LYP/6-31G* with density fitting, MMFF geometry (docs/tiers.md):
+# 0.3 s for water, 4.4 s for pyridine (6 heavy atoms), median 10.5 s (7-17 s) at 7-9.
+DFT_COST_MODEL = CostModel(base=0.3, per_unit=0.014, exponent=3.0)
+TIMEOUT_FACTOR = 4.0  # a call is killed at this multiple of its predicted wall time (the machine may be shared)
+BASIS_PER_HEAVY_ATOM = 17  # 6-31G* functions per heavy atom, its hydrogens included (measured n_basis / n)
+AUX_PER_BASIS = 3.5  # density-fitting auxiliary functions per basis function (PySCF's default auxbasis)
+
+
+def dft_limits(space: str, threads: int = 1) -> dict[str, float | int]:
+    """Timeout, memory and latency hint of a DFT call in ``space`` (empty: the space declares no typical size)."""
+    chem = get_space(space)
+    if chem.typical_heavy_atoms is None:
+        return {}
+    largest = chem.max_heavy_atoms
+    timeout = TIMEOUT_FACTOR * DFT_COST_MODEL.expected(float(largest)) / threads
+    nao = BASIS_PER_HEAVY_ATOM * largest
+    df_tensor_mb = AUX_PER_BASIS * nao * nao * (nao + 1) / 2 * 8 / 2**20
+    memory = df_tensor_mb / 0.6 + 1024  # PySCF gets 60% of the worker's limit (job_settings); 1 GiB for the rest
+    return {
+        "timeout_s": max(900.0, 60.0 * math.ceil(timeout / 60.0)),
+        "memory_mb": max(4096, 1024 * math.ceil(memory / 1024)),
+        "latency_s": round(DFT_COST_MODEL.expected(float(chem.typical_heavy_atoms)) / threads, 1),
+    }
 
 
 class DFTParams(MoleculeJobParams):
@@ -53,7 +97,31 @@ class DFTParams(MoleculeJobParams):
     newton_fallback: bool = Field(
         default=True, description="If the SCF does not converge, retry with second-order (Newton) SCF."
     )
-    timeout_s: float = Field(default=900.0, gt=0, description="Hard wall-clock limit per candidate, in seconds.")
+    timeout_s: float = Field(
+        default=900.0, gt=0,
+        description="Hard wall-clock limit per candidate, in seconds (default: 900, or sized by the space, see dft_limits).",
+    )
+    latency_s: float | None = Field(
+        default=None, gt=0,
+        description="Expected wall seconds of one call, a hint for choosing the pipeline (default: none, or the "
+        "space's typical molecule's predicted time); not part of the cache key.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sized_by_the_space(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        constraints = data.get("constraints")
+        space = getattr(constraints, "space", None) or (constraints.get("space") if isinstance(constraints, dict) else None)
+        if not isinstance(space, str) or space == DEFAULT_SPACE:
+            return data
+        try:
+            threads = int(data.get("threads", 1))
+            limits = dft_limits(space, max(1, threads))
+        except (TypeError, ValueError):
+            return data  # the field checks name the problem (an unknown space, a bad thread count)
+        return limits | data
 
 
 def dft_gap(job: dict[str, Any]) -> dict[str, Any]:
@@ -118,9 +186,9 @@ class DFTGapVerifier(MoleculeJobVerifier):
     Params: ClassVar[type[BaseModel]] = DFTParams
     work_function = staticmethod(dft_gap)
     preload_modules: ClassVar[tuple[str, ...]] = ("pyscf.dft", "pyscf.df", "arl_flows.suites.molecules.dft")
-    # Worker CPU seconds, 1 thread, B3LYP/6-31G* with density fitting (docs/tiers.md):
-    # 0.3 s for water, 4.4 s for pyridine (6 heavy atoms), median 10.5 s (7-17 s) at 7-9.
-    cost_model: ClassVar[CostModel] = CostModel(base=0.3, per_unit=0.014, exponent=3.0)
+    cost_model: ClassVar[CostModel] = DFT_COST_MODEL
+    # The latency hint does not change a verdict: like the worker count, it stays out of the cache key.
+    execution_fields: ClassVar[frozenset[str]] = frozenset({"workers", "threads", "latency_s"})
 
     def job_settings(self) -> dict[str, Any]:
         p = self.params

@@ -29,6 +29,10 @@ class ChemistrySpace:
     single_fragment: bool = True  # dot-separated mixtures ('CC.O') are rejected
     training_index: str | None = None  # file under data/novelty/; None: the training set is QM9's shipped table
     training_set: str = "QM9 (data/qm9_gap.csv)"
+    # The heavy-atom count of a typical molecule of the space, for what must be sized before any candidate exists:
+    # the DFT tier's timeout, memory and latency hint (dft.py), hence the default pipeline. None: the tiers keep
+    # their own defaults (QM9's: the ladder and its published runs were measured that way).
+    typical_heavy_atoms: int | None = None
 
 
 SPACES: dict[str, ChemistrySpace] = {
@@ -47,6 +51,7 @@ SPACES: dict[str, ChemistrySpace] = {
             max_heavy_atoms=40,
             training_index="moses_train.npy",
             training_set="MOSES train (Polykovskiy et al., Front. Pharmacol. 2020; MIT)",
+            typical_heavy_atoms=21,  # the median of MOSES test (first 5,000 molecules: 17-26 hold 97%; docs/tiers.md)
         ),
     )
 }

@@ -122,9 +122,10 @@ class XTBGapVerifier(MoleculeJobVerifier):
     work_function = staticmethod(xtb_gap)
     preload_modules: ClassVar[tuple[str, ...]] = ("tblite.interface", "scipy.optimize", "arl_flows.suites.molecules.xtb")
     # Worker CPU seconds measured with benchmarks/tiers.py (docs/tiers.md), embedding included:
-    # single point 2 ms for water, median 9 ms at 7-9 heavy atoms; with the xTB relaxation
-    # median 0.19 s (see __init__).
-    cost_model: ClassVar[CostModel] = CostModel(base=0.001, per_unit=0.001, exponent=1.0)
+    # single point 2 ms for water, median 9 ms at 7-9 heavy atoms; fitted to 300 MOSES test molecules
+    # of 12-26 (``--space druglike``): 27 ms at 12, 105 ms at 26. With the xTB relaxation median
+    # 0.19 s at QM9 size (see __init__).
+    cost_model: ClassVar[CostModel] = CostModel(base=0.0014, per_unit=2.06e-4, exponent=1.95)
 
     def __init__(self, params: XTBParams | dict[str, Any] | None = None) -> None:
         super().__init__(params)
