@@ -84,7 +84,7 @@ def default_prior_config(space: str) -> PretrainConfig:
     """
     if get_space(space).name == "qm9":
         return PretrainConfig()
-    return PretrainConfig(space="druglike", n_layer=3, n_embd=96, n_positions=80, batch_size=64, max_steps=1500, max_minutes=55.0)
+    return PretrainConfig(space="druglike", n_layer=3, n_embd=96, n_positions=80, batch_size=64, max_steps=4000, max_minutes=85.0)
 
 
 class MoleculeOptions(BaseModel):
