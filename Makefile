@@ -8,8 +8,9 @@ BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 # Test files spread over this many pytest-xdist workers (a file's tests stay on one worker, so module and
 # session fixtures are built once per worker). Many tests wait on subprocesses and servers: 2 workers on
-# 2 cores took the suite from 10.7 to 6.2 minutes. WORKERS=0 runs in one process.
-WORKERS ?= 2
+# 2 cores took the suite from 10.7 to 6.2 minutes. Most of a test's wall time is waiting (a full run: 18 CPU-minutes
+# in 45 wall minutes at load 22), so 4 workers overlap more of it on 2 cores. WORKERS=0 runs in one process.
+WORKERS ?= 4
 XDIST := $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
 
 .PHONY: setup setup-dev run test test-fast test-slurm test-all clean
