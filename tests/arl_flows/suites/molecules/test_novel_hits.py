@@ -29,7 +29,9 @@ def _ledger(url: str, space: str, with_novel: bool = True) -> tuple[Ledger, str]
         verdicts.append(Verdict(candidate_key=key, verifier="rdkit-eht", version="3", params_hash="p", tier=Tier.fast,
                                 status="ok", value=2.0, values=values))
         if top is not None:
-            verdicts.append(Verdict(candidate_key=key, verifier="reference-table", version="1", params_hash="p",
+            # The quick profile's top tier: the reference table for qm9; druglike's quick ladder (which the QM9
+            # table cannot answer) ends at another tier.
+            verdicts.append(Verdict(candidate_key=key, verifier=config.tiers[-1].verifier, version="1", params_hash="p",
                                     tier=Tier.lab, status="ok", value=top))
     ledger.put_verdicts(verdicts)
     ledger.add_reward_estimates([RewardEstimate(trajectory_id=t.id, run_id=run.id, step=0, mean=0.5, std=0.1) for t in trajs])
