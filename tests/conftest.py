@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,23 @@ DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 def postgres_admin_url() -> str:
     return os.environ.get(POSTGRES_ENV, DEFAULT_POSTGRES_URL)
 
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files with the most slow tests run first; each file's own order is kept.
+
+    ``make test`` hands whole files to its xdist workers in collection order (``--dist loadfile``). A file of
+    minutes-long runs (the interrupt and crash chains) that comes last alphabetically was the whole run's tail,
+    with the other workers idle; started first, the short files fill in around it.
+    """
+    first_seen: dict[str, int] = {}
+    slow: Counter[str] = Counter()
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        first_seen.setdefault(path, len(first_seen))
+        slow[path] += item.get_closest_marker("slow") is not None
+    position = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda it: (-slow[it.nodeid.split("::", 1)[0]], first_seen[it.nodeid.split("::", 1)[0]], position[id(it)]))
 
 @pytest.fixture(autouse=True)
 def _isolated_arl_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
