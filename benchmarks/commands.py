@@ -126,6 +126,15 @@ def _space_defaults(space: str, pool: Path | None, top_cost: float | None) -> tu
     return pool or default_pool, round(typical, 1) if top_cost is None else top_cost
 
 
+def _pool_inputs(window: tuple[float, float], space: str, pool: Path | None,
+                 top_cost: float | None) -> tuple[float, float, str, Path | None, float]:
+    """The checked window and space, and the pool and top-tier cost the space implies where the options leave them out."""
+    low, high = _window(window)
+    space = _space(space)
+    pool, top_cost = _space_defaults(space, pool, top_cost)
+    return low, high, space, pool, top_cost
+
+
 def _with_space(overrides: dict[str, Any], space: str) -> dict[str, Any]:
     """``overrides`` with ``[options] space``: a --space other than the default wins over the config's."""
     if space == "qm9":
@@ -219,9 +228,7 @@ def scheduler(
     from arl_flows.suites.molecules.suite import MoleculeSuite
     from verifiers.scheduler.config import LearnedSurrogateConfig
 
-    low, high = _window(window)
-    space = _space(space)
-    pool, top_cost = _space_defaults(space, pool, top_cost)
+    low, high, space, pool, top_cost = _pool_inputs(window, space, pool, top_cost)
     learned_config = LearnedSurrogateConfig(enabled=learned, shipped=learned and shipped)
     if maximize and minimize:
         raise UserError("give --maximize or --minimize, not both")
@@ -349,9 +356,7 @@ def advantages(
     from arl_flows.suites.molecules.suite import MoleculeSuite
     from verifiers.scheduler.config import LearnedSurrogateConfig
 
-    low, high = _window(window)
-    space = _space(space)
-    pool, top_cost = _space_defaults(space, pool, top_cost)
+    low, high, space, pool, top_cost = _pool_inputs(window, space, pool, top_cost)
     if math.isnan(softness) or not 0 <= softness < math.inf:
         raise UserError(f"--softness must be a finite number >= 0 (eV), got {softness}")
     _positive("--top-cost", top_cost)

@@ -13,8 +13,6 @@ source's sha256, counts and CPU-seconds beside them.
 from __future__ import annotations
 
 import argparse
-import csv
-import gzip
 import hashlib
 import json
 import time
@@ -24,19 +22,16 @@ from pathlib import Path
 import numpy as np
 
 from arl_flows.suites.molecules.chemistry import canonical_smiles
+from arl_flows.suites.molecules.datasets import smiles_column
 from arl_flows.suites.molecules.novelty import NOVELTY_DIR, build_hash_index
 from arl_flows.suites.molecules.spaces import get_space
 
 
 def _smiles_of(path: Path) -> Iterator[str]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", newline="") as fh:
-        reader = csv.DictReader(fh)
-        column = next((c for c in reader.fieldnames or [] if c.lower() == "smiles"), None)
-        if column is None:
-            raise SystemExit(f"{path}: no SMILES column (columns: {', '.join(reader.fieldnames or [])})")
-        for row in reader:
-            yield row[column]
+    try:
+        yield from smiles_column(path)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> None:

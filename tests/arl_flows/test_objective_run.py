@@ -8,33 +8,23 @@ from pathlib import Path
 
 import pytest
 
-from storage.ledger import Ledger
-from tests.helpers.cli_runner import arl_run_subprocess
+from tests.helpers.cli_runner import run_one_step
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "objective.toml"
 
 
 @pytest.mark.slow  # 129 s on 2 loaded cores, about 64 s idle
 def test_composite_objective_runs_end_to_end(prefect_harness, flow_home, overrides, tmp_path: Path) -> None:
-    tomli_w = pytest.importorskip("tomli_w")
+    pytest.importorskip("tomli_w")
     from arl_flows.config import load_config
 
     config = tomllib.loads(EXAMPLE.read_text())
     small = overrides(steps=1, name="objective-run")  # the tiny prior, xTB and the reference table on top
     config |= {k: small[k] for k in ("steps", "name", "prior", "rollout", "trainer", "tiers", "tier_concurrency")}
     config["scheduler"] |= {"budget_per_step": 15.0, "budget_per_run": 15.0}
-    cfg = tmp_path / "objective.toml"
-    cfg.write_text(tomli_w.dumps(config))
-    objective = load_config(cfg).scheduler.reward_objective()
+    rows = run_one_step(config, tmp_path / "objective.toml", prefect_harness, flow_home)
+    objective = load_config(tmp_path / "objective.toml").scheduler.reward_objective()
     assert objective == load_config(EXAMPLE).objective  # the example's objective, untouched
-
-    url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    out = arl_run_subprocess(cfg, url, prefect_harness, flow_home)
-    assert "completed" in out and "Traceback" not in out
-
-    ledger = Ledger(url)
-    run = ledger.list_runs()[0]
-    rows = [e for _, e in ledger.step_trajectories(run.id, 0) if e is not None]
     assert len(rows) == 8
     valid = [e for e in rows if "property:qed" in e.components]  # the fast tier answered ok
     assert valid, "the tiny prior produced no valid molecule"

@@ -52,6 +52,22 @@ def arl_run_subprocess(config: Path, url: str, prefect_api_url: str, home: Path)
     return out
 
 
+
+def run_one_step(config: dict, path: Path, prefect_api_url: str, home: Path) -> list:
+    """Write ``config`` to ``path`` (TOML), ``arl run`` it to completion on a fresh SQLite ledger beside it, and
+    return step 0's reward estimates (the ``RewardEstimate`` of every trajectory that has one)."""
+    import tomli_w
+
+    from storage.ledger import Ledger
+
+    path.write_text(tomli_w.dumps(config))
+    url = f"sqlite:///{path.parent / 'ledger.db'}"
+    out = arl_run_subprocess(path, url, prefect_api_url, home)
+    assert "completed" in out and "Traceback" not in out, out[-3000:]
+    ledger = Ledger(url)
+    run = ledger.list_runs()[0]
+    return [e for _, e in ledger.step_trajectories(run.id, 0) if e is not None]
+
 def assert_no_traceback(code: int, out: str, err: str) -> None:
     assert "Traceback" not in err and "Traceback" not in out, err[-3000:]
     assert "internal error:" not in err, err[-3000:]

@@ -38,7 +38,7 @@ import torch
 from pydantic import BaseModel, Field
 from transformers import GPT2Config
 
-from arl_flows.suites.molecules.datasets import load_qm9_gaps
+from arl_flows.suites.molecules.datasets import load_qm9_gaps, smiles_column
 from policies import Policy, PolicyConfig, collate
 from storage.records import params_hash
 from storage.settings import settings
@@ -215,20 +215,6 @@ def sample_metrics(smiles: list[str], training_set: Container[str]) -> dict[str,
     }
 
 
-def _smiles_column(path: Path) -> list[str]:
-    """The SMILES column of a CSV (optionally gzipped), e.g. MOSES ``train.csv.gz``."""
-    import csv
-    import gzip
-
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", newline="") as fh:
-        reader = csv.DictReader(fh)
-        column = next((c for c in reader.fieldnames or [] if c.lower() == "smiles"), None)
-        if column is None:
-            raise ValueError(f"{path}: no SMILES column (columns: {', '.join(reader.fieldnames or [])})")
-        return [row[column] for row in reader if row[column]]
-
-
 def druglike_training_smiles(config: PretrainConfig) -> list[str]:
     """MOSES train as read from ``config.data`` (first ``max_molecules`` rows if set); one-line error if it is missing."""
     if not config.data:
@@ -237,7 +223,7 @@ def druglike_training_smiles(config: PretrainConfig) -> list[str]:
     path = Path(config.data).expanduser()
     if not path.is_file():
         raise ValueError(f"MOSES training data {str(path)!r} is not a file; pass --data path/to/moses/train.csv.gz")
-    smiles = _smiles_column(path)
+    smiles = list(smiles_column(path))
     return smiles[: config.max_molecules] if config.max_molecules else smiles
 
 
