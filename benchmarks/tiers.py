@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import gzip
 import json
 import math
 import random
@@ -37,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-from arl_flows.suites.molecules.datasets import QM9_GAP_CSV, load_qm9_gaps
+from arl_flows.suites.molecules.datasets import QM9_GAP_CSV, load_qm9_gaps, smiles_column
 from storage.records import Status
 from verifiers import Closable, registry
 from arl_flows.suites.molecules import (
@@ -84,9 +83,7 @@ def make_druglike_sample(n: int, seed: int, path: Path = DRUGLIKE_SAMPLE_CSV, so
 
     if not source.is_file():
         raise SystemExit(f"MOSES test set not found at {source}; set ARL_SHARED_DATA to the folder holding moses/")
-    with gzip.open(source, "rt") as fh:
-        next(fh, None)
-        smiles = [line.strip().split(",")[0] for line in fh if line.strip()]
+    smiles = list(smiles_column(source))
     rows = stratified_druglike(smiles, MoleculeConstraints(space="druglike"), DRUGLIKE_SIZES, n, seed, round_size=1)
     with open(path, "w", newline="") as fh:
         fh.write(
@@ -126,22 +123,16 @@ def spread_by_size(molecules: list[tuple[str, int]], k: int) -> list[tuple[str, 
 
 
 def spearman(xs: list[float], ys: list[float]) -> float:
-    """Spearman rank correlation (Pearson on average ranks)."""
+    """Spearman rank correlation (ties share their mean rank); NaN under 3 points or for a constant side."""
+    import warnings
 
-    def ranks(values: list[float]) -> list[float]:
-        order = sorted(range(len(values)), key=values.__getitem__)
-        out = [0.0] * len(values)
-        i = 0
-        while i < len(order):
-            j = i
-            while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-                j += 1
-            for t in range(i, j + 1):
-                out[order[t]] = (i + j) / 2.0
-            i = j + 1
-        return out
+    from scipy.stats import spearmanr
 
-    return pearson(ranks(xs), ranks(ys)) if len(xs) > 2 else float("nan")
+    if len(xs) <= 2:
+        return float("nan")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a constant input: scipy warns and returns NaN, which is the answer here
+        return float(spearmanr(xs, ys).statistic)
 
 
 def _valid(smiles: str) -> bool:

@@ -38,8 +38,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         path = item.nodeid.split("::", 1)[0]
         first_seen.setdefault(path, len(first_seen))
         slow[path] += item.get_closest_marker("slow") is not None
-    position = {id(item): i for i, item in enumerate(items)}
-    items.sort(key=lambda it: (-slow[it.nodeid.split("::", 1)[0]], first_seen[it.nodeid.split("::", 1)[0]], position[id(it)]))
+    def file_rank(item: pytest.Item) -> tuple[int, int]:
+        path = item.nodeid.split("::", 1)[0]
+        return -slow[path], first_seen[path]
+
+    items.sort(key=file_rank)  # a stable sort: each file's tests keep their order
 
 @pytest.fixture(autouse=True)
 def _isolated_arl_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:

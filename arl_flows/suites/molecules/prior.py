@@ -321,6 +321,12 @@ def pretrain(config: PretrainConfig | None = None, out_dir: str | Path | None = 
     return policy, report
 
 
+def _prompted(prompt: list[int], target: list[int], n_positions: int) -> tuple[list[int], list[float]]:
+    """``prompt + target`` cut to ``n_positions``, and its loss mask: 0 on the prompt, 1 on the target."""
+    seq = (prompt + target)[:n_positions]
+    return seq, [0.0] * len(prompt) + [1.0] * (len(seq) - len(prompt))
+
+
 def _pretrain_qm9(config: PretrainConfig) -> tuple[Policy, PretrainReport]:
     """The QM9 prior: every molecule carries a goal window around its own DFT gap."""
     data = load_qm9_gaps()
@@ -338,9 +344,9 @@ def _pretrain_qm9(config: PretrainConfig) -> tuple[Policy, PretrainReport]:
         seqs, masks = [], []
         for i in order.pop():
             prompt = goal_prompt_ids(tokenizer, *_goal_window(data[i][1], rng, config.wide_window_prob))
-            seq = (prompt + smiles_ids[i])[: config.n_positions]
+            seq, mask = _prompted(prompt, smiles_ids[i], config.n_positions)
             seqs.append(seq)
-            masks.append([0.0] * len(prompt) + [1.0] * (len(seq) - len(prompt)))
+            masks.append(mask)
         return seqs, masks
 
     step, loss_ema, minutes, wall_minutes = _train(config, policy, next_batch)
@@ -423,9 +429,9 @@ def _pretrain_druglike(config: PretrainConfig) -> tuple[Policy, PretrainReport]:
         ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
         seqs, masks = [], []
         for prompt, smiles_ids in zip(prompts, ids):
-            seq = (prompt + smiles_ids + [tokenizer.eos_token_id])[: config.n_positions]
+            seq, mask = _prompted(prompt, [*smiles_ids, tokenizer.eos_token_id], config.n_positions)
             seqs.append(seq)
-            masks.append([0.0] * len(prompt) + [1.0] * (len(seq) - len(prompt)))
+            masks.append(mask)
         return seqs, masks
 
     step, loss_ema, minutes, wall_minutes = _train(config, policy, next_batch)
