@@ -24,7 +24,13 @@ SPACE_OPTION = typer.Option(None, "--space", help="Chemistry space whose prior t
 def _prior_config(config: Path | None, profile: str, steps: int | None = None, seed: int | None = None,  # noqa: ANN202
                   space: str | None = None, data: Path | None = None):
     from arl_flows.config import ConfigError, load_config
+    from arl_flows.suites.molecules.spaces import get_space
 
+    if space is not None:
+        try:
+            space = get_space(space).name
+        except ValueError as exc:  # the space's own line, not the options model's validation dump
+            raise UserError(f"--space: {exc}") from None
     overrides: dict[str, object] = {}
     if steps is not None:
         overrides["max_steps"] = steps

@@ -123,6 +123,7 @@ def test_prior_show_takes_the_space() -> None:
     code, out, err = arl(["prior", "show", "--space", "zinc"])
     assert_user_error(code, err, out=out)
     assert "known spaces: druglike, qm9" in err
+    assert "validation error" not in err and "pydantic" not in err  # the space's own line, not the options model's
 
 
 def test_the_druglike_example_loads_and_dry_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
