@@ -25,24 +25,38 @@ def postgres_admin_url() -> str:
 
 
 
+SLOW_TEST_SECONDS = 30.0  # what a `slow` test without its own estimate is taken to cost, on 2 busy cores
+
+
+def expected_seconds(item: pytest.Item) -> float:
+    """A test's expected wall time for ordering: ``@pytest.mark.slow(seconds=N)``, else 30 s if slow, else 0.5 s."""
+    slow = item.get_closest_marker("slow")
+    if slow is None:
+        return 0.5
+    return float(slow.kwargs.get("seconds", SLOW_TEST_SECONDS))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files with the most slow tests run first; each file's own order is kept.
+    """The longest files run first; each file's own order is kept.
 
     ``make test`` hands whole files to its xdist workers in collection order (``--dist loadfile``). A file of
-    minutes-long runs (the interrupt and crash chains) that comes last alphabetically was the whole run's tail,
-    with the other workers idle; started first, the short files fill in around it.
+    minutes-long runs (the interrupt and crash chains) that came last alphabetically was the whole run's tail,
+    with the other workers idle; started first, the short files fill in around it. A file's length is the sum of
+    its tests' :func:`expected_seconds`.
     """
     first_seen: dict[str, int] = {}
-    slow: Counter[str] = Counter()
+    seconds: Counter[str] = Counter()
     for item in items:
         path = item.nodeid.split("::", 1)[0]
         first_seen.setdefault(path, len(first_seen))
-        slow[path] += item.get_closest_marker("slow") is not None
-    def file_rank(item: pytest.Item) -> tuple[int, int]:
+        seconds[path] += expected_seconds(item)
+
+    def file_rank(item: pytest.Item) -> tuple[float, int]:
         path = item.nodeid.split("::", 1)[0]
-        return -slow[path], first_seen[path]
+        return -seconds[path], first_seen[path]
 
     items.sort(key=file_rank)  # a stable sort: each file's tests keep their order
+
 
 @pytest.fixture(autouse=True)
 def _isolated_arl_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -62,13 +62,13 @@ class TestMathFormat(_MathTier):
     cases = _math_cases(0)
 
 
-@pytest.mark.slow  # starts a worker pool that imports sympy: about 6 s
+@pytest.mark.slow(seconds=1)  # per test; the class starts a worker pool that imports sympy: about 6 s
 class TestSympySimplify(_MathTier):
     module, attr = "arl_math.symbolic", "SymbolicEquivalence"
     cases = _math_cases(1)
 
 
-@pytest.mark.slow  # starts a worker pool that imports sympy and mpmath: about 6 s
+@pytest.mark.slow(seconds=1)  # per test; the class starts a worker pool that imports sympy and mpmath: about 6 s
 class TestMpmathPoints(_MathTier):
     module, attr = "arl_math.numeric", "NumericAgreement"
     cases = _math_cases(2)

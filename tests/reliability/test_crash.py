@@ -1,10 +1,11 @@
 """Crash safety: a run killed at any moment resumes without losing or re-buying a verdict.
 
-The slow tests drive ``benchmarks.crash`` (real ``arl run`` subprocesses):
-one run is signalled at every stage boundary of a step (SIGKILL, SIGTERM,
-SIGINT) and at random moments, and resumed after each; an asynchronous run
-is killed with top-tier calls in flight (its soak variant at every kill point
-inside the pipeline). The soak tests run
+The chained runs have files of their own, so that xdist runs them beside this one:
+``test_crash_chain.py`` signals one run at every stage boundary of a step (SIGKILL,
+SIGTERM, SIGINT) and at random moments and resumes it after each;
+``test_crash_async.py`` kills an asynchronous run with top-tier calls in flight.
+Here, the soak variant of the latter at every kill point inside the pipeline, and
+the soak tests that run
 20 independent random SIGKILL trials and 6 SIGTERM/SIGINT ones. The
 default-suite tests check the harness's own bookkeeping on hand-made inputs
 and, in process, the narrowest window of a step: a crash after the
@@ -137,19 +138,6 @@ def _check(trials: list, n: int) -> dict:
     return totals
 
 
-@pytest.mark.slow
-def test_signals_at_every_stage_boundary_and_random_moments_then_resume(tmp_path: Path) -> None:
-    """One run killed at each stage of a step (SIGTERM and Ctrl-C among them) and at random moments, resumed each time."""
-    # Three steps, so a stage kill that lands a moment late (a replayed step takes milliseconds) still leaves
-    # work for the kills after it: with two, a late one can let the run complete before the last stage kill.
-    kills = crash.stage_kills(random_kills=2, steps=3, seed=3)
-    report = crash.run_chain(kills, workdir=tmp_path, steps=3, seed=3)
-    assert report["problems"] == []
-    assert report["verdicts_lost"] == 0 and report["duplicate_top_calls"] == 0
-    assert sum(k["killed"] for k in report["kills"]) >= len(crash.STAGE_KILLS)
-    assert len(report["stages_hit"]) >= 4, report["stages_hit"]
-
-
 def test_a_harness_started_in_the_background_still_gives_its_runs_ctrl_c() -> None:
     """A shell's `cmd &` starts the harness with SIGINT ignored, and its children inherit that.
 
@@ -177,17 +165,6 @@ def test_chain_counts_a_stored_verdict_computed_again_as_a_duplicate() -> None:
     assert crash._chain_top_calls(segments[:2], [set(), set()]) == (0, 2)
     # The async pipeline records each call before sending it: work redone must be a call recorded in flight.
     assert crash._chain_top_calls(segments[:2], [set(), set()], [set(), {"molecules:B"}]) == (1, 1)
-
-
-@pytest.mark.slow
-def test_async_sigkill_with_top_tier_calls_in_flight_then_resume(tmp_path: Path) -> None:
-    """The asynchronous pipeline killed while top-tier calls are out: resume continues them, loses and re-buys nothing."""
-    report = crash.run_chain(crash.async_kills([("kill", "top-in-flight", 0)]), workdir=tmp_path, steps=2, seed=0,
-                             pipeline="async")
-    assert report["problems"] == []
-    assert [k["killed"] for k in report["kills"]] == [True]
-    assert report["verdicts_lost"] == 0 and report["duplicate_top_calls"] == 0
-    assert report["inflight_redone"] >= 1  # the call out at the kill was resumed (its request still pending), once
 
 
 @pytest.mark.soak

@@ -68,7 +68,7 @@ class TestReferenceOrDFTFromTheTable(_MoleculeTier):
     cases = [Case("O", "ok", 9.8369, 9.8369), Case("C", "ok", 13.7363, 13.7363), *INVALID]
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=3)  # per test: DFT on water or methane, or a refusal
 class TestDFT(_MoleculeTier):
     """Water and methane only (a few seconds each): the contract, not the chemistry (test_chem_tiers.py)."""
 

@@ -1,0 +1,92 @@
+"""What the interrupt tests share: a run of the counting top tier under a global limit of 1, and its slots.
+
+Ctrl-C and SIGTERM sent to the whole process group of ``arl run``, temporary Prefect server included
+(``tests/arl_flows/test_interrupt_*.py``, one file a test so that xdist runs them side by side).
+
+Each test starts real ``arl run`` subprocesses in a session of their own, on
+the temporary Prefect server (no ``PREFECT_API_URL``), with the counting top
+tier under a global concurrency limit of 1. The run must stop with exit code
+130, print ``interrupted`` and how to resume, leave no ``arl-tier-*`` slot
+taken, and a resume must complete; a run SIGKILLed with its slot taken must not
+block the next one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks import crash
+
+LIMIT = f"arl-tier-{crash.TOP_TIER}"
+
+
+def setup(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    home = tmp_path / "home"
+    crash.ensure_prior(home)
+    config = crash.write_config(tmp_path / "run.toml", name="interrupt", steps=1, seed=0, seconds_per_call=1.0)
+    config.write_text(config.read_text().replace("tier_concurrency = {}", f'tier_concurrency = {{ "{crash.TOP_TIER}" = 1 }}'))
+    env = crash.arl_env(home, "", tmp_path / "count.log")
+    env.pop("PREFECT_API_URL")  # the temporary server, as a new user's `arl run` gets
+    # An earlier test in this worker may have set up ARL's Prefect environment in-process: the runs and the slot
+    # reader must share this home's Prefect database, not inherit another one.
+    for leaked in ("ARL_PREFECT_LOG", "PREFECT_LOGGING_SETTINGS_PATH"):
+        env.pop(leaked, None)
+    env["PREFECT_HOME"] = str(Path(env["ARL_HOME"]) / "prefect")
+    env["ARL_DATABASE_URL"] = f"sqlite:///{tmp_path / 'ledger.db'}"
+    env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "300"
+    return config, env
+
+
+def in_verify(lines: list[tuple[float, str]]) -> bool:
+    return any("Task run 'rdkit-eht x" in line for _, line in lines)
+
+
+def active_slots(env: dict[str, str]) -> dict[str, int]:
+    """Active slots of every ``arl-tier-*`` limit, read through a temporary server of the same PREFECT_HOME."""
+    code = (
+        "from prefect import get_client\n"
+        "with get_client(sync_client=True) as c:\n"
+        "    for l in c.read_global_concurrency_limits(limit=100):\n"
+        "        print(l.name, l.active_slots)\n"
+    )
+    prefect_home = Path(env["ARL_HOME"]) / "prefect"
+    out = subprocess.run([sys.executable, "-c", code], env=env | {"PREFECT_HOME": str(prefect_home)},
+                         capture_output=True, text=True, timeout=600, check=True).stdout
+    return {name: int(n) for name, n in (line.split() for line in out.splitlines() if line.startswith("arl-tier-"))}
+
+
+def resume_completes(run_id: str, env: dict[str, str], log: Path) -> str:
+    resumed = crash.RunProcess(["run", "--resume", run_id], env, log)
+    rc = resumed.wait(1800)
+    if rc is None:
+        resumed.kill_group()
+    assert rc == 0, resumed.text()[-3000:]
+    assert "completed" in resumed.text()
+    return resumed.text()
+
+
+def stop_signal_exits_130_frees_the_slot_and_the_resume_completes(tmp_path: Path, sig: signal.Signals) -> None:
+    """Send ``sig`` to a run's whole process group during its first verify stage; then resume it."""
+    # SIGTERM is a request to stop, handled as Ctrl-C is: the run stops cleanly, so the exit code is the one
+    # of an interrupted run (130), not 143 (128 + 15, a process the signal itself ended).
+    config, env = setup(tmp_path)
+    run = crash.RunProcess(["run", "--config", str(config), "--verbose"], env, tmp_path / "run.log")
+    try:
+        assert run.wait_for(in_verify, 1200), run.text()[-3000:]
+        os.killpg(run.proc.pid, sig)
+        rc = run.wait(600)
+    finally:
+        run.kill_group()
+    text = run.text()
+    assert rc == 130, text[-3000:]
+    assert "interrupted" in text and "internal error" not in text and "Error logging to API" not in text, text[-3000:]
+    assert "ConnectError" not in text, text[-3000:]
+    # The line says how to resume (rich may wrap it on a narrow console).
+    run_id = re.search(r"continue with `arl run --resume (\w+)`", " ".join(text.split())).group(1)  # type: ignore[union-attr]
+    assert active_slots(env).get(LIMIT) == 0
+    resume_completes(run_id, env, tmp_path / "resume.log")
