@@ -33,16 +33,14 @@ from arl_flows.suites.molecules.prior import PretrainConfig, build_prior
 from arl_flows.suites.molecules.smiles import build_smiles_tokenizer, goal_prompt_ids
 from arl_flows.suites.molecules.datasets import load_qm9_gaps
 from benchmarks.provenance import format_provenance
+from tests.helpers.trl_loss import trl_loss_trainer
 
 HEADING = "## GRPO update throughput"
 
 
 def _trl_side(model, tokenizer, args_ns, out_dir: str):
-    import datasets
-    import trl
-
-    args = trl.GRPOConfig(
-        output_dir=out_dir,
+    trainer = trl_loss_trainer(
+        model, tokenizer, out_dir,
         per_device_train_batch_size=args_ns.prompts * args_ns.group,
         num_generations=args_ns.group,
         max_completion_length=args_ns.max_new_tokens,
@@ -55,22 +53,8 @@ def _trl_side(model, tokenizer, args_ns, out_dir: str):
         weight_decay=0.0,
         temperature=1.0,
         bf16=False,  # TRL turns bf16 autocast on by default; both sides run float32 here
-        report_to="none",
-        use_cpu=True,
-        save_strategy="no",
-        logging_steps=1,
-    )
-    data = datasets.Dataset.from_dict({"prompt": ["<bos><gap_3.0_3.5><sep>"] * args.per_device_train_batch_size})
-    trainer = trl.GRPOTrainer(
-        model=model,
-        reward_funcs=lambda completions, **kw: [0.0] * len(completions),
-        args=args,
-        train_dataset=data,
-        processing_class=tokenizer,
     )
     trainer.create_optimizer()
-    trainer.current_gradient_accumulation_steps = 1
-    trainer.model.train()
     return trainer
 
 
