@@ -155,24 +155,10 @@ def _slot(limit: str) -> Iterator[None]:
             _logger().warning(message)
 
 
-# One task per stage of a step; each runs the stage it is handed (in this process: the policy lives here).
-@task(name="rollout", cache_policy=NO_CACHE)
-def rollout_task(work: Callable[[], Any], step: int) -> Any:
-    return work()
-
-
-@task(name="grpo-update", cache_policy=NO_CACHE)
-def grpo_task(work: Callable[[], Any], step: int) -> Any:
-    return work()
-
-
-@task(name="hindsight-distill", cache_policy=NO_CACHE)
-def hindsight_task(work: Callable[[], Any], step: int) -> Any:
-    return work()
-
-
-@task(name="checkpoint", cache_policy=NO_CACHE)
-def checkpoint_task(work: Callable[[], Any], step: int) -> Any:
+# One task per stage of a step, named for the stage; each runs the stage it is handed (in this process: the policy
+# lives here). Task run names ("grpo-update-<id>") are what the crash benchmark waits for in the log.
+@task(cache_policy=NO_CACHE)
+def _stage_task(work: Callable[[], Any], step: int) -> Any:
     return work()
 
 
@@ -182,7 +168,10 @@ def pipeline_part(work: Callable[[], None], name: str) -> None:
     work()
 
 
-_STAGE_TASKS = {"rollout": rollout_task, "grpo": grpo_task, "hindsight": hindsight_task, "checkpoint": checkpoint_task}
+_STAGE_TASKS = {
+    stage: _stage_task.with_options(name=task_name)
+    for stage, task_name in (("rollout", "rollout"), ("grpo", "grpo-update"), ("hindsight", "hindsight-distill"), ("checkpoint", "checkpoint"))
+}
 _PIPELINE_ARTIFACT_EVERY_S = 10.0  # the live table is a new artifact version each time: not more often
 
 

@@ -193,11 +193,12 @@ def _window(window: tuple[float, float]) -> tuple[float, float]:
 MAX_HISTORY = 200  # issue 29: the retrieval targets hold with at most 200 answers of history
 
 
-def _policies(text: str, allowed: Sequence[str]) -> list[str]:
-    names = [p.strip() for p in text.split(",") if p.strip()]
-    bad = [p for p in names if p not in allowed]
-    if bad or not names:
-        raise UserError(f"unknown policy {', '.join(bad) or '(none)'}; use a comma list of {', '.join(allowed)}")
+def _choices(option: str, text: str, allowed: Sequence[str]) -> list[str]:
+    """``text`` as a comma list of names from ``allowed`` (at least one); else a UserError naming the option."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n[:40] for n in names if n not in allowed]
+    if unknown or not names:
+        raise UserError(f"{option}: unknown {', '.join(unknown[:5]) or '(none given)'}; use a comma list of {', '.join(allowed)}")
     return names
 
 
@@ -244,7 +245,7 @@ def scheduler(
         held_out = history
     held_out = 1000 if held_out is None else held_out
     _count("--held-out", held_out, 0, _MAX_POOL)
-    names = _policies(policies, ("voi", "all", "cascade", "random", "oracle", "fast-only"))
+    names = _choices("--policies", policies, ("voi", "all", "cascade", "random", "oracle", "fast-only"))
     pool_args = {"pool": pool, "limit": limit, "held_out": held_out, "seed": seed, "top_cost": top_cost, "low": low,
                  "high": high, "space": space}
     data = _pool(pool_args | {"cache": cache, "ledger": ledger})
@@ -364,7 +365,7 @@ def advantages(
     _count("--groups", groups, 1, _MAX_POOL)
     _count("--limit", limit, 10, _MAX_POOL)
     _count("--held-out", held_out, 0, _MAX_POOL)
-    names = _policies(policies, ("voi", "voi-discovery", "all", "random", "fast-only"))
+    names = _choices("--policies", policies, ("voi", "voi-discovery", "all", "random", "fast-only"))
     try:
         fracs = [float(f) for f in fractions.split(",") if f.strip()]
     except ValueError:
@@ -447,10 +448,7 @@ def learning(
         _print_learning(report, json_out, png_out)
         return
 
-    names = [r.strip() for r in regimes.split(",") if r.strip()]
-    unknown = [r[:40] for r in names if r not in learning_harness.REGIMES]
-    if unknown or not names:
-        raise UserError(f"--regimes: unknown {', '.join(unknown[:5]) or '(none given)'}; use {', '.join(learning_harness.REGIMES)}")
+    names = _choices("--regimes", regimes, learning_harness.REGIMES)
     _positive("--budget", budget)
     _positive("--step-budget", step_budget)
     _count("--seeds", seeds, 1, 1000)
@@ -522,10 +520,7 @@ def pipeline(
     json_out: Path | None,
 ) -> None:
     """``arl bench pipeline``: sync steps against the async pipeline at equal budget, seed and prior."""
-    names = [m.strip() for m in modes.split(",") if m.strip()]
-    unknown = [m[:40] for m in names if m not in pipeline_harness.MODES]
-    if unknown or not names:
-        raise UserError(f"--modes: unknown {', '.join(unknown[:5]) or '(none given)'}; use {', '.join(pipeline_harness.MODES)}")
+    names = _choices("--modes", modes, pipeline_harness.MODES)
     for option, value in (("--budget", budget), ("--step-budget", step_budget), ("--latency", latency),
                           ("--cost-per-call", cost_per_call), ("--settle-std", settle_std), ("--max-group-wait", max_group_wait)):
         _positive(option, value)

@@ -33,44 +33,22 @@ from arl_flows.suites.molecules.prior import PretrainConfig, build_prior
 from arl_flows.suites.molecules.smiles import build_smiles_tokenizer, goal_prompt_ids
 from arl_flows.suites.molecules.datasets import load_qm9_gaps
 from benchmarks.provenance import format_provenance
+from tests.helpers.trl_loss import trl_loss_trainer
 
 HEADING = "## GRPO update throughput"
 
 
-def _trl_side(model, tokenizer, args_ns, out_dir: str):
-    import datasets
-    import trl
-
-    args = trl.GRPOConfig(
-        output_dir=out_dir,
-        per_device_train_batch_size=args_ns.prompts * args_ns.group,
-        num_generations=args_ns.group,
-        max_completion_length=args_ns.max_new_tokens,
-        loss_type=args_ns.loss_type,
-        beta=0.0,
-        epsilon=0.2,
-        epsilon_high=0.28,
-        learning_rate=args_ns.lr,
-        max_grad_norm=1.0,
-        weight_decay=0.0,
-        temperature=1.0,
+def _trl_side(model, tokenizer, config: TrainerConfig, completions: int, out_dir: str):
+    """TRL's trainer with our side's settings, read from its config so that the two sides cannot drift apart."""
+    loss = config.loss
+    trainer = trl_loss_trainer(
+        model, tokenizer, out_dir, per_device_train_batch_size=completions, num_generations=config.group_size,
+        max_completion_length=loss.max_completion_length, loss_type=loss.loss_type, beta=loss.beta,
+        epsilon=loss.epsilon_low, epsilon_high=loss.epsilon_high, learning_rate=config.lr,
+        max_grad_norm=config.max_grad_norm, weight_decay=config.weight_decay, temperature=config.temperature,
         bf16=False,  # TRL turns bf16 autocast on by default; both sides run float32 here
-        report_to="none",
-        use_cpu=True,
-        save_strategy="no",
-        logging_steps=1,
-    )
-    data = datasets.Dataset.from_dict({"prompt": ["<bos><gap_3.0_3.5><sep>"] * args.per_device_train_batch_size})
-    trainer = trl.GRPOTrainer(
-        model=model,
-        reward_funcs=lambda completions, **kw: [0.0] * len(completions),
-        args=args,
-        train_dataset=data,
-        processing_class=tokenizer,
     )
     trainer.create_optimizer()
-    trainer.current_gradient_accumulation_steps = 1
-    trainer.model.train()
     return trainer
 
 
@@ -99,17 +77,15 @@ def main() -> None:
     rewards = torch.rand(len(rollout.texts), generator=torch.Generator().manual_seed(0)).tolist()
     tokens = int(rollout.completion_mask.sum())
 
-    trainer = PolicyTrainer(
-        ours,
-        TrainerConfig(group_size=a.group, lr=a.lr, max_grad_norm=1.0, dynamic_sampling=False,
-                      loss=GRPOLossConfig(loss_type=a.loss_type, epsilon_low=0.2, epsilon_high=0.28,
-                                          max_completion_length=a.max_new_tokens)),
-    )
+    config = TrainerConfig(group_size=a.group, lr=a.lr, max_grad_norm=1.0, dynamic_sampling=False,
+                           loss=GRPOLossConfig(loss_type=a.loss_type, epsilon_low=0.2, epsilon_high=0.28,
+                                               max_completion_length=a.max_new_tokens))
+    trainer = PolicyTrainer(ours, config)
 
     from policies import group_advantages
 
     with tempfile.TemporaryDirectory() as tmp:
-        trl_trainer = _trl_side(trl_model, tokenizer, a, tmp)
+        trl_trainer = _trl_side(trl_model, tokenizer, config, len(rollout.texts), tmp)
         inputs = {
             "prompt_ids": rollout.prompt_ids,
             "prompt_mask": rollout.prompt_mask,
@@ -127,7 +103,7 @@ def main() -> None:
             model = trl_trainer.model
             loss = trl_trainer.compute_loss(model, inputs)
             trl_trainer.accelerator.backward(loss)
-            trl_trainer.accelerator.clip_grad_norm_(model.parameters(), 1.0)
+            trl_trainer.accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm)
             trl_trainer.optimizer.step()
             trl_trainer.optimizer.zero_grad(set_to_none=True)
 

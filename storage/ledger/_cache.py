@@ -187,32 +187,18 @@ def _storable_verdict(v: Verdict) -> Verdict:
     return v.model_copy(update={"feedback": _storable_text(v.feedback)})
 
 
-def _verdict_row(v: Verdict) -> dict[str, Any]:
-    return {
-        "candidate_key": v.candidate_key,
-        "verifier": v.verifier,
-        "version": v.version,
-        "params_hash": v.params_hash,
-        "tier": v.tier.value,
-        "status": v.status.value,
-        "value": v.value,
-        "values": v.values,
-        "uncertainty": v.uncertainty,
-        "feedback": v.feedback,
-        "cost_s": v.cost_s,
-        "wall_s": v.wall_s,
-        "request_id": v.request_id,
-        "created_at": v.created_at,
-        "job_id": v.job_id,
-    }
-
-
 _VERDICT_FIELDS = (
     "candidate_key", "verifier", "version", "params_hash", "tier", "status", "value", "values",
     "uncertainty", "feedback", "cost_s", "wall_s", "request_id", "created_at", "job_id",
 )
 _INSERT_COLUMNS = ", ".join(f'"{c}"' for c in _VERDICT_FIELDS)
 _VERDICT_COLUMNS = "id, " + _INSERT_COLUMNS
+
+
+def _verdict_row(v: Verdict) -> dict[str, Any]:
+    """``v`` as the values of its ``_VERDICT_FIELDS`` columns, tier and status as the strings stored."""
+    return {**{f: getattr(v, f) for f in _VERDICT_FIELDS}, "tier": v.tier.value, "status": v.status.value}
+
 _TIERS = {t.value: t for t in Tier}
 _STATUSES = {s.value: s for s in Status}
 

@@ -219,6 +219,16 @@ class _Database:
             from sqlalchemy.dialects.sqlite import insert
         return insert(table)
 
+    def _upsert(self, table: Any, rows: Sequence[dict[str, Any]], key: list[str], updated: Sequence[str]) -> None:
+        """Insert ``rows`` in one transaction; a row whose ``key`` columns are stored already gets its ``updated`` columns."""
+        if not rows:
+            return
+        with self._write() as s:
+            stmt = self._insert(table)
+            stmt = stmt.on_conflict_do_update(index_elements=key, set_={c: getattr(stmt.excluded, c) for c in updated})
+            for chunk in _chunks(rows):
+                s.execute(stmt, list(chunk))
+
     @property
     def _mark(self) -> str:
         """The DB-API parameter marker of the raw fast paths."""

@@ -179,17 +179,7 @@ class _Records(_Database):
             }
             for e in estimates
         ]
-        if not rows:
-            return
-        table = RewardEstimateRow.__table__
-        with self._write() as s:
-            stmt = self._insert(table)
-            stmt = stmt.on_conflict_do_update(
-                index_elements=["trajectory_id"],
-                set_={c: getattr(stmt.excluded, c) for c in _REWARD_UPDATED},
-            )
-            for chunk in _chunks(rows):
-                s.execute(stmt, list(chunk))
+        self._upsert(RewardEstimateRow.__table__, rows, ["trajectory_id"], _REWARD_UPDATED)
 
     # ------------------------------------------------------------------ steps & checkpoints
     def record_step(self, record: TrainingStepRecord, checkpoint: CheckpointRecord | None = None) -> None:
@@ -250,16 +240,8 @@ class _Records(_Database):
             }
             for sp in specs
         ]
-        if not rows:
-            return
-        table = VerifierTierRow.__table__
-        with self._write() as s:
-            stmt = self._insert(table)
-            stmt = stmt.on_conflict_do_update(
-                index_elements=["name"],
-                set_={c: getattr(stmt.excluded, c) for c in ("tier", "fidelity", "version", "params", "expected_cost", "description", "origin", "updated_at")},
-            )
-            s.execute(stmt, rows)
+        updated = ("tier", "fidelity", "version", "params", "expected_cost", "description", "origin", "updated_at")
+        self._upsert(VerifierTierRow.__table__, rows, ["name"], updated)
 
 
 # ---------------------------------------------------------------------- row <-> record

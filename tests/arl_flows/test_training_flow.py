@@ -53,6 +53,12 @@ def test_training_run_completes_and_the_ledger_adds_up(prefect_harness, toy_home
     assert any(k.startswith("progress-") for k in arts)
     report = next(a for k, a in arts.items() if k.startswith("report-"))
     assert "Spend by tier" in report.data and "data:image/png;base64" in report.data
+    # Each stage is a task run named for it ("grpo-update-<id>": what the crash benchmark waits for).
+    from prefect import get_client
+
+    with get_client(sync_client=True) as client:
+        stages = {t.name.rsplit("-", 1)[0] for t in client.read_task_runs()}
+    assert {"rollout", "grpo-update", "hindsight-distill", "checkpoint"} <= stages
 
 
 @pytest.mark.slow  # 11 s on 2 loaded cores, about 5 s idle

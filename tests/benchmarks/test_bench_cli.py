@@ -58,7 +58,9 @@ def test_bench_rejects_bad_input() -> None:
     result = runner.invoke(app, ["bench", "scheduler", "--window", "4", "3"])
     assert result.exit_code != 0
     result = runner.invoke(app, ["bench", "advantages", "--policies", "oracle"])
-    assert result.exit_code != 0
+    assert result.exit_code != 0 and "--policies: unknown oracle; use a comma list of voi," in str(result.exception)
+    result = runner.invoke(app, ["bench", "learning", "--regimes", " , "])
+    assert result.exit_code != 0 and "--regimes: unknown (none given)" in str(result.exception)
 
 
 def test_bench_caches_tier_verdicts_in_the_ledger(tmp_path) -> None:

@@ -7,5 +7,6 @@
 - :mod:`.postgres`: throw-away PostgreSQL databases (created and dropped by admin URL);
 - :mod:`.venvs`: ARL's wheel built and installed into a fresh venv that borrows this environment's packages;
 - :mod:`.tiny_policy`: a tiny GPT-2 policy on a tokenizer, for the loss and distillation tests;
+- :mod:`.trl_loss`: a real TRL GRPOTrainer for calling its loss path directly (loss parity, update throughput);
 - :mod:`.toy_suite`: a minimal suite (words, a cheap and a costly tier) for the core's tests.
 """

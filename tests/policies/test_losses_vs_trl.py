@@ -2,7 +2,7 @@
 
 TRL 1.16 has no standalone loss function: the loss lives in ``GRPOTrainer._compute_loss``,
 which computes the current log-probs itself by running the model. The harness therefore
-builds a real ``GRPOTrainer`` around a tiny real model and replaces only its
+builds a real ``GRPOTrainer`` (``tests.helpers.trl_loss``) around a tiny real model and replaces only its
 ``_get_per_token_logps_and_entropies`` method with one returning our random log-probs, so
 the clipping, KL and aggregation code that runs is TRL's own.
 """
@@ -12,12 +12,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-trl = pytest.importorskip("trl")
-datasets = pytest.importorskip("datasets")
+pytest.importorskip("trl")
+pytest.importorskip("datasets")
 
 from policies import GRPOLossConfig, grpo_loss  # noqa: E402
 
 from tests.helpers.tiny_policy import make_tiny_policy  # noqa: E402
+from tests.helpers.trl_loss import trl_loss_trainer  # noqa: E402
 
 B, T, G = 6, 7, 3
 
@@ -29,32 +30,11 @@ def _seed(key: tuple) -> int:
 def _trl_trainer(tokenizer, tmp_path, loss_type: str, beta: float, eps_low: float, eps_high: float, kl_correction: bool):
     # A saved local model directory, so TRL can also load its reference copy for beta > 0.
     model_dir, _ = make_tiny_policy(tokenizer).save(tmp_path / "model")
-    args = trl.GRPOConfig(
-        output_dir=str(tmp_path / loss_type),
-        per_device_train_batch_size=B,
-        num_generations=G,
-        max_completion_length=T,
-        loss_type=loss_type,
-        beta=beta,
-        use_bias_correction_kl=kl_correction,
-        epsilon=eps_low,
-        epsilon_high=eps_high,
-        report_to="none",
-        use_cpu=True,
-        logging_steps=1,
-        save_strategy="no",
+    return trl_loss_trainer(
+        model_dir, tokenizer, tmp_path / loss_type, per_device_train_batch_size=B, num_generations=G,
+        max_completion_length=T, loss_type=loss_type, beta=beta, use_bias_correction_kl=kl_correction,
+        epsilon=eps_low, epsilon_high=eps_high,
     )
-    data = datasets.Dataset.from_dict({"prompt": ["<bos><gap_3.0_3.5><sep>"] * B})
-    trainer = trl.GRPOTrainer(
-        model=model_dir,
-        reward_funcs=lambda completions, **kw: [0.0] * len(completions),
-        args=args,
-        train_dataset=data,
-        processing_class=tokenizer,
-    )
-    trainer.current_gradient_accumulation_steps = 1
-    trainer.model.train()
-    return trainer
 
 
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo", "dr_grpo"])

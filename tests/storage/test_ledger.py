@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -20,6 +21,7 @@ from storage.records import (
     Trajectory,
     Turn,
     Verdict,
+    VerifierSpec,
 )
 
 
@@ -170,6 +172,25 @@ def test_reward_posterior_and_invalid_flag_are_typed_fields_that_round_trip(ledg
     ledger.add_reward_estimates([RewardEstimate(trajectory_id=trajs[0].id, run_id=run.id, mean=0.9, std=0.0, value_mean=3.5, value_std=0.0)])
     again = {t.id: e for t, e in ledger.step_trajectories(run.id, 0) if e is not None}[trajs[0].id]
     assert (again.mean, again.value_mean, again.value_std) == (0.9, 3.5, 0.0)
+
+def test_record_tiers_replaces_the_spec_of_the_same_name(ledger: Ledger) -> None:
+    import sqlalchemy as sa
+
+    ledger.record_tiers([])  # nothing to record is not an error
+    ledger.record_tiers([VerifierSpec(name="rdkit-eht", tier=Tier.fast, version="1", expected_cost=0.01),
+                         VerifierSpec(name="lab", tier=Tier.lab, version="1", expected_cost=3600.0)])
+    ledger.record_tiers([VerifierSpec(name="rdkit-eht", tier=Tier.simulation, version="2", expected_cost=0.5,
+                                      params={"k": 1}, origin="config")])
+    engine = sa.create_engine(ledger.url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT name, tier, version, expected_cost, params, origin FROM verifier_tiers ORDER BY name"))
+            got = [(r.name, r.tier, r.version, r.expected_cost, r.params if isinstance(r.params, dict) else json.loads(r.params), r.origin)
+                   for r in rows]
+    finally:
+        engine.dispose()
+    assert got == [("lab", "lab", "1", 3600.0, {}, "built-in"), ("rdkit-eht", "simulation", "2", 0.5, {"k": 1}, "config")]
+
 
 def test_spend_steps_checkpoints_and_summary(ledger: Ledger, tmp_path) -> None:
     import hashlib

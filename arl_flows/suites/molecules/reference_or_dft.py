@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field
 
 from arl_flows.suites.molecules.datasets import QM9_GAP_CSV
-from storage.records import Status, Tier, Verdict
+from storage.records import Status, Verdict
 from verifiers.base import Candidate, CostModel
 from arl_flows.suites.molecules.dft import DFTGapVerifier, DFTParams
 from arl_flows.suites.molecules.reference import load_reference_table
@@ -70,10 +70,12 @@ class ReferenceOrDFTParams(DFTParams):
 
 @register_verifier
 class ReferenceOrDFTVerifier(DFTGapVerifier):
-    """HOMO-LUMO gap (eV) on the QM9 scale: the QM9 value if known, else corrected B3LYP/6-31G."""
+    """HOMO-LUMO gap (eV) on the QM9 scale: the QM9 value if known, else corrected B3LYP/6-31G.
+
+    Its tier is DFTGapVerifier's (high fidelity): it stands in for that DFT and is charged as it.
+    """
 
     name: ClassVar[str] = "reference-or-dft"
-    tier: ClassVar[Tier] = Tier.high_fidelity
     version: ClassVar[str] = "1"
     Params: ClassVar[type[BaseModel]] = ReferenceOrDFTParams
     # Worker CPU-seconds of B3LYP/6-31G with density fitting, 1 thread, on the shared 2-core machine

@@ -18,6 +18,7 @@ from arl_flows.suites.molecules import (
 )
 from arl_flows.suites.molecules.cluster import SimulatedClusterVerifier
 from arl_flows.suites.molecules.reference_or_dft import ReferenceOrDFTVerifier
+from storage.records import Tier
 from verifiers import Candidate
 from verifiers.testing import Case, VerifierContract
 
@@ -66,6 +67,10 @@ class TestReferenceOrDFTFromTheTable(_MoleculeTier):
     verifier_class = ReferenceOrDFTVerifier
     params = {"threads": 1}
     cases = [Case("O", "ok", 9.8369, 9.8369), Case("C", "ok", 13.7363, 13.7363), *INVALID]
+
+    def test_its_tier_is_the_dft_it_stands_in_for(self) -> None:
+        assert ReferenceOrDFTVerifier.tier == DFTGapVerifier.tier == Tier.high_fidelity
+        assert ReferenceOrDFTVerifier().spec().tier == Tier.high_fidelity
 
 
 @pytest.mark.slow(seconds=3)  # per test: DFT on water or methane, or a refusal
