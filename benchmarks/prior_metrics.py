@@ -9,6 +9,10 @@ triangle) with a JSON record beside it. The record also holds the small-sample f
 ``--floor`` other MOSES test molecules (disjoint from the reference sample) to the reference, what a
 generator indistinguishable from MOSES would score on a sample of that size.
 
+``--baseline 1000,10000`` builds nothing: it scores that many other MOSES test molecules (outside the reference
+sample and the floor) with every metric of a prior's report, against the shipped indexes and reference, i.e.
+what MOSES itself scores at each sample size (docs/benchmarks.md, "Druglike prior").
+
 Recompute the metrics of an existing prior (no retraining) with ``arl prior evaluate --dir D``.
 """
 
@@ -22,7 +26,7 @@ import time
 from pathlib import Path
 
 from arl_flows.suites.molecules.chemistry import canonical_smiles
-from arl_flows.suites.molecules.sample_quality import FCD_DIR, chemnet_statistics, fcd
+from arl_flows.suites.molecules.sample_quality import FCD_DIR, FCDReference, chemnet_statistics, fcd, sample_metrics, space_references
 from benchmarks.novelty_index import _smiles_of
 
 
@@ -33,6 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--floor", type=int, default=1_000, help="Other molecules whose FCD to the reference is recorded.")
     parser.add_argument("--seed", type=int, default=0, help="Seed of the draw (random.Random(seed).sample).")
     parser.add_argument("--out", type=Path, default=FCD_DIR / "moses_test.npz", help="Output .npz (default: the shipped one).")
+    parser.add_argument("--baseline", default=None, help="Comma-separated sample sizes to score MOSES test itself at (no build).")
     args = parser.parse_args(argv)
     data = args.data.resolve()
     if not data.is_file():
@@ -42,6 +47,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.sample + args.floor > len(smiles) or args.sample < 2:
         raise SystemExit(f"--sample {args.sample} + --floor {args.floor} must be at least 2 and at most the {len(smiles)} molecules of {data.name}")
     drawn = random.Random(args.seed).sample(range(len(smiles)), args.sample + args.floor)
+    if args.baseline:
+        _baseline(smiles, set(drawn), [int(n) for n in args.baseline.split(",")], args)
+        return
     canonicals = [c for c in (canonical_smiles(smiles[i]) for i in drawn) if c is not None]
     reference_set, floor_set = canonicals[: args.sample], canonicals[args.sample :]
     source = f"{data.name}: {len(reference_set)} molecules, random.Random({args.seed}).sample"
@@ -63,6 +71,18 @@ def main(argv: list[str] | None = None) -> None:
     }
     args.out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record))
+
+
+def _baseline(smiles: list[str], drawn: set[int], sizes: list[int], args: argparse.Namespace) -> None:
+    """The report's metrics of ``sizes`` MOSES test molecules that are in neither the reference nor the floor."""
+    training, scaffolds, _ = space_references("druglike")
+    reference = FCDReference.load(args.out)
+    others = [i for i in range(len(smiles)) if i not in drawn]
+    for size in sizes:
+        start = time.process_time()
+        picked = [smiles[i] for i in random.Random(args.seed + 1).sample(others, size)]
+        metrics = {k: None if v is None else round(v, 4) for k, v in sample_metrics(picked, training, scaffolds, reference).items()}
+        print(json.dumps({"molecules": size, "source": args.data.name} | metrics | {"cpu_s": round(time.process_time() - start, 1)}))
 
 
 if __name__ == "__main__":

@@ -132,26 +132,31 @@ def evaluate_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Recompute a prior's sample metrics (validity ... FCD) from its directory, without retraining."""
-    from arl_flows.suites.molecules.prior import PretrainReport, evaluate_prior
+    from arl_flows.suites.molecules.prior import PretrainReport, evaluate_prior, read_pretrain_config
 
+    prior_config = _prior_config(config, profile, space=space)  # checks --config, --profile and --space first
     if directory is None:
-        source, directory = _source(_prior_config(config, profile, space=space))
+        source, directory = _source(prior_config)
         if directory is None:
             raise UserError(f"the prior is {source}; pass --dir with a prior's directory, or pretrain it first")
     try:
-        prior_config, metrics = evaluate_prior(directory, samples)
+        saved = read_pretrain_config(directory)
     except ValueError as exc:
         raise UserError(f"--dir: {' '.join(str(exc).split())}") from None
-    if space is not None and space != prior_config.space:
-        raise UserError(f"--space {space}: the prior in {directory} is a {prior_config.space} prior")
+    if space is not None and saved.space != prior_config.space:
+        raise UserError(f"--space {prior_config.space}: the prior in {directory} is a {saved.space} prior")
     report_file = directory / "pretrain_report.json"
-    if update_report:
+    report: dict = {}
+    if update_report:  # checked before sampling: a report that cannot be updated costs no evaluation
         try:
-            report = PretrainReport.model_validate(json.loads(report_file.read_text()) | metrics)
+            report = json.loads(report_file.read_text())
+            PretrainReport.model_validate(report)
         except (OSError, ValueError) as exc:
             raise UserError(f"--update-report: {report_file} is not a prior's report ({' '.join(str(exc).split())[:160]})") from None
+    prior_config, metrics = evaluate_prior(directory, samples)
+    if update_report:
         partial = report_file.with_name(report_file.name + ".partial")
-        partial.write_text(report.model_dump_json(indent=2))
+        partial.write_text(json.dumps(report | metrics, indent=2) + "\n")  # the report's own keys, in its order, plus the metrics
         partial.replace(report_file)
     info = {"space": prior_config.space, "path": str(directory), "updated": str(report_file) if update_report else None} | metrics
     if as_json:

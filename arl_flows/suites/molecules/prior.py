@@ -64,6 +64,7 @@ __all__ = [
     "druglike_goal_labels",
     "druglike_training_smiles",
     "evaluate_prior",
+    "read_pretrain_config",
     "goal_steering",
     "save_prior",
     "shipped_dir",
@@ -362,12 +363,8 @@ def _evaluate(policy: Policy, config: PretrainConfig, goal_data: list[tuple[str,
     return texts, rounded | {"fcd_reference": reference.source if reference is not None else None}
 
 
-def evaluate_prior(directory: str | Path, samples: int | None = None) -> tuple[PretrainConfig, dict]:
-    """The sample metrics of the prior saved in ``directory``, recomputed without training (``arl prior evaluate``).
-
-    The directory is one :func:`save_prior` wrote (its ``pretrain_config.json`` says the space and the
-    sampling); ``samples`` defaults to the config's ``eval_samples``. A bad directory is one ValueError line.
-    """
+def read_pretrain_config(directory: str | Path) -> PretrainConfig:
+    """The config a prior in ``directory`` was trained with (its ``pretrain_config.json``); a bad directory is one ValueError line."""
     directory = Path(directory).expanduser()
     config_file = directory / "pretrain_config.json"
     if not directory.is_dir():
@@ -376,13 +373,22 @@ def evaluate_prior(directory: str | Path, samples: int | None = None) -> tuple[P
         raise ValueError(f"{str(directory)!r} holds no saved prior (config.json and pretrain_config.json); pass the "
                          "directory `arl prior pretrain` wrote")
     try:
-        config = PretrainConfig.model_validate_json(config_file.read_text())
-    except ValueError as exc:
+        return PretrainConfig.model_validate_json(config_file.read_text())
+    except (OSError, ValueError) as exc:
         raise ValueError(f"{config_file}: not a prior's pretrain config ({' '.join(str(exc).split())[:200]})") from None
+
+
+def evaluate_prior(directory: str | Path, samples: int | None = None) -> tuple[PretrainConfig, dict]:
+    """The sample metrics of the prior saved in ``directory``, recomputed without training (``arl prior evaluate``).
+
+    The directory is one :func:`save_prior` wrote (its ``pretrain_config.json`` says the space and the
+    sampling); ``samples`` defaults to the config's ``eval_samples``. A bad directory is one ValueError line.
+    """
+    config = read_pretrain_config(directory)
     goal_data = druglike_goal_labels() if config.space == "druglike" else load_qm9_gaps()
     if config.space != "druglike" and config.max_molecules:
         goal_data = goal_data[: config.max_molecules]
-    policy = Policy.load(directory)
+    policy = Policy.load(Path(directory).expanduser())
     texts, metrics = _evaluate(policy, config, goal_data, samples)
     return config, metrics | {"samples": len(texts)}
 

@@ -151,6 +151,11 @@ def fcd_reference(space: str) -> FCDReference | None:
     return FCDReference.load(FCD_DIR / name)
 
 
+@functools.lru_cache(maxsize=2)
+def _scaffolds(smiles: tuple[str, ...]) -> frozenset[str]:
+    return scaffolds_of(smiles)  # QM9's table: 24k molecules, computed once a process
+
+
 def space_references(
     space: str, training_smiles: Sequence[str] = ()
 ) -> tuple[Container[str], Container[str], FCDReference | None]:
@@ -163,7 +168,7 @@ def space_references(
 
     index = get_space(space).training_index
     if index is None:
-        return set(training_smiles), scaffolds_of(training_smiles), fcd_reference(space)
+        return set(training_smiles), _scaffolds(tuple(training_smiles)), fcd_reference(space)
     return training_index(index), training_index(scaffold_index_file(index)), fcd_reference(space)
 
 

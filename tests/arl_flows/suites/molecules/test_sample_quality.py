@@ -132,3 +132,15 @@ def test_evaluate_with_a_bad_dir_is_one_line(tmp_path: Path, make: str) -> None:
     code, out, err = arl(["prior", "evaluate", "--dir", str(target)])
     assert_user_error(code, err, out=out)
     assert "--dir" in err and str(target) in err
+
+
+def test_update_report_on_a_broken_report_is_one_line_before_any_sampling(tmp_path: Path) -> None:
+    prior = tmp_path / "prior"
+    shutil.copytree(TINY_PRIOR_DIR, prior)
+    (prior / "pretrain_report.json").write_text("[1, 2]")
+    code, out, err = arl(["prior", "evaluate", "--dir", str(prior), "--update-report"])
+    assert_user_error(code, err, out=out)
+    assert "--update-report" in err and (prior / "pretrain_report.json").read_text() == "[1, 2]"
+    code, out, err = arl(["prior", "evaluate", "--dir", str(prior), "--space", "druglike"])
+    assert_user_error(code, err, out=out)
+    assert "is a qm9 prior" in err
