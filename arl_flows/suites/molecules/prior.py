@@ -354,10 +354,10 @@ def _evaluate(policy: Policy, config: PretrainConfig, goal_data: list[tuple[str,
     subset), drawn with the config's seed: the same config and policy give the same samples, so a prior's
     report can be recomputed from its directory (:func:`evaluate_prior`).
     """
+    training_set, scaffolds, reference = space_references(config.space, [smi for smi, _ in goal_data])  # a missing index fails first
     eval_rng = random.Random(config.seed + 1)
     goals = [_goal_window(eval_rng.choice(goal_data)[1], eval_rng, 0.0) for _ in range(samples or config.eval_samples)]
     texts = _sample_goals(policy, config, goals, config.seed)
-    training_set, scaffolds, reference = space_references(config.space, [smi for smi, _ in goal_data])
     metrics = sample_metrics(texts, training_set, scaffolds, reference)
     rounded = {k: v if v is None else round(v, 4) for k, v in metrics.items()}
     return texts, rounded | {"fcd_reference": reference.source if reference is not None else None}
@@ -418,6 +418,7 @@ def _pretrain_druglike(config: PretrainConfig) -> tuple[Policy, PretrainReport]:
     distribution from 1.58M molecules and what the gap-bin tokens mean from the labeled subset.
     """
     moses = druglike_training_smiles(config)
+    space_references("druglike")  # a missing shipped index fails here, before training, not after it
     labeled = druglike_goal_labels()
     tokenizer = build_smiles_tokenizer([*moses, *(s for s, _ in labeled)])
     policy = build_prior(config, tokenizer)
