@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     canonicals = [c for c in (canonical_smiles(smiles[i]) for i in drawn) if c is not None]
     reference_set, floor_set = canonicals[: args.sample], canonicals[args.sample :]
-    source = f"{data.name}: {len(reference_set)} molecules, random.Random({args.seed}).sample"
+    source = f"MOSES test ({data.name}: {len(reference_set):,} molecules, random.Random({args.seed}).sample)"
     reference = chemnet_statistics(reference_set, source)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     reference.save(args.out)
