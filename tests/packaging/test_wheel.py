@@ -47,6 +47,8 @@ def test_wheel_holds_the_data_a_run_needs(wheel: Path) -> None:
         "arl_flows/suites/molecules/data/druglike_prior/model.safetensors",
         "arl_flows/suites/molecules/data/druglike_prior/pretrain_report.json",
         "arl_flows/suites/molecules/data/druglike_prior_labels.csv.gz",
+        "arl_flows/suites/molecules/data/fcd/moses_test.npz",  # the druglike prior's FCD reference
+        "arl_flows/suites/molecules/data/novelty/moses_train_scaffolds.npy",  # and its scaffold novelty index
         "arl_flows/suites/molecules/data/surrogate/graph_ensemble.pt",
         "arl_flows/suites/molecules/data/surrogate/report.json",
         "arl_flows/suites/molecules/data/surrogate/qm9_lower_tiers.csv.gz",

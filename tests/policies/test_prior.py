@@ -28,6 +28,7 @@ def test_tiny_pretrain_reports_and_is_cached(tmp_path):
     policy, report = load_or_pretrain(config, root=tmp_path)
     assert report.steps == 5 and report.samples == 20
     assert 0 <= report.validity <= 1 and report.parameters == sum(p.numel() for p in policy.model.parameters())
+    assert report.fcd is None and report.fcd_reference is None  # qm9 has no FCD reference (MOSES test is druglike's)
     directory = prior_dir(config, tmp_path)
     assert (directory / "model.safetensors").exists() and (directory / "pretrain_report.json").exists()
     again, report_again = load_or_pretrain(config, root=tmp_path)  # loaded, not retrained

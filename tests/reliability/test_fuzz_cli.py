@@ -126,6 +126,8 @@ SPECS: dict[str, Spec] = {
         "--json": FILE, "--space": _SPACE,
     }, ["--workdir", "<EMPTY>"], None),
     "prior show": ({"--config": FILE, "--profile": TEXT, "--json": FLAG, "--space": _SPACE}, None, None),
+    "prior evaluate": ({"--config": FILE, "--profile": TEXT, "--space": _SPACE, "--samples": NUMBER, "--update-report": FLAG,
+                        "--json": FLAG}, ["--dir", "<EMPTY>"], None),
     "config show": ({"--config": FILE, "--profile": TEXT}, None, None),
     "rerank": ({
         "--suite": st.one_of(st.sampled_from(["molecules", "code"]), TEXT), "--input": st.sampled_from([*FILES, "<RERANK_INPUT>"]),
@@ -140,7 +142,7 @@ SPECS: dict[str, Spec] = {
     }, ["--config", "<DEEP_TOML>"], None),
 }
 # Options that are the poison itself (never fuzzed) or pure output switches checked elsewhere.
-NOT_FUZZED = {"bench learning": {"--workdir"}, "bench pipeline": {"--workdir"}, "ui": {"--stop"}, "prior pretrain": {"--config"}, "deploy": {"--url"},
+NOT_FUZZED = {"bench learning": {"--workdir"}, "bench pipeline": {"--workdir"}, "ui": {"--stop"}, "prior pretrain": {"--config"}, "prior evaluate": {"--dir"}, "deploy": {"--url"},
               "rerank": {"--ledger"}}
 
 
@@ -264,7 +266,7 @@ def fixture(tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.
 
 
 # Commands that must never succeed in this test: valid input would start real work, and the poison stops it.
-_NEVER_SUCCEED = {"run", "ui", "deploy", "bench scheduler", "bench advantages", "bench learning", "bench pipeline", "prior pretrain", "rerank"}
+_NEVER_SUCCEED = {"run", "ui", "deploy", "bench scheduler", "bench advantages", "bench learning", "bench pipeline", "prior pretrain", "prior evaluate", "rerank"}
 
 
 def _check(invocation: tuple[str, list[str]]) -> None:
@@ -278,7 +280,7 @@ def _check(invocation: tuple[str, list[str]]) -> None:
         for ch in text:
             if not ch.isprintable() and ch not in " ":
                 assert ch not in out + err or ch in "\n\t", (args, ch)
-    if path == "prior pretrain" and "--help" in args:
+    if path in ("prior pretrain", "prior evaluate") and "--help" in args:
         return
     if path in _NEVER_SUCCEED:
         assert code != 0, (args, out[-2000:], err[-2000:])

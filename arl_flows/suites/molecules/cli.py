@@ -101,9 +101,74 @@ def show(
         )
         console.print(f"data: {report.get('molecules', '?')} molecules, sha256 {report.get('data_sha256') or 'not recorded'}",
                       markup=False)
+        console.print(_moses_metrics_line(report), markup=False)
         for row in report.get("goal_steering") or []:
             console.print(f"goal {row['goal'][0]:g}-{row['goal'][1]:g} eV: {row['ok']}/{row['samples']} samples verified by the "
                           f"fast tier, median gap {row['median_gap_ev']} eV, {row['in_goal']:.0%} in the goal bin", markup=False)
+
+
+def _moses_metrics_line(report: dict) -> str:
+    """Internal diversity, scaffold novelty and FCD of a report, or how to measure them (reports before issue 28)."""
+    if "internal_diversity" not in report:
+        return "internal diversity, scaffold novelty, FCD: not measured (`arl prior evaluate --dir D --update-report`)"
+
+    def value(key: str) -> str:
+        return "n/a" if report.get(key) is None else f"{report[key]:.3f}"
+
+    fcd = f"FCD {value('fcd')} vs {report['fcd_reference']}" if report.get("fcd_reference") else "FCD n/a (no reference for this space)"
+    return f"internal diversity {value('internal_diversity')}, scaffold novelty {value('scaffold_novelty')}, {fcd}"
+
+
+@prior_app.command("evaluate")
+def evaluate_command(
+    config: Path | None = CONFIG_OPTION,
+    profile: str = typer.Option("default", "--profile", help="Config profile ('default' or 'quick')."),
+    space: str | None = SPACE_OPTION,
+    directory: Path | None = typer.Option(
+        None, "--dir", help="A prior's directory (written by `arl prior pretrain`); default: the config's shipped or cached prior."
+    ),
+    samples: int | None = typer.Option(None, "--samples", min=2, max=100_000, help="Samples to draw (default: the prior's eval_samples)."),
+    update_report: bool = typer.Option(False, "--update-report", help="Write the metrics into the directory's pretrain_report.json."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Recompute a prior's sample metrics (validity ... FCD) from its directory, without retraining."""
+    from arl_flows.suites.molecules.prior import PretrainReport, evaluate_prior, read_pretrain_config
+
+    prior_config = _prior_config(config, profile, space=space)  # checks --config, --profile and --space first
+    if directory is None:
+        source, directory = _source(prior_config)
+        if directory is None:
+            raise UserError(f"the prior is {source}; pass --dir with a prior's directory, or pretrain it first")
+    try:
+        saved = read_pretrain_config(directory)
+    except ValueError as exc:
+        raise UserError(f"--dir: {' '.join(str(exc).split())}") from None
+    if space is not None and saved.space != prior_config.space:
+        raise UserError(f"--space {prior_config.space}: the prior in {directory} is a {saved.space} prior")
+    report_file = directory / "pretrain_report.json"
+    report: dict = {}
+    if update_report:  # checked before sampling: a report that cannot be updated costs no evaluation
+        try:
+            report = json.loads(report_file.read_text())
+            PretrainReport.model_validate(report)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"--update-report: {report_file} is not a prior's report ({' '.join(str(exc).split())[:160]})") from None
+    prior_config, metrics = evaluate_prior(directory, samples)
+    if update_report:
+        partial = report_file.with_name(report_file.name + ".partial")
+        partial.write_text(json.dumps(report | metrics, indent=2) + "\n")  # the report's own keys, in its order, plus the metrics
+        partial.replace(report_file)
+    info = {"space": prior_config.space, "path": str(directory), "updated": str(report_file) if update_report else None} | metrics
+    if as_json:
+        print_json(info)
+        return
+    console.print(
+        f"{prior_config.space} prior ({directory}), {metrics['samples']} samples: validity {metrics['validity']:.1%}, "
+        f"uniqueness {metrics['uniqueness']:.1%}, novelty {metrics['novelty']:.1%}", markup=False,
+    )
+    console.print(_moses_metrics_line(metrics), markup=False)
+    if update_report:
+        console.print(f"written to {report_file}", markup=False)
 
 
 @prior_app.command("pretrain")
@@ -159,6 +224,7 @@ def pretrain_command(
             f"{report.steps}/{report.max_steps} steps in {report.wall_minutes:.1f} min: validity {report.validity:.1%}, "
             f"uniqueness {report.uniqueness:.1%}, novelty {report.novelty:.1%}", markup=False,
         )
+        console.print(_moses_metrics_line(report.model_dump()), markup=False)
     for problem in problems:
         console.print(f"warning: {problem}", style="bold yellow", markup=False)
     if problems:

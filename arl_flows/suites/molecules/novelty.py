@@ -7,6 +7,10 @@ writes it), 8 bytes a molecule, looked up by binary search. Two different SMILES
 share a hash with probability n / 2**64 per lookup (8.6e-14 for n = 1.58M): a novel
 molecule is called known that rarely, a known one is never called novel. QM9's set is
 the suite's shipped table (``data/qm9_gap.csv``), held as text.
+
+Scaffold novelty (a prior's report) uses the same machinery: a second index beside the
+training set's, ``<index>_scaffolds.npy``, holds the hashes of its molecules' Bemis-Murcko
+scaffolds (:func:`murcko_scaffold`).
 """
 
 from __future__ import annotations
@@ -18,7 +22,18 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["NOVELTY_DIR", "HashIndex", "build_hash_index", "is_novel", "smiles_hash", "training_index"]
+__all__ = [
+    "NOVELTY_DIR",
+    "HashIndex",
+    "build_hash_index",
+    "is_novel",
+    "murcko_scaffold",
+    "scaffold_index_file",
+    "scaffolds_of",
+    "smiles_scaffold",
+    "smiles_hash",
+    "training_index",
+]
 
 NOVELTY_DIR = Path(__file__).parent / "data" / "novelty"
 
@@ -64,6 +79,41 @@ def training_index(filename: str) -> HashIndex:
     if not path.is_file():
         raise FileNotFoundError(f"novelty index {path} is missing; build it with `python -m benchmarks.novelty_index`")
     return HashIndex.load(path)
+
+
+def scaffold_index_file(index_file: str) -> str:
+    """The scaffold index shipped beside a training index: ``moses_train.npy`` -> ``moses_train_scaffolds.npy``."""
+    return index_file.removesuffix(".npy") + "_scaffolds.npy"
+
+
+def murcko_scaffold(mol) -> str | None:  # noqa: ANN001 - an RDKit Mol; rdkit is imported by the caller
+    """Canonical SMILES of ``mol``'s Bemis-Murcko scaffold (its ring systems and the linkers between them).
+
+    Bemis & Murcko, J. Med. Chem. 39, 2887 (1996); RDKit's ``MurckoScaffold.GetScaffoldForMol`` as MOSES
+    computes it. None for an acyclic molecule (its scaffold is empty) or one RDKit cannot reduce.
+    """
+    from rdkit import Chem
+    from rdkit.Chem.Scaffolds import MurckoScaffold
+
+    try:
+        scaffold = Chem.MolToSmiles(MurckoScaffold.GetScaffoldForMol(mol))
+    except (ValueError, RuntimeError):
+        return None
+    return scaffold or None
+
+
+def smiles_scaffold(smiles: str) -> str | None:
+    """:func:`murcko_scaffold` of a SMILES; None if RDKit cannot parse it."""
+    from rdkit import Chem, rdBase
+
+    with rdBase.BlockLogs():
+        mol = Chem.MolFromSmiles(smiles)
+    return murcko_scaffold(mol) if mol is not None else None
+
+
+def scaffolds_of(smiles: Iterable[str]) -> frozenset[str]:
+    """The distinct scaffolds of a set of molecules (QM9's 24k shipped molecules: seconds)."""
+    return frozenset(filter(None, map(smiles_scaffold, smiles)))
 
 
 @functools.cache

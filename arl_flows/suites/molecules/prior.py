@@ -31,7 +31,6 @@ import os
 import random
 import time
 import warnings
-from collections.abc import Container
 from pathlib import Path
 
 import torch
@@ -44,6 +43,7 @@ from storage.records import params_hash
 from storage.settings import settings
 
 from arl_flows.suites.molecules.options import PretrainConfig
+from arl_flows.suites.molecules.sample_quality import sample_metrics, space_references
 
 from arl_flows.suites.molecules.smiles import GAP_BIN_WIDTH, build_smiles_tokenizer, goal_prompt_ids
 
@@ -63,6 +63,8 @@ __all__ = [
     "sample_metrics",
     "druglike_goal_labels",
     "druglike_training_smiles",
+    "evaluate_prior",
+    "read_pretrain_config",
     "goal_steering",
     "save_prior",
     "shipped_dir",
@@ -100,6 +102,16 @@ class PretrainReport(BaseModel):
     validity: float = Field(description="Share of samples RDKit parses.")
     uniqueness: float = Field(description="Distinct canonical SMILES / valid samples.")
     novelty: float = Field(description="Distinct valid samples not in the training set / distinct valid samples.")
+    internal_diversity: float | None = Field(
+        default=None, description="MOSES IntDiv1 of the valid samples: 1 - mean pairwise Tanimoto (Morgan r=2, 1024 bits)."
+    )
+    scaffold_novelty: float | None = Field(
+        default=None, description="Distinct Bemis-Murcko scaffolds of valid samples that no training molecule has / distinct scaffolds."
+    )
+    fcd: float | None = Field(
+        default=None, description="Frechet ChemNet Distance of the valid samples to fcd_reference (druglike: MOSES test); None: no reference."
+    )
+    fcd_reference: str | None = Field(default=None, description="What fcd compares against (file, molecules, seed).")
     samples: int
     config_hash: str
     labeled_molecules: int | None = Field(default=None, description="druglike: molecules of the gap-labeled subset.")
@@ -193,26 +205,6 @@ def _length_bucketed_batches(seqs: list[list[int]], batch_size: int, rng: random
         batches += [part[b : b + batch_size] for b in range(0, len(part), batch_size)]
     rng.shuffle(batches)
     return batches
-
-
-def sample_metrics(smiles: list[str], training_set: Container[str]) -> dict[str, float]:
-    """Validity, uniqueness and novelty of sampled SMILES (canonicalised with RDKit)."""
-    from rdkit import Chem, rdBase
-
-    canon = []
-    # Silenced here only: RDLogger.DisableLog is process-wide, and the chemistry
-    # verifiers read their feedback ("unclosed ring") from RDKit's log.
-    with rdBase.BlockLogs():
-        for s in smiles:
-            mol = Chem.MolFromSmiles(s) if s else None
-            if mol is not None and mol.GetNumAtoms() > 0:
-                canon.append(Chem.MolToSmiles(mol))
-    unique = set(canon)
-    return {
-        "validity": len(canon) / max(len(smiles), 1),
-        "uniqueness": len(unique) / max(len(canon), 1),
-        "novelty": sum(1 for s in unique if s not in training_set) / max(len(unique), 1),
-    }
 
 
 def druglike_training_smiles(config: PretrainConfig) -> list[str]:
@@ -350,12 +342,55 @@ def _pretrain_qm9(config: PretrainConfig) -> tuple[Policy, PretrainReport]:
         return seqs, masks
 
     step, loss_ema, minutes, wall_minutes = _train(config, policy, next_batch)
-    # Evaluate on goals drawn like the training data: each sampled prompt is a real molecule's bin.
-    eval_rng = random.Random(config.seed + 1)
-    goals = [_goal_window(eval_rng.choice(data)[1], eval_rng, 0.0) for _ in range(config.eval_samples)]
-    texts = _sample_goals(policy, config, goals, config.seed)
-    metrics = sample_metrics(texts, {s for s, _ in data})
+    texts, metrics = _evaluate(policy, config, data)
     return policy, _report(config, policy, step, loss_ema, minutes, wall_minutes, _data_digest(data), len(data), texts, metrics)
+
+
+def _evaluate(policy: Policy, config: PretrainConfig, goal_data: list[tuple[str, float]],
+              samples: int | None = None) -> tuple[list[str], dict]:
+    """Sample ``samples`` (default ``config.eval_samples``) and measure them (:func:`sample_metrics`).
+
+    Each prompt is the goal bin of a molecule of ``goal_data`` (qm9: the table; druglike: the labeled
+    subset), drawn with the config's seed: the same config and policy give the same samples, so a prior's
+    report can be recomputed from its directory (:func:`evaluate_prior`).
+    """
+    training_set, scaffolds, reference = space_references(config.space, [smi for smi, _ in goal_data])  # a missing index fails first
+    eval_rng = random.Random(config.seed + 1)
+    goals = [_goal_window(eval_rng.choice(goal_data)[1], eval_rng, 0.0) for _ in range(samples or config.eval_samples)]
+    texts = _sample_goals(policy, config, goals, config.seed)
+    metrics = sample_metrics(texts, training_set, scaffolds, reference)
+    rounded = {k: v if v is None else round(v, 4) for k, v in metrics.items()}
+    return texts, rounded | {"fcd_reference": reference.source if reference is not None else None}
+
+
+def read_pretrain_config(directory: str | Path) -> PretrainConfig:
+    """The config a prior in ``directory`` was trained with (its ``pretrain_config.json``); a bad directory is one ValueError line."""
+    directory = Path(directory).expanduser()
+    config_file = directory / "pretrain_config.json"
+    if not directory.is_dir():
+        raise ValueError(f"{str(directory)!r} is not a directory; pass a prior's directory (one with pretrain_config.json)")
+    if not (config_file.is_file() and (directory / "config.json").is_file()):
+        raise ValueError(f"{str(directory)!r} holds no saved prior (config.json and pretrain_config.json); pass the "
+                         "directory `arl prior pretrain` wrote")
+    try:
+        return PretrainConfig.model_validate_json(config_file.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{config_file}: not a prior's pretrain config ({' '.join(str(exc).split())[:200]})") from None
+
+
+def evaluate_prior(directory: str | Path, samples: int | None = None) -> tuple[PretrainConfig, dict]:
+    """The sample metrics of the prior saved in ``directory``, recomputed without training (``arl prior evaluate``).
+
+    The directory is one :func:`save_prior` wrote (its ``pretrain_config.json`` says the space and the
+    sampling); ``samples`` defaults to the config's ``eval_samples``. A bad directory is one ValueError line.
+    """
+    config = read_pretrain_config(directory)
+    goal_data = druglike_goal_labels() if config.space == "druglike" else load_qm9_gaps()
+    if config.space != "druglike" and config.max_molecules:
+        goal_data = goal_data[: config.max_molecules]
+    policy = Policy.load(Path(directory).expanduser())
+    texts, metrics = _evaluate(policy, config, goal_data, samples)
+    return config, metrics | {"samples": len(texts)}
 
 
 def _report(config, policy, step, loss_ema, minutes, wall_minutes, digest, molecules, texts, metrics, **extra) -> PretrainReport:  # noqa: ANN001
@@ -371,7 +406,7 @@ def _report(config, policy, step, loss_ema, minutes, wall_minutes, digest, molec
         parameters=sum(p.numel() for p in policy.model.parameters()),
         samples=len(texts),
         config_hash=prior_cache_key(config),
-        **{k: round(v, 4) for k, v in metrics.items()},
+        **metrics,
         **extra,
     )
 
@@ -382,10 +417,8 @@ def _pretrain_druglike(config: PretrainConfig) -> tuple[Policy, PretrainReport]:
     Unlabeled molecules get the goal-free prompt ``<bos> <sep>``, so the prior learns MOSES's whole
     distribution from 1.58M molecules and what the gap-bin tokens mean from the labeled subset.
     """
-    from arl_flows.suites.molecules.novelty import training_index
-    from arl_flows.suites.molecules.spaces import get_space
-
     moses = druglike_training_smiles(config)
+    space_references("druglike")  # a missing shipped index fails here, before training, not after it
     labeled = druglike_goal_labels()
     tokenizer = build_smiles_tokenizer([*moses, *(s for s, _ in labeled)])
     policy = build_prior(config, tokenizer)
@@ -435,10 +468,7 @@ def _pretrain_druglike(config: PretrainConfig) -> tuple[Policy, PretrainReport]:
         return seqs, masks
 
     step, loss_ema, minutes, wall_minutes = _train(config, policy, next_batch)
-    eval_rng = random.Random(config.seed + 1)
-    goals = [_goal_window(eval_rng.choice(labeled)[1], eval_rng, 0.0) for _ in range(config.eval_samples)]
-    texts = _sample_goals(policy, config, goals, config.seed)
-    metrics = sample_metrics(texts, training_index(get_space("druglike").training_index))
+    texts, metrics = _evaluate(policy, config, labeled)
     digest = hashlib.sha256()
     for smi in moses:
         digest.update(smi.encode() + b"\n")
