@@ -34,6 +34,7 @@ from verifiers.scheduler import SchedulerConfig
 __all__ = [
     "ClusterConfig",
     "ConfigError",
+    "EvalConfig",
     "HindsightConfig",
     "RolloutConfig",
     "RunConfig",
@@ -151,6 +152,39 @@ class StreamingConfig(_Section):
             if not 1 <= n <= MAX_TIER_CONCURRENCY:
                 raise ValueError(f"{verifier!r}: {n} calls in flight is not usable; give 1 to {MAX_TIER_CONCURRENCY}")
         return slots
+
+
+MAX_EVAL_SAMPLES = 4_096
+
+
+class EvalConfig(_Section):
+    """The fixed evaluation set ``arl run`` ends with, and ``arl runs eval`` scores (``arl_flows.eval_set``).
+
+    The run's starting policy and its last checkpoint each sample ``samples`` completions of the same prompts
+    (the run's own goal prompts of its first steps) with the same sampling seed; both sets are scored in one
+    call on the run's ladder and ledger, under one budget. The difference is the policy's, not the prompts'.
+    """
+
+    samples: int = Field(
+        default=0, ge=0, le=MAX_EVAL_SAMPLES,
+        description="Samples per side (before and after); 0: off (`arl runs eval RUN_ID` scores a finished run later). "
+        "At least 2 when on.",
+    )
+    budget: float = Field(
+        default=60.0, gt=0, description="CPU-seconds of verification for both sides together, in one call.",
+    )
+    seed: int = Field(
+        default=7_777_777, ge=0, lt=2**32,
+        description="Sampling seed of both sides; training steps sample with seed * 1_000_003 + step, so keep it "
+        "off those values.",
+    )
+
+    @field_validator("samples")
+    @classmethod
+    def _two_or_none(cls, samples: int) -> int:
+        if samples == 1:
+            raise ValueError("one sample a side has no standard error; give 0 (off) or at least 2")
+        return samples
 
 
 # A batch job's memory ("4GB", "500 MiB") and walltime ("HH:MM:SS", "MM:SS", SLURM's "D-HH:MM:SS").
@@ -308,6 +342,10 @@ class RunConfig(_Section):
         description="Deprecated: write [cluster] kind = 'dask' with address = 'tcp://HOST:PORT' (it still means that).",
     )
     cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="Where tier tasks run ([cluster]).")
+    eval: EvalConfig = Field(
+        default_factory=EvalConfig,
+        description="The fixed evaluation set scored on the starting policy and the last checkpoint ([eval]).",
+    )
     tier_concurrency: dict[str, int] = Field(
         default_factory=dict,
         description="Global Prefect concurrency limit per expensive verifier (tasks tagged 'arl-tier:NAME'), "

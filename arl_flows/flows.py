@@ -172,6 +172,7 @@ _STAGE_TASKS = {
     stage: _stage_task.with_options(name=task_name)
     for stage, task_name in (("rollout", "rollout"), ("grpo", "grpo-update"), ("hindsight", "hindsight-distill"), ("checkpoint", "checkpoint"))
 }
+_EVAL_TASK = _stage_task.with_options(name="eval-set")  # the fixed evaluation set after the last step (arl_flows.eval_set)
 _PIPELINE_ARTIFACT_EVERY_S = 10.0  # the live table is a new artifact version each time: not more often
 
 
@@ -474,8 +475,18 @@ def _training_loop(
         session.finish(status)
         _SESSIONS.pop(run.id, None)
         _emit("finished", {"run_id": run.id, "status": status.value})
+    evaluation: dict[str, Any] = {}
+    if config.eval.samples:
+        from arl_flows.eval_set import evaluate, summary_line
+
+        _emit("eval", {"run_id": run.id, "samples": config.eval.samples})
+        result = _EVAL_TASK(lambda: evaluate(ledger, run.id), config.steps - 1)
+        logger.info("%s", summary_line(result))
+        create_markdown_artifact(summary_line(result), key=f"eval-{run.id[:12]}",
+                                 description=f"Fixed evaluation set of run {run.id}: first policy against the last checkpoint")
+        evaluation = {"eval": result.model_dump(mode="json")}
     _publish_artifacts(ledger, run.id)
-    return ledger.run_summary(run.id)
+    return ledger.run_summary(run.id) | evaluation
 
 
 def _raised_by_a_stop(exc: BaseException) -> bool:

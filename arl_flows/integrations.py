@@ -253,7 +253,10 @@ class TieredReward:
     GRPO group for the scheduler (default: completions of the same prompt
     text form one group). ``history``: teach the scheduler's surrogate from
     the ledger's paired verdicts first. ``options``: the suite's ``[options]``
-    (the molecules suite's chemistry ``space``).
+    (the molecules suite's chemistry ``space``). ``config``: a whole run config instead (its suite, ladder,
+    objective and scheduler, as a training run reads them; ``arl_flows.eval_set`` scores a run's evaluation set
+    with the run's own), which the suite, objective, tier, budget, policy, routing, name, options and seed
+    arguments then do not change.
     """
 
     def __init__(
@@ -276,8 +279,9 @@ class TieredReward:
         ledger: Ledger | None = None,
         goal: Mapping[str, Any] | None = None,
         options: Mapping[str, Any] | None = None,
+        config: RunConfig | None = None,
     ) -> None:
-        self.config = verification_config(
+        self.config = config if config is not None else verification_config(
             suite, objective=objective, tiers=tiers, budget_per_call=budget_per_call, budget_total=budget_total,
             policy=policy, routing=routing, name=run_name, seed=seed, options=options,
         )

@@ -40,7 +40,7 @@ from typing import Any
 from benchmarks.provenance import with_provenance
 
 ROOT = Path(__file__).resolve().parents[1]
-EVAL_SAMPLES = 64  # per side: the fixed evaluation set scored on the first policy and the last checkpoint
+EVAL_SAMPLES = 64  # per side: the fixed evaluation set (`arl runs eval`) of a run whose config has it off
 EVAL_BUDGET = 60.0  # CPU-seconds of verification for both sides together, in one call
 
 
@@ -98,13 +98,16 @@ def first_run(load: int, workdir: Path, seed: int = 0, venv: Path | None = None)
     (workdir / f"make-run-{tag}.log").write_text(log)
     runs = json.loads(subprocess.run([str(arl), "runs", "list", "--json"], env=env, capture_output=True, text=True,
                                      check=True).stdout)
+    runs = [r for r in runs if not r["name"].startswith("eval-")]  # the evaluation set's own ledger run is not the run
     shown = json.loads(subprocess.run([str(arl), "runs", "show", runs[0]["id"], "--json"], env=env, capture_output=True,
                                       text=True, check=True).stdout) if runs else {}
     steps = shown.get("steps", [])
     flat = " ".join(log.split())  # the summary wraps at the terminal's width
     trend = re.search(r"reward mean [-\d.]+ at step .*?(?= \S+ verified \d| spend: |$)", flat)
     top = shown.get("top_candidates", [])
-    evaluation = _evaluate(runs[0]["id"], env, venv) if runs and run.returncode == 0 else None
+    evaluation = shown.get("eval")  # scored by `arl run` itself when the config's [eval] is on
+    if evaluation is None and runs and run.returncode == 0:
+        evaluation = _evaluate(runs[0]["id"], env, arl)
     return {
         "load": load,
         "seed": seed,
@@ -127,16 +130,15 @@ def first_run(load: int, workdir: Path, seed: int = 0, venv: Path | None = None)
     }
 
 
-def _evaluate(run_id: str, env: dict[str, str], venv: Path | None) -> dict[str, Any] | None:
-    """The fixed evaluation set (benchmarks/first_run_eval.py) on the run's first policy and last checkpoint."""
-    python = str((venv / "bin" / "python") if venv is not None else sys.executable)
-    env = env | {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1")}
-    done = subprocess.run([python, "-m", "benchmarks.first_run_eval", run_id, "--samples", str(EVAL_SAMPLES),
-                           "--budget", str(EVAL_BUDGET)], cwd=ROOT, env=env, capture_output=True, text=True)
+def _evaluate(run_id: str, env: dict[str, str], arl: Path) -> dict[str, Any] | None:
+    """The fixed evaluation set (`arl runs eval`) on the run's first policy and last checkpoint."""
+    env = env | {"OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1")}
+    done = subprocess.run([str(arl), "runs", "eval", run_id, "--samples", str(EVAL_SAMPLES), "--budget", str(EVAL_BUDGET),
+                           "--json"], env=env, capture_output=True, text=True)
     if done.returncode != 0:
         print(f"  eval failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}", flush=True)
         return None
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""``arl runs``: list and inspect training runs recorded in the ledger."""
+"""``arl runs``: list, inspect and evaluate training runs recorded in the ledger."""
 
 from __future__ import annotations
 
@@ -56,9 +56,12 @@ def show_run(
         summary = ledger.run_summary(run_id)
     except LedgerError as exc:
         raise UserError(str(exc)) from None
+    from arl_flows.eval_set import stored_result, summary_line
+
     top = best_candidates(ledger, summary["id"], n=top_n) if top_n else []
+    evaluation = stored_result(summary["id"])
     if json_out:
-        print_json(summary | {"top_candidates": top})
+        print_json(summary | {"eval": evaluation.model_dump(mode="json") if evaluation else None, "top_candidates": top})
         return
     table = Table(title=f"run {shown(summary['id'])} ({shown(summary['name'], 200)})", show_header=False)
     table.add_column("field")
@@ -72,6 +75,7 @@ def show_run(
         table.add_row(f"verdicts/{shown(status)}", str(n))
     if summary.get("learned_from"):
         table.add_row("learned_from", shown(summary["learned_from"], 300))
+    table.add_row("eval", summary_line(evaluation) if evaluation else f"not scored; `arl runs eval {shown(summary['id'][:12])}`")
     console.print(table)
     if summary["steps"]:
         console.print(_steps_table(summary["steps"]))
@@ -108,3 +112,34 @@ def _steps_table(steps: list[dict]) -> Table:
             ", ".join(f"{shown(t)} {n}" for t, n in row["calls_by_tier"].items()), num(row["seconds"], ".1f"),
         )
     return table
+
+
+@runs_app.command("eval")
+def eval_run(
+    run_id: str = typer.Argument(..., help="Run id (a unique prefix is enough)."),
+    samples: int | None = typer.Option(
+        None, "--samples", min=2, max=4096,
+        help="Samples per side (default: the run's [eval] samples, or 64 when its config has the set off).",
+    ),
+    budget: float | None = typer.Option(
+        None, "--budget", min=0.001, help="CPU-seconds of verification for both sides together (default: the run's [eval] budget, 60).",
+    ),
+    seed: int | None = typer.Option(None, "--seed", min=0, max=2**32 - 1, help="Sampling seed of both sides (default: the run's [eval] seed)."),
+    url: str | None = URL_OPTION,
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Score a run's starting policy against its last checkpoint on the fixed evaluation set (same prompts, same seed)."""
+    from arl_flows.eval_set import EvalError, evaluate, summary_line
+    from storage.ledger import LedgerError
+
+    ledger = open_ledger(url)
+    try:
+        result = evaluate(ledger, run_id, samples=samples, budget=budget, seed=seed)
+    except (LedgerError, EvalError) as exc:
+        raise UserError(str(exc)) from None
+    if json_out:
+        print_json(result.model_dump(mode="json"))
+        return
+    console.print(summary_line(result), markup=False, highlight=False, soft_wrap=True)
+    console.print(f"kept for `arl runs show {shown(result.run_id[:12])}`; the verification it paid for is ledger run "
+                  f"{shown(result.eval_run_id[:12])}", highlight=False)

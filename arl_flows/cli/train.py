@@ -65,6 +65,11 @@ class _ProgressView:
                 info=f"policy v{payload['policy_version']} | in flight: {flight or 'none'} | settled waiting "
                 f"{payload['settled_waiting']} | learner idle {payload['learner_idle_s']:.0f}s",
             )
+        elif event == "eval":
+            self.progress.update(self.task, info=f"scoring the fixed evaluation set ({payload['samples']} samples a side, "
+                                 "first policy and last checkpoint)")
+            if not self.progress.console.is_terminal:
+                self.progress.console.print("scoring the fixed evaluation set ([eval])", markup=False)
         elif event == "step":
             self.rows.append(payload)
             spend = ", ".join(f"{t} {c:.1f}s" for t, c in payload.spend.items())  # the ledger lists tiers in ladder order
@@ -218,6 +223,8 @@ def _print_dry_run(cfg: Any, tiers: list[tuple[str, str, Any]], ledger_url: str,
     lines += [
         f"budget: {_budget_text(cfg.scheduler.budget_per_run)} a run, "
         f"{_budget_text(cfg.scheduler.budget_per_step)} a step",
+        "eval set: off (`arl runs eval RUN_ID` scores a finished run)" if not cfg.eval.samples else
+        f"eval set: {cfg.eval.samples} samples a side after the last step, {cfg.eval.budget:g} CPU-s, seed {cfg.eval.seed}",
         f"ledger: {make_url(ledger_url).render_as_string(hide_password=True)}",
         f"ARL_HOME: {home} (checkpoints and logs under {home / 'runs'})",
         "the resolved config: `arl config show"
@@ -310,7 +317,12 @@ def run(
             # The flow marks it on its way out; this covers a signal that landed inside Prefect's own code.
             from storage.records import RunStatus
 
-            if ledger.get_run(view.run_id).status == RunStatus.running:
+            status = ledger.get_run(view.run_id).status
+            if status == RunStatus.completed:  # the signal landed in the evaluation set, after the last step
+                console.print(f"[yellow]interrupted[/] while scoring the evaluation set: run {view.run_id} completed; "
+                              f"score it with `arl runs eval {view.run_id[:12]}`")
+                raise typer.Exit(130) from None
+            if status == RunStatus.running:
                 ledger.set_run_status(view.run_id, RunStatus.interrupted)
         console.print(f"[yellow]interrupted[/]: run {view.run_id} is marked interrupted; continue with `arl run --resume {view.run_id}`")
         raise typer.Exit(130) from None
@@ -325,7 +337,15 @@ def run(
         console.print(line)  # markup-escaped by shown()
     spend = _spend_line(summary)
     console.print(f"spend: {spend or 'none'}; {summary['trajectories']} trajectories; {time.perf_counter() - t0:.0f} s")
-    console.print(f"run id: [bold]{summary['id']}[/]  (arl runs show {summary['id'][:12]}; arl report {summary['id'][:12]})")
+    short = summary["id"][:12]
+    if summary.get("eval"):
+        from arl_flows.eval_set import EvalResult, summary_line
+
+        console.print(summary_line(EvalResult.model_validate(summary["eval"])), markup=False, highlight=False)
+        console.print(f"run id: [bold]{summary['id']}[/]  (arl runs show {short}; arl report {short})")
+    else:
+        console.print(f"run id: [bold]{summary['id']}[/]  (arl runs show {short}; arl report {short}; "
+                      f"`arl runs eval {short}` scores the first policy against the last checkpoint on a fixed set)")
 
 
 @app.command("report")
