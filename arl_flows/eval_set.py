@@ -24,7 +24,7 @@ import statistics
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, computed_field
 
 from storage.ledger import Ledger
 from storage.settings import settings
@@ -53,21 +53,39 @@ class EvalResult(BaseModel):
 
     run_id: str
     eval_run_id: str = Field(description="The ledger run holding the evaluation's trajectories and spend.")
+    last_checkpoint_step: int = Field(description="The step whose checkpoint is the 'after' side.")
+    # What both sides sampled.
     eval_seed: int = Field(description="The sampling seed both sides used.")
     samples: int = Field(description="Samples per side.")
     prompts: int = Field(description="Distinct prompts (the run's own goal prompts of its first steps).")
     group_size: int = Field(description="Samples per prompt (the run's trainer.group_size).")
-    last_checkpoint_step: int = Field(description="The step whose checkpoint is the 'after' side.")
+    # What scoring them cost.
     budget_cpu_s: float = Field(description="The verification budget of the one call that scored both sides.")
     spend_cpu_s: float = Field(description="What that call spent (CPU-seconds, all tiers).")
     seconds: float = Field(description="Wall seconds of the evaluation (sampling and verification).")
+    # What they scored, and whether the difference is more than sampling noise.
     before: EvalSide
     after: EvalSide
-    difference: float = Field(description="after.reward_mean - before.reward_mean.")
     two_se: float = Field(description="Two standard errors of the difference, as two independent samples.")
-    beyond_noise: bool = Field(description="|difference| > two_se.")
     paired_two_se: float = Field(description="Two standard errors of the mean of the paired differences.")
-    beyond_noise_paired: bool = Field(description="|difference| > paired_two_se: the verdict the summary prints.")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def difference(self) -> float:
+        """after.reward_mean - before.reward_mean."""
+        return self.after.reward_mean - self.before.reward_mean
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def beyond_noise(self) -> bool:
+        """Whether the difference exceeds two standard errors of two independent samples."""
+        return abs(self.difference) > self.two_se
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def beyond_noise_paired(self) -> bool:
+        """Whether the difference exceeds two paired standard errors: the verdict the summary prints."""
+        return abs(self.difference) > self.paired_two_se
 
 
 def _two_se(a: list[float], b: list[float]) -> float:
@@ -151,15 +169,12 @@ def evaluate(ledger: Ledger, run_id: str, samples: int | None = None, budget: fl
             distinct=len(set(texts[side])),
         )
     before, after = ([d.reward for d in details[i::2]] for i in (0, 1))
-    difference = statistics.fmean(after) - statistics.fmean(before)
-    two_se = _two_se(before, after)
-    paired_two_se = 2.0 * statistics.stdev([y - x for x, y in zip(before, after, strict=True)]) / math.sqrt(k)
     result = EvalResult(
         run_id=run.id, eval_run_id=eval_run_id, eval_seed=seed, samples=k, prompts=len(prompts), group_size=group,
         last_checkpoint_step=last.step, budget_cpu_s=budget, spend_cpu_s=spend, seconds=time.monotonic() - t0,
-        before=sides["before"], after=sides["after"], difference=difference, two_se=two_se,
-        beyond_noise=abs(difference) > two_se, paired_two_se=paired_two_se,
-        beyond_noise_paired=abs(difference) > paired_two_se,
+        before=sides["before"], after=sides["after"], two_se=_two_se(before, after),
+        # The shared seed pairs the sides: sample i of each comes from the same prompt and random stream.
+        paired_two_se=2.0 * statistics.stdev([y - x for x, y in zip(before, after, strict=True)]) / math.sqrt(k),
     )
     path = settings().run_dir(run.id) / _FILE
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -19,20 +19,21 @@ def _result(before: list[float], after: list[float]) -> EvalResult:
     import math
     import statistics
 
-    diff = statistics.fmean(after) - statistics.fmean(before)
     paired = 2 * statistics.stdev([y - x for x, y in zip(before, after)]) / math.sqrt(len(before))
     side = {"validity": 1.0, "top_tier_answers": len(before), "distinct": len(before)}
     return EvalResult(
         run_id="r" * 32, eval_run_id="e" * 32, eval_seed=7_777_777, samples=len(before), prompts=1, group_size=len(before),
         last_checkpoint_step=5, budget_cpu_s=60.0, spend_cpu_s=12.0, seconds=3.0,
         before=EvalSide(reward_mean=statistics.fmean(before), **side), after=EvalSide(reward_mean=statistics.fmean(after), **side),
-        difference=diff, two_se=1.0, beyond_noise=False, paired_two_se=paired, beyond_noise_paired=abs(diff) > paired,
+        two_se=1.0, paired_two_se=paired,
     )
 
 
 def test_the_summary_line_says_within_or_beyond_noise_by_the_paired_rule() -> None:
     # Every pair rose by about 0.3: far beyond two paired standard errors (2 x 0.01 / sqrt(4)).
     rose = _result([0.1, 0.2, 0.3, 0.4], [0.4, 0.5, 0.62, 0.7])
+    assert rose.beyond_noise_paired and not rose.beyond_noise  # the two-sample rule, which ignores the pairing, is wider
+    assert EvalResult.model_validate_json(rose.model_dump_json()) == rose  # what `arl runs show` reads back
     line = summary_line(rose)
     assert "reward 0.250 -> 0.555 (+0.305, paired 2 SE 0.010: beyond noise)" in line
     assert line.startswith("eval set (1 prompt x 4 samples, 4 a side, seed 7777777)")
