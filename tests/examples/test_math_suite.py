@@ -98,3 +98,11 @@ def test_the_math_suite_installs_verifies_and_runs(math_venv: tuple[Path, Path],
     assert sum(record["verdicts_by_status"].values()) >= record["candidates"] > 0
     assert record["steps"][0]["calls_by_tier"]["fast"] == record["candidates"]  # every candidate's format is checked
     assert list((home / "priors").glob("math-*/pretrain_report.json"))  # the prior was pretrained and cached
+
+    # The fixed evaluation set is the core's, suite-agnostic: the math run's first policy against its checkpoint.
+    scored = _arl(python, example, home, "runs", "eval", run["id"][:12], "--samples", "4", "--budget", "5", "--json")
+    assert scored.returncode == 0, scored.stdout[-2000:] + scored.stderr[-2000:]
+    evaluation = json.loads(scored.stdout)
+    assert evaluation["run_id"] == run["id"] and evaluation["samples"] == 4 and evaluation["group_size"] == 4
+    assert {"reward_mean", "validity", "top_tier_answers"} <= evaluation["before"].keys() & evaluation["after"].keys()
+    assert evaluation["spend_cpu_s"] <= 5.0 + 1.0
