@@ -87,7 +87,7 @@ def _artifact_keys(run_id: str) -> set[str]:
     return {a.key for a in arts}
 
 
-@pytest.mark.slow  # a real `arl run` of the toy suite in a child process, then two evaluations
+@pytest.mark.slow(seconds=120)  # a real `arl run` of the toy suite in a child process, then two evaluations
 def test_arl_run_ends_with_the_eval_set_and_runs_show_and_eval_read_it(prefect_harness, toy_home: Path, tmp_path: Path) -> None:
     tomli_w = pytest.importorskip("tomli_w")
     cfg = tmp_path / "run.toml"
