@@ -130,7 +130,10 @@ def evaluate(ledger: Ledger, run_id: str, samples: int | None = None, budget: fl
     n_prompts = max(1, math.ceil(samples / group))
     prompts, step = [], 0
     while len(prompts) < n_prompts:  # the run's own goal prompts, in its order
-        prompts.extend(suite.prompts(step))
+        batch = suite.prompts(step)
+        if not batch:
+            raise EvalError(f"the {config.suite} suite gives no prompts for step {step}; there is nothing to evaluate on")
+        prompts.extend(batch)
         step += 1
     prompts = prompts[:n_prompts]
     policy_config = PolicyConfig(device=config.device, dtype=config.dtype)
