@@ -95,6 +95,7 @@ SPECS: dict[str, Spec] = {
     "db check": ({"--url": URL, "--json": FLAG}, None, None),
     "runs list": ({"--url": URL, "--limit": NUMBER, "--json": FLAG}, None, None),
     "runs show": ({"--url": URL, "--json": FLAG, "--top": NUMBER}, None, _RUN_ID),
+    "runs eval": ({"--url": URL, "--json": FLAG, "--samples": NUMBER, "--budget": NUMBER, "--seed": NUMBER}, None, _RUN_ID),
     "tiers list": ({"--suite": st.one_of(st.sampled_from(["molecules", "code"]), TEXT), "--json": FLAG}, None, None),
     "tiers show": ({"--json": FLAG, "--no-json": FLAG}, None, st.one_of(_SAFE_TIERS, st.sampled_from(["pyscf-b3lyp", "gfn2-xtb"]))),
     "suites list": ({"--json": FLAG, "--no-json": FLAG}, None, None),
