@@ -51,19 +51,6 @@ def test_eval_config_is_checked_field_by_field() -> None:
     assert load_config(None, "quick", overrides={"eval": {"samples": 8}}).eval.samples == 8
 
 
-@pytest.mark.parametrize(("toml", "expected"), [
-    ("[eval]\nbogus = 1\n", "eval.bogus: unknown field"),
-    ("[eval]\nsamples = 1\n", "eval.samples: one sample a side has no standard error"),
-    ("[eval]\nbudget = 0\n", "eval.budget"),
-])
-def test_a_bad_eval_section_is_refused_in_one_line(tmp_path: Path, toml: str, expected: str) -> None:
-    cfg = tmp_path / "bad.toml"
-    cfg.write_text(toml)
-    code, out, err = arl(["run", "--config", str(cfg), "--url", f"sqlite:///{tmp_path / 'l.db'}"])
-    assert_user_error(code, err, out=out)
-    assert expected in err
-
-
 def test_arl_runs_eval_of_a_bad_run_is_one_line(tmp_path: Path, toy_home: Path) -> None:
     url = f"sqlite:///{tmp_path / 'l.db'}"
     code, out, err = arl(["runs", "eval", "no-such-run", "--url", url])

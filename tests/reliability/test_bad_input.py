@@ -147,6 +147,9 @@ def test_config_files_that_cannot_be_read(tmp_path: Path) -> None:
         ("[rollout]\nprompts_per_step = 100000000\n", "prompts_per_step"),
         ("name = \"a\\nb\"\n", "name"),
         ("seed = -1\n", "seed"),
+        ("[eval]\nbogus = 1\n", "eval.bogus: unknown field"),
+        ("[eval]\nsamples = 1\n", "eval.samples: one sample a side has no standard error"),
+        ("[eval]\nbudget = 0\n", "eval.budget"),
     ],
 )
 def test_run_configs_outside_sane_bounds(tmp_path: Path, toml: str, says: str) -> None:
