@@ -823,7 +823,8 @@ def summary_table(report: dict[str, Any]) -> list[list[str]]:
 
 
 def plot_curves(report: dict[str, Any], path: Path) -> None:
-    """Audited top-10 score versus cumulative spend, one line per regime and seed (mean shown bold)."""
+    """Audited top-10 score versus cumulative spend, one line per regime and seed (mean shown bold); beside it, the
+    best ``novel_k`` novel molecules' score (reports from before the novel metrics: the first panel only)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -831,24 +832,30 @@ def plot_curves(report: dict[str, Any], path: Path) -> None:
 
     budget = report["budget"]
     grid = np.linspace(0.0, budget, 200)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for i, (name, r) in enumerate(report["regimes"].items()):
-        color = f"C{i}"
-        stacks = []
-        for row in r["per_seed"]:
-            curve = sorted(row["curve"])
-            xs = [c for c, _ in curve] + [budget]
-            ys = [s for _, s in curve] + [curve[-1][1]]
-            ax.step(xs, ys, where="post", color=color, alpha=0.25, lw=1)
-            idx = np.searchsorted(np.array([c for c, _ in curve]), grid, side="right") - 1
-            stacks.append(np.array([s for _, s in curve])[np.maximum(idx, 0)])
-        ax.plot(grid, np.mean(stacks, axis=0), color=color, lw=2, label=f"{name} (AUC {r['top10_auc']:.3f})")
-    ax.set_xlabel("cumulative verification spend (CPU-s)")
-    ax.set_ylabel(f"mean audited window score of own top-{report['settings']['top_k']}")
-    ax.set_xlim(0, budget)
-    ax.set_ylim(0, 1)
-    ax.set_title(f"Learning under a {budget:g} CPU-s verification budget ({len(report['seeds'])} seeds)")
-    ax.legend(fontsize=8, loc="upper left")
+    rows = [row for r in report["regimes"].values() for row in r["per_seed"]]
+    panels = [("curve", "top10_auc", f"mean audited window score of own top-{report['settings']['top_k']}")]
+    if rows and all("novel_curve" in row for row in rows):
+        k = report["settings"].get("novel_k")
+        panels.append(("novel_curve", "novel_topk_auc", f"mean score, best {k} novel verified"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4.5), squeeze=False)
+    for ax, (curve_key, auc_key, ylabel) in zip(axes[0], panels):
+        for i, (name, r) in enumerate(report["regimes"].items()):
+            color = f"C{i}"
+            stacks = []
+            for row in r["per_seed"]:
+                curve = sorted(row[curve_key])
+                xs = [c for c, _ in curve] + [budget]
+                ys = [s for _, s in curve] + [curve[-1][1]]
+                ax.step(xs, ys, where="post", color=color, alpha=0.25, lw=1)
+                idx = np.searchsorted(np.array([c for c, _ in curve]), grid, side="right") - 1
+                stacks.append(np.array([s for _, s in curve])[np.maximum(idx, 0)])
+            ax.plot(grid, np.mean(stacks, axis=0), color=color, lw=2, label=f"{name} (AUC {r[auc_key]:.3f})")
+        ax.set_xlabel("cumulative verification spend (CPU-s)")
+        ax.set_ylabel(ylabel)
+        ax.set_xlim(0, budget)
+        ax.set_ylim(0, 1)
+        ax.legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"Learning under a {budget:g} CPU-s verification budget ({len(report['seeds'])} seeds)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
