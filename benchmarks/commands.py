@@ -496,8 +496,12 @@ def _print_learning(report: dict[str, Any], json_out: Path | None, png_out: Path
     novel = report.get("novel_ratios") or {}  # a report merged from before the novel metrics has none
     if novel:
         console.print(
-            "novel hits/CPU-h and novel top-k AUC ratios: "
-            + ", ".join(f"{shown(k)} {_fmt(v['novel_hits_per_cpu_hour'], 2)} / {_fmt(v['novel_topk_auc'], 2)}" for k, v in novel.items())
+            "ratios of novel hits/CPU-h (with audits charged) and novel top-k AUC: "
+            + ", ".join(
+                f"{shown(k)} {_fmt(v.get('novel_hits_per_cpu_hour'), 2)} ({_fmt(v.get('novel_hits_per_cpu_hour_with_audits'), 2)}) "
+                f"/ {_fmt(v.get('novel_topk_auc'), 2)}"
+                for k, v in novel.items()
+            )
         )
     console.print(f"provenance: {shown(format_provenance(report.get('provenance')))}")
     if json_out:

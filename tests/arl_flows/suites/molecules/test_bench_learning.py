@@ -258,6 +258,8 @@ def _hand_made_run() -> tuple[RegimeRun, LearningBenchConfig]:
     run.truth = {"n1": 3.5, "n2": 3.9, "n3": 6.0, "n4": None, "q1": 3.2}  # n4: DFT failed; n5: never verified
     run.curve = [(0.0, 0.0), (90.0, 0.5)]
     run.novel_curve = [(0.0, 0.0), (45.0, 0.04), (90.0, 0.08)]
+    run.paid_top = {"n1", "q1"}  # the regime paid for these; the audits found the rest
+    run.audit_costs = {"n1": 9.0, "n2": 10.0, "n3": 8.0, "n4": 2.0}  # n1's audit is a replay of what it paid
     return run, LearningBenchConfig(budget=180.0, novel_k=25)
 
 
@@ -270,6 +272,8 @@ def test_novel_metrics_on_hand_made_verdicts() -> None:
     # 2 novel hits for 180 CPU-s of the regime's own spend: 40 per CPU-hour.
     assert row["novel_hits_per_cpu_hour"] == pytest.approx(2 / (180.0 / 3600.0)) == pytest.approx(40.0)
     assert novel_hits_per_cpu_hour(3, 0.0) is None  # a regime that spent nothing has no rate
+    # With the audits of molecules it never paid for charged (n2, n3, n4: 20 CPU-s): 2 hits in 200 CPU-s.
+    assert row["audit_spend"] == pytest.approx(20.0) and row["novel_hits_per_cpu_hour_with_audits"] == pytest.approx(36.0)
     # The novel curve's area: 0 to 45, 0.04 to 90, then 0.08 to the budget of 180.
     assert row["novel_topk_auc"] == pytest.approx((0.04 * 45 + 0.08 * 90) / 180) and row["final_novel_topk"] == 0.08
     # The best-k mean: window scores of the known novel values, best first, the missing ones 0, over k.
@@ -287,19 +291,21 @@ def test_novel_metrics_aggregate_merge_and_print() -> None:
     for rep, rates in ((a, (40.0, 20.0)), (b, (60.0, 20.0))):
         for (name, reg), rate in zip(rep["regimes"].items(), rates):
             reg["per_seed"][0] |= {"novel_hits_per_cpu_hour": rate, "novel_topk_auc": rate / 100, "final_novel_topk": 0.5,
+                                   "novel_hits_per_cpu_hour_with_audits": rate / 2,
                                    "novel_verified": 10}
     merged = merge_reports([a, b])
     assert merged["regimes"]["scheduled"]["novel_hits_per_cpu_hour"] == pytest.approx(50.0)
     assert merged["regimes"]["scheduled"]["novel_hits_per_cpu_hour_std"] == pytest.approx(10.0)
     assert merged["novel_ratios"]["scheduled/cascade"] == {"novel_hits_per_cpu_hour": pytest.approx(2.5),
+                                                           "novel_hits_per_cpu_hour_with_audits": pytest.approx(2.5),
                                                            "novel_topk_auc": pytest.approx(2.5)}
     assert "scheduled/cascade" in merged["ratios"]  # the old keys stay
     header, sched, _ = summary_table(merged)
-    assert header[5:7] == ["novel hits/CPU-h", "novel top-25 AUC"] and sched[5] == "50 ± 10"
+    assert header[5:7] == ["novel hits/CPU-h", "novel top-25 AUC"] and sched[5] == "50 ± 10 (25 ± 5 with audits)"
     # A report from before the novel metrics merges and prints with dashes.
     old = merge_reports([_report({"scheduled": [0], "cascade": [0]})])
     assert old["regimes"]["scheduled"]["novel_topk_auc"] is None and summary_table(old)[1][6] == "-"
-    assert old["novel_ratios"]["scheduled/cascade"] == {"novel_hits_per_cpu_hour": None, "novel_topk_auc": None}
+    assert set(old["novel_ratios"]["scheduled/cascade"].values()) == {None}
 
 
 @pytest.mark.slow  # ~12 s on the shared cores: a live xTB step
