@@ -428,6 +428,7 @@ def learning(
     max_steps: int,
     proxy_max_steps: int,
     audit_points: int,
+    novel_k: int,
     history: int,
     config: Path | None,
     space: str,
@@ -456,13 +457,14 @@ def learning(
     _count("--max-steps", max_steps, 1, 1_000_000)
     _count("--proxy-max-steps", proxy_max_steps, 1, 1_000_000)
     _count("--audit-points", audit_points, 1, 10_000)
+    _count("--novel-k", novel_k, 1, 10_000)
     _count("--history", history, 0, _MAX_POOL)
     overrides = _with_space(_workdir_and_overrides(workdir, config), _space(space))
     report = _run_harness(
         lambda: learning_harness.LearningBenchConfig(
             budget=budget, seeds=list(range(first_seed, first_seed + seeds)), regimes=names, budget_per_step=step_budget, max_steps=max_steps,
             proxy_max_steps=proxy_max_steps,
-            audit_points=audit_points, history=history, run_overrides=overrides,
+            audit_points=audit_points, novel_k=novel_k, history=history, run_overrides=overrides,
         ),
         learning_harness.learning_benchmark, workdir=workdir, cache=cache,
     )
@@ -489,6 +491,16 @@ def _print_learning(report: dict[str, Any], json_out: Path | None, png_out: Path
         learning_harness.summary_table(report),
     )
     console.print("top-10 AUC ratios: " + ", ".join(f"{shown(k)} {_fmt(v, 2)}" for k, v in report["ratios"].items()))
+    novel = report.get("novel_ratios") or {}  # a report merged from before the novel metrics has none
+    if novel:
+        console.print(
+            "ratios of novel hits/CPU-h (with audits charged) and novel top-k AUC: "
+            + ", ".join(
+                f"{shown(k)} {_fmt(v.get('novel_hits_per_cpu_hour'), 2)} ({_fmt(v.get('novel_hits_per_cpu_hour_with_audits'), 2)}) "
+                f"/ {_fmt(v.get('novel_topk_auc'), 2)}"
+                for k, v in novel.items()
+            )
+        )
     console.print(f"provenance: {shown(format_provenance(report.get('provenance')))}")
     if json_out:
         learning_harness.write_json(report, json_out)

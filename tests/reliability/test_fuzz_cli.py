@@ -116,8 +116,8 @@ SPECS: dict[str, Spec] = {
     }, ["--pool", "<MISSING>"], None),
     "bench learning": ({
         "--budget": NUMBER, "--seeds": NUMBER, "--first-seed": NUMBER, "--merge": FILE, "--regimes": TEXT, "--step-budget": NUMBER,
-        "--max-steps": NUMBER, "--proxy-max-steps": NUMBER, "--audit-points": NUMBER, "--history": NUMBER, "--config": FILE,
-        "--cache": FILE, "--json": FILE, "--png": FILE, "--space": _SPACE,
+        "--max-steps": NUMBER, "--proxy-max-steps": NUMBER, "--audit-points": NUMBER, "--novel-k": NUMBER, "--history": NUMBER,
+        "--config": FILE, "--cache": FILE, "--json": FILE, "--png": FILE, "--space": _SPACE,
     }, ["--workdir", "<EMPTY>"], None),
     "bench pipeline": ({
         "--budget": NUMBER, "--step-budget": NUMBER, "--seed": NUMBER, "--max-steps": NUMBER,

@@ -168,15 +168,27 @@ def learning(
         str,
         typer.Option(
             "--regimes",
-            help="Comma list of scheduled, top-only, fast-only, cascade, scheduled-no-hindsight, fast-only-calibrated.",
+            help="Comma list of scheduled, top-only, fast-only, cascade, scheduled-no-hindsight, fast-only-calibrated, "
+            "xtb-only-calibrated.",
         ),
     ] = "scheduled,top-only,fast-only,cascade,scheduled-no-hindsight",
     step_budget: Annotated[float, typer.Option("--step-budget", help="CPU-seconds per step (all regimes but top-only).")] = 30.0,
     max_steps: Annotated[int, typer.Option("--max-steps", help="Step cap of every regime but the fast-only ones.")] = 40,
     proxy_max_steps: Annotated[
-        int, typer.Option("--proxy-max-steps", help="Step cap of fast-only and fast-only-calibrated (they stop on the budget).")
+        int,
+        typer.Option(
+            "--proxy-max-steps",
+            help="Step cap of fast-only, fast-only-calibrated and xtb-only-calibrated (they stop on the budget).",
+        ),
     ] = 5000,
     audit_points: Annotated[int, typer.Option("--audit-points", help="Audits at evenly spaced spend marks.")] = 12,
+    novel_k: Annotated[
+        int,
+        typer.Option(
+            "--novel-k",
+            help="Novel molecules audited with real DFT at each audit point, and the k of the novel top-k AUC.",
+        ),
+    ] = 25,
     history: Annotated[int, typer.Option("--history", help="Held-out QM9 molecules (surrogate history, cascade tuning).")] = 400,
     config: Annotated[
         Path | None, typer.Option("--config", help="TOML run config whose training settings every regime shares.")
@@ -190,7 +202,7 @@ def learning(
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the report here.")] = None,
     png_out: Annotated[Path | None, typer.Option("--png", help="Save the curves (audited top-10 vs spend) here.")] = None,
 ) -> None:
-    """Learning under a verification budget: GRPO per verification regime, audited top-10 vs spend."""
+    """Learning under a verification budget: GRPO per verification regime, audited top-10 and novel verified hits vs spend."""
     _commands().learning(**locals())
 
 
