@@ -6,7 +6,7 @@ same pieces an ARL run uses, called rather than copied:
 
 - the suite (:mod:`arl_flows.suites`) turns each completion and its goal into
   a candidate, and verdicts into its reward (its own, when it has one);
-- the ladder comes from :func:`arl_flows.training.build_ladder`, so native
+- the ladder comes from :func:`arl_flows.ladder.build_ladder`, so native
   tiers run in their worker processes with their timeouts, as in a flow;
 - :func:`arl_flows.step.verify_candidates` routes the batch through the
   tiers with the scheduler under ``budget_per_call``, reads cached verdicts
@@ -50,7 +50,8 @@ from arl_flows.config import RunConfig, TierConfig, build_config
 from arl_flows.suites import Calibration, Prior, Suite, SuiteNotFound, get_suite, suite_for
 from arl_flows.suites.capabilities import goal_columns
 from arl_flows.step import TierRunner, verify_candidates, verify_inline
-from arl_flows.training import Completion, build_ladder, record_batch, teach_from_ledger
+from arl_flows.ladder import build_ladder
+from arl_flows.training import Completion, record_batch, teach_from_ledger
 from storage.ledger import Ledger
 from storage.records import RunStatus, Status, TrainingStepRecord
 from verifiers import Closable
