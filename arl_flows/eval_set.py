@@ -5,7 +5,7 @@ the surrogate's estimates once the budget is spent: they move by sampling alone.
 everything but the policy fixed. Both policies sample the same prompts (the run's own goal prompts of its
 first steps, in its order) with the same sampling seed (``[eval] seed``, which no training step uses), so
 sample ``i`` of each side comes from the same prompt and random stream: the two sides are paired. Both sample
-sets are then scored in one :class:`~arl_flows.integrations.TieredReward` call on the run's ledger and ladder:
+sets are then scored in one :class:`~arl_flows.tiered_reward.TieredReward` call on the run's ledger and ladder:
 one scheduler and one budget for both (a candidate the ledger already verified is read, never paid twice;
 the sides are interleaved so that neither comes first in the batch), so neither side gets more verification
 than the other.
@@ -101,7 +101,7 @@ def evaluate(ledger: Ledger, run_id: str, samples: int | None = None, budget: fl
     is off). Raises :class:`EvalError` for a run without a checkpoint, ``LedgerError`` for an unknown run.
     """
     from arl_flows.config import ConfigError, build_config
-    from arl_flows.integrations import TieredReward
+    from arl_flows.tiered_reward import TieredReward
     from arl_flows.suites import suite_for
     from policies import Policy, PolicyConfig
 

@@ -5,7 +5,7 @@ as a ``tiered_reward`` flow, whose tier batches are ``run-tier`` tasks under
 the same global concurrency limits as ``training_run``'s. The calls then
 show in the Prefect UI beside ARL's own runs; the ledger, the budget and the
 cache are the reward's, unchanged. This module imports Prefect; the
-verification layer itself (:mod:`arl_flows.integrations`) does not.
+verification layer itself (:mod:`arl_flows.tiered_reward`) does not.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from prefect import flow
 
 from arl_flows.flows import _setup_limits, _tier_runner
-from arl_flows.integrations import TieredReward, _text
+from arl_flows.tiered_reward import TieredReward, _text
 
 __all__ = ["PrefectReward", "tiered_reward_flow", "with_prefect"]
 

@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 from arl_flows.config import RunConfig
+from arl_flows.ladder import build_ladder
 from arl_flows.suites import Failure, Hindsight, Lab, Prior, Suite, suite_for
 from policies import Policy, PolicyConfig, PolicyTrainer, Rollout
 from storage.ledger import Ledger, LedgerError
@@ -49,9 +50,8 @@ from storage.records import (
     TrainingStepRecord,
     Trajectory,
     Verdict,
-    tier_rank,
 )
-from verifiers import Candidate, Closable, Verifier, registry
+from verifiers import Candidate, Closable, Verifier
 from verifiers.scheduler import Scheduler, StepResult
 
 __all__ = [
@@ -60,22 +60,10 @@ __all__ = [
     "RunSession",
     "StepState",
     "StepSummary",
-    "build_ladder",
     "has_behaviour",
     "record_batch",
     "teach_from_ledger",
 ]
-
-
-def build_ladder(config: RunConfig) -> list[Verifier]:
-    """Instantiate the configured verifiers (names or 'module:Class' references), cheapest first."""
-    suite = suite_for(config)
-    ladder = [registry.create(t.verifier, suite.verifier_params(registry.get(t.verifier), dict(t.params))) for t in config.tiers]
-    ranks = [tier_rank(v.tier) for v in ladder]
-    if ranks != sorted(ranks):
-        order = ", ".join(f"{v.name} ({v.tier.value})" for v in ladder)
-        raise ValueError(f"tiers must be listed cheapest first (fast, simulation, high_fidelity, lab); got {order}")
-    return ladder
 
 
 @dataclass

@@ -647,7 +647,7 @@ def learning_benchmark(
     workdir.mkdir(parents=True, exist_ok=True)
     memo = VerdictMemo(cache)
     # A ladder of our own for setup and audits (the regimes' sessions build theirs from the same config).
-    from arl_flows.training import build_ladder
+    from arl_flows.ladder import build_ladder
 
     ladder = build_ladder(base)
     top = ladder[-1]

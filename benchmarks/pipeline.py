@@ -425,7 +425,7 @@ def pipeline_benchmark(
     bench: PipelineBenchConfig, *, workdir: Path, cache: Path | None = None, progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     """Run each mode once at the same budget, seed and prior; return the JSON report (``sync``, ``async``, ``ratios``)."""
-    from arl_flows.training import build_ladder
+    from arl_flows.ladder import build_ladder
 
     _thread_setup()
     for m in bench.modes:

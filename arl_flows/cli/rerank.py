@@ -11,7 +11,7 @@ The first ``--n`` candidates of each line are verified under ``--budget``
 CPU-seconds (per prompt) and the top ``--k`` come back with their posterior,
 the tier each reached and the spend. A line without candidates is sampled
 from the suite's own policy (``capabilities.Rerank``; or ``--policy-path``). The
-work is :func:`arl_flows.integrations.rerank`; this module only reads,
+work is :func:`arl_flows.best_of_n.rerank`; this module only reads,
 checks and prints.
 """
 
@@ -47,7 +47,7 @@ _MAX_ITEMS = 100_000
 
 
 def _read_items(path: Path) -> list[dict[str, Any]]:
-    from arl_flows.integrations import RerankItem
+    from arl_flows.best_of_n import RerankItem
 
     try:
         if not path.is_file():
@@ -152,7 +152,7 @@ def rerank_command(
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
             raise UserError(f"--input line {number}: {cut(' '.join(str(message).split()), 300)}") from None
 
-    from arl_flows.integrations import rerank
+    from arl_flows.best_of_n import rerank
     from storage.ledger import LedgerError
     from verifiers import VerifierNotFound
 

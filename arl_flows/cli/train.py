@@ -179,7 +179,7 @@ def _check_ladder_and_policy(cfg: Any) -> list[tuple[str, str, Any]]:
     Returns each tier's verifier name, tier and cost model, cheapest first; the verifiers are built and closed,
     never called.
     """
-    from arl_flows.training import build_ladder
+    from arl_flows.ladder import build_ladder
     from verifiers import Closable, VerifierNotFound
 
     if cfg.policy_path and not (Path(cfg.policy_path) / "config.json").is_file():

@@ -62,7 +62,7 @@ def test_every_help_and_doc_names_the_ledger_the_settings_open() -> None:
     assert Settings(home=Path.home() / ".arl").ledger_url == f"sqlite:///{Path.home() / '.arl' / 'ledger.db'}"
     for command in (["rerank", "--help"], ["runs", "list", "--help"], ["db", "check", "--help"]):
         assert "~/.arl/ledger.db" in " ".join(_invoke(command).stdout.replace("│", " ").split()), command
-    for doc in ["README.md", "examples/trl_grpo.py", "arl_flows/integrations.py", *map(str, (ROOT / "docs").glob("*.md"))]:
+    for doc in ["README.md", "examples/trl_grpo.py", *(f"arl_flows/{m}.py" for m in ("integrations", "tiered_reward", "best_of_n", "verl")), *map(str, (ROOT / "docs").glob("*.md"))]:
         assert "arl.db" not in (ROOT / doc).read_text(encoding="utf-8"), doc
     assert "`ARL_DATABASE_URL` | `sqlite:///$ARL_HOME/ledger.db`" in (ROOT / "README.md").read_text(encoding="utf-8")
 

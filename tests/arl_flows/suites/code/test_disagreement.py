@@ -49,7 +49,7 @@ def _code_step(ledger: Ledger, answers: list[str]):
     from arl_flows.config import load_config
     from arl_flows.suites import suite_for
     from arl_flows.step import verify_candidates
-    from arl_flows.training import build_ladder
+    from arl_flows.ladder import build_ladder
     from verifiers.scheduler import Scheduler
 
     cfg = load_config(overrides={"suite": "code", "policy_path": "/models/x", "code_tasks": ["sum-to-n"],
@@ -123,7 +123,7 @@ def test_estimate_record_rejects_an_untyped_flag():
 def test_molecule_dft_far_outside_the_surrogate_interval_is_flagged():
     from arl_flows.config import load_config
     from arl_flows.suites import suite_for
-    from arl_flows.training import build_ladder
+    from arl_flows.ladder import build_ladder
     from arl_flows.suites.molecules.chemistry import make_candidate as make_molecule
     from verifiers.scheduler import Scheduler
     from verifiers.scheduler.surrogate import Observation

@@ -9,7 +9,7 @@ from arl_flows.suites import suite_for
 from arl_flows.suites.molecules import EHTGapVerifier, MoleculeConstraints, make_candidate
 from arl_flows.suites.molecules.chemistry import InvalidMolecule, check_molecule
 from arl_flows.suites.molecules.spaces import SPACES, get_space
-from arl_flows.training import build_ladder
+from arl_flows.ladder import build_ladder
 from storage.records import Status, params_hash
 
 BIG = "C" * 41  # 41 heavy atoms: above druglike's 40
