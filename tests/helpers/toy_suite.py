@@ -9,6 +9,11 @@ no native code and no shipped policy, so a core test that uses it fails only for
 - Ladder: ``toy-length`` (fast: the word's length, a cheap feature correlated with the top value) and
   ``toy-vowels`` (high fidelity: the number of vowels, charged ``cost_per_call`` CPU-seconds as an expensive
   simulation would be, though it computes in microseconds).
+- Slow tops for the pipeline's tests: ``toy-cluster`` (the vowels as a *remote* queue answers them: each call
+  waits ``latency_s`` of wall time on one of ``slots`` at once, no CPU spent; :class:`verifiers.RemoteVerifier`)
+  and ``toy-counting`` (the vowels *computed here* for ``seconds_per_call``, one ``start``/``done`` line per call
+  in ``$ARL_COUNT_LOG``, as :mod:`benchmarks.counting_tier` logs, so a test counts what was paid for).
+- Hindsight: a failed word is relabelled with the one-vowel window its top-tier count falls in.
 - Policy: a one-layer GPT-2 with one token per letter, freshly initialised from ``seed`` (nothing to
   download or pretrain), or ``policy_path``.
 
@@ -19,19 +24,24 @@ by reference too (:func:`toy_overrides` gives a run config's fields).
 from __future__ import annotations
 
 import hashlib
+import math
+import threading
+import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arl_flows.suites import Suite
-from storage.records import Prompt, Status, Tier, Turn, Verdict
+from arl_flows.suites import Failure, Suite
+from storage.records import Prompt, Status, Tier, Turn, Verdict, params_hash
 from verifiers import Candidate, CostModel, Verifier, register_verifier
 
 if TYPE_CHECKING:
-    from policies import Policy, PolicyConfig
+    from policies import Policy, PolicyConfig, RelabeledExample
 
-__all__ = ["REFERENCE", "ToyLength", "ToyOptions", "ToySuite", "ToyVowels", "make_candidate", "toy_overrides"]
+__all__ = ["REFERENCE", "ToyCluster", "ToyCounting", "ToyLength", "ToyOptions", "ToySuite", "ToyVowels", "make_candidate",
+           "toy_overrides"]
 
 SUITE = "toy"
 REFERENCE = "tests.helpers.toy_suite:ToySuite"
@@ -114,7 +124,83 @@ class ToyVowels(Verifier[ToyVowelsParams]):
         self.costs = CostModel(base=self.params.cost_per_call)
 
     def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
-        return _verify(self, candidates, lambda w: float(sum(ch in VOWELS for ch in w)), self.params.cost_per_call)
+        return _verify(self, candidates, _vowels, self.params.cost_per_call)
+
+
+def _vowels(word: str) -> float:
+    return float(sum(ch in VOWELS for ch in word))
+
+
+class ToyClusterParams(ToyVowelsParams):
+    latency_s: float = Field(default=1.0, ge=0, description="Wall-clock seconds one call takes once it has a slot.")
+    slots: int = Field(default=4, ge=1, description="Calls the queue runs at once; more wait for a slot.")
+
+
+@register_verifier
+class ToyCluster(ToyVowels):
+    """The vowels from a remote queue: ``latency_s`` of waiting on one of ``slots``, charged ``cost_per_call``.
+
+    The same protocol as the molecules suite's ``simulated-cluster`` (``answer(candidate, submitted_at)``:
+    a job sent before a stop waits only for what is left of its latency; ``close`` fails what is still out).
+    """
+
+    name: ClassVar[str] = "toy-cluster"
+    Params: ClassVar[type[BaseModel]] = ToyClusterParams
+
+    def __init__(self, params: ToyClusterParams | dict[str, Any] | None = None) -> None:
+        super().__init__(params)
+        self._slots = threading.BoundedSemaphore(self.params.slots)
+        self._closed = threading.Event()
+
+    @property
+    def params_hash(self) -> str:
+        """What decides the answer, not how long the queue takes: a resume may change latency and slots."""
+        return params_hash(self.params.model_dump(mode="json", exclude={"latency_s", "slots"}))
+
+    def close(self) -> None:
+        self._closed.set()
+
+    def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
+        if not candidates:
+            return []
+        now = time.time()
+        with ThreadPoolExecutor(min(len(candidates), self.params.slots)) as pool:  # side by side on the slots
+            return list(pool.map(lambda c: self.answer(c, submitted_at=now), candidates))
+
+    def answer(self, candidate: Candidate, submitted_at: float | None = None) -> Verdict:
+        if not _is_word(candidate.payload):
+            return _verify(self, [candidate], _vowels, 0.0)[0]  # refused at once, as a queue's input check would
+        with self._slots:
+            wait = (submitted_at if submitted_at is not None else time.time()) + self.params.latency_s - time.time()
+            if wait > 0:
+                self._closed.wait(wait)  # a remote job: this thread sleeps
+        if self._closed.is_set():
+            return self.verdict(candidate, Status.failed, feedback="the queue was closed before the job answered")
+        return _verify(self, [candidate], _vowels, self.params.cost_per_call)[0]
+
+
+class ToyCountingParams(ToyVowelsParams):
+    seconds_per_call: float = Field(default=0.0, ge=0, le=10, description="Wall seconds each word takes (a sleep).")
+
+
+@register_verifier
+class ToyCounting(ToyVowels):
+    """The vowels computed here, ``seconds_per_call`` each, logged per call to ``$ARL_COUNT_LOG``."""
+
+    name: ClassVar[str] = "toy-counting"
+    Params: ClassVar[type[BaseModel]] = ToyCountingParams
+
+    def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
+        from benchmarks.counting_tier import _log  # the crash harnesses' log format, read by read_count_log
+
+        out = []
+        for candidate in candidates:
+            _log("start", candidate.key)
+            time.sleep(self.params.seconds_per_call)
+            (verdict,) = super().verify_batch([candidate])
+            _log("done", candidate.key, verdict.status.value)
+            out.append(verdict)
+        return out
 
 
 class ToyOptions(BaseModel):
@@ -175,6 +261,22 @@ class ToySuite(Suite):
 
     def candidate(self, text: str, goal: dict[str, Any] | None = None) -> Candidate:
         return make_candidate(text, goal)
+
+    def hindsight(self, policy: Policy, failures: list[Failure]) -> tuple[list[RelabeledExample], list[Any]]:
+        """Each failed word whose vowel count is known (std at most ``max_value_std``) answers the window holding it."""
+        from policies import RelabeledExample
+        from policies.hindsight import top_scale_value
+
+        hcfg = self.config.hindsight
+        if not hcfg.relabel:
+            return [], []
+        out = []
+        for failure in failures:
+            achieved = top_scale_value(failure.estimate, hcfg.max_value_std)
+            if achieved is not None and failure.completion_ids:
+                low = float(math.floor(achieved))
+                out.append(RelabeledExample([policy.tokenizer.bos_token_id], list(failure.completion_ids), (low, low + 1.0)))
+        return out, []
 
 
 def _tokenizer() -> Any:
