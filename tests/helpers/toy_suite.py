@@ -5,7 +5,9 @@ no native code and no shipped policy, so a core test that uses it fails only for
 
 - Prompts: "write a word with LOW to HIGH vowels", one per step and prompt slot.
 - Candidates: the completion with spaces removed; valid when it is 1 to 24 lowercase ASCII letters;
-  keyed by a hash of the word (the same word is one candidate for every prompt: goals do not change a verdict).
+  keyed ``toy:<word>`` (an invalid text: ``toy:invalid:<hash>``); the same word is one candidate for every
+  prompt (goals do not change a verdict), and a key gives its candidate back (``history_candidate``, which a
+  resumed run needs to continue the calls it left in flight).
 - Ladder: ``toy-length`` (fast: the word's length, a cheap feature correlated with the top value) and
   ``toy-vowels`` (high fidelity: the number of vowels, charged ``cost_per_call`` CPU-seconds as an expensive
   simulation would be, though it computes in microseconds).
@@ -58,8 +60,8 @@ def make_candidate(text: str, goal: dict[str, Any] | None = None) -> Candidate:
     """The candidate a completion proposes: the word without spaces, valid if it is 1-24 lowercase letters."""
     word = "".join(str(text).split())
     valid = _is_word(word)
-    digest = hashlib.sha256(word.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return Candidate(key=f"{SUITE}:{digest}", suite=SUITE, payload=word, goal=dict(goal or {}), valid=valid,
+    key = f"{SUITE}:{word}" if valid else f"{SUITE}:invalid:{hashlib.sha256(word.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}"
+    return Candidate(key=key, suite=SUITE, payload=word, goal=dict(goal or {}), valid=valid,
                      size=min(len(word), 10 * MAX_LETTERS))
 
 
@@ -261,6 +263,11 @@ class ToySuite(Suite):
 
     def candidate(self, text: str, goal: dict[str, Any] | None = None) -> Candidate:
         return make_candidate(text, goal)
+
+    def history_candidate(self, key: str) -> Candidate | None:
+        """The candidate of a valid word's key (``toy:<word>``); None for any other key."""
+        prefix, _, word = key.partition(":")
+        return make_candidate(word) if prefix == SUITE and _is_word(word) else None
 
     def hindsight(self, policy: Policy, failures: list[Failure]) -> tuple[list[RelabeledExample], list[Any]]:
         """Each failed word whose vowel count is known (std at most ``max_value_std``) answers the window holding it."""
