@@ -14,7 +14,7 @@ from storage.ledger import Ledger
 from storage.records import RunStatus, Status
 
 
-from tests.helpers.toy_suite import toy_overrides
+from tests.helpers.toy_suite import COUNT_LOG_ENV, read_calls, toy_overrides
 
 CLUSTER_COST = 15.0
 FAST = "tests.helpers.toy_suite:ToyLength"
@@ -153,7 +153,6 @@ def test_async_run_on_a_dask_cluster_sends_top_tier_calls_to_its_workers(
     pytest.importorskip("prefect_dask")
     import os
 
-    from benchmarks.counting_tier import COUNT_LOG_ENV, read_count_log
 
     from arl_flows.flows import run_training
 
@@ -177,7 +176,7 @@ def test_async_run_on_a_dask_cluster_sends_top_tier_calls_to_its_workers(
     assert len(clusters) == 1
     ledger = Ledger(sqlite_url)
     run_id = summary["id"]
-    calls = read_count_log(log)
+    calls = read_calls(log)
     assert calls, "the run needs top-tier calls"
     assert {pid for _, pid, _, _ in calls}.isdisjoint({os.getpid()})  # computed on the Dask workers, not here
     keys = {t.candidate_key for t, _ in ledger.run_trajectories(run_id)}
@@ -249,7 +248,6 @@ def test_a_part_that_dies_stops_the_run_and_resume_continues(part, toy_home, sql
 
 
 def test_a_stop_lets_the_local_calls_out_land_before_the_run_ends(toy_home, sqlite_url, tmp_path, monkeypatch) -> None:
-    from benchmarks.counting_tier import COUNT_LOG_ENV, read_count_log
 
     log = tmp_path / "calls.log"
     monkeypatch.setenv(COUNT_LOG_ENV, str(log))
@@ -271,7 +269,7 @@ def test_a_stop_lets_the_local_calls_out_land_before_the_run_ends(toy_home, sqli
     with pytest.raises(KeyboardInterrupt):
         pipeline.run()
     session.finish(RunStatus.interrupted)
-    calls = read_count_log(log)
+    calls = read_calls(log)
     started = {key for event, _, _, key in calls if event == "start"}
     assert started, "the test needs top-tier calls computing at the stop"
     assert started == {key for event, _, _, key in calls if event == "done"}  # each ran to its end ...

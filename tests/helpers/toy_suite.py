@@ -14,7 +14,8 @@ no native code and no shipped policy, so a core test that uses it fails only for
 - Slow tops for the pipeline's tests: ``toy-cluster`` (the vowels as a *remote* queue answers them: each call
   waits ``latency_s`` of wall time on one of ``slots`` at once, no CPU spent; :class:`verifiers.RemoteVerifier`)
   and ``toy-counting`` (the vowels *computed here* for ``seconds_per_call``, one ``start``/``done`` line per call
-  in ``$ARL_COUNT_LOG``, as :mod:`benchmarks.counting_tier` logs, so a test counts what was paid for).
+  in ``$ARL_COUNT_LOG``, as :mod:`benchmarks.counting_tier` logs (it imports the molecules suite, this does
+  not), so a test counts what was paid for; :func:`read_calls` reads it).
 - Hindsight: a failed word is relabelled with the one-vowel window its top-tier count falls in.
 - Policy: a one-layer GPT-2 with one token per letter, freshly initialised from ``seed`` (nothing to
   download or pretrain), or ``policy_path``.
@@ -27,10 +28,12 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,14 +45,15 @@ from verifiers import Candidate, CostModel, Verifier, register_verifier
 if TYPE_CHECKING:
     from policies import Policy, PolicyConfig, RelabeledExample
 
-__all__ = ["REFERENCE", "ToyCluster", "ToyCounting", "ToyLength", "ToyOptions", "ToySuite", "ToyVowels", "make_candidate",
-           "toy_overrides"]
+__all__ = ["COUNT_LOG_ENV", "REFERENCE", "ToyCluster", "ToyCounting", "ToyLength", "ToyOptions", "ToySuite", "ToyVowels", "make_candidate",
+           "read_calls", "toy_overrides"]
 
 SUITE = "toy"
 REFERENCE = "tests.helpers.toy_suite:ToySuite"
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 VOWELS = frozenset("aeiou")
 MAX_LETTERS = 24
+COUNT_LOG_ENV = "ARL_COUNT_LOG"  # toy-counting's log file (the variable benchmarks.counting_tier reads, same lines)
 
 
 def _is_word(text: str) -> bool:
@@ -193,16 +197,34 @@ class ToyCounting(ToyVowels):
     Params: ClassVar[type[BaseModel]] = ToyCountingParams
 
     def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
-        from benchmarks.counting_tier import _log  # the crash harnesses' log format, read by read_count_log
-
         out = []
         for candidate in candidates:
-            _log("start", candidate.key)
+            _log_call("start", candidate.key)
             time.sleep(self.params.seconds_per_call)
             (verdict,) = super().verify_batch([candidate])
-            _log("done", candidate.key, verdict.status.value)
+            _log_call("done", candidate.key, verdict.status.value)
             out.append(verdict)
         return out
+
+
+def _log_call(event: str, key: str, status: str = "") -> None:
+    """One line per event, written at once (``O_APPEND``): worker processes never interleave within a line."""
+    path = os.environ.get(COUNT_LOG_ENV)
+    if path:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{event}\t{os.getpid()}\t{status}\t{key}\n".encode())
+        finally:
+            os.close(fd)
+
+
+def read_calls(path: str | os.PathLike[str]) -> list[tuple[str, int, str, str]]:
+    """``toy-counting``'s log as (event, pid, status, candidate key) rows; a missing file is an empty log."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    return [(event, int(pid), status, key) for event, pid, status, key in (line.split("\t", 3) for line in lines)]
 
 
 class ToyOptions(BaseModel):
