@@ -13,21 +13,26 @@ from arl_flows.training import RunSession
 from storage.ledger import Ledger
 from storage.records import RunStatus, Status
 
+
+from tests.helpers.toy_suite import COUNT_LOG_ENV, read_calls, toy_overrides
+
 CLUSTER_COST = 15.0
+FAST = "tests.helpers.toy_suite:ToyLength"
+TOP = "tests.helpers.toy_suite:ToyCluster"
+COUNTING = "tests.helpers.toy_suite:ToyCounting"
 
 
-def _async(overrides, *, latency: float, steps: int = 3, **streaming: object) -> dict[str, object]:
-    """The suite's shipped prior (most of its molecules are valid, so the cluster gets calls), cluster on top."""
-    config = overrides(
+def _async(*, latency: float, steps: int = 3, **streaming: object) -> dict[str, object]:
+    """A toy run (a fresh policy of letters: most of its words are valid, so the queue gets calls), a queue on top."""
+    return toy_overrides(
         steps=steps,
         pipeline="async",
-        tiers=[{"verifier": "rdkit-eht"},
-               {"verifier": "simulated-cluster", "params": {"latency_s": latency, "slots": 4, "cost_per_call": CLUSTER_COST}}],
-        tier_concurrency={},
+        tiers=[{"verifier": FAST},
+               {"verifier": TOP, "params": {"latency_s": latency, "slots": 4, "cost_per_call": CLUSTER_COST}}],
+        scheduler={"policy": "all", "target_low": 2.0, "target_high": 3.0, "budget_per_step": 1000.0,
+                   "budget_per_run": 5000.0},
         streaming={"max_ahead": 2, **streaming},
     )
-    config.pop("prior")
-    return config
 
 
 def _learned(ledger: Ledger, run_id: str) -> list[str]:
@@ -35,13 +40,13 @@ def _learned(ledger: Ledger, run_id: str) -> list[str]:
 
 
 @pytest.mark.slow  # 18 s on 2 loaded cores, about 9 s idle
-def test_async_run_learns_every_group_once_from_the_policy_that_sampled_it(prefect_harness, flow_home, overrides, sqlite_url) -> None:
+def test_async_run_learns_every_group_once_from_the_policy_that_sampled_it(prefect_harness, toy_home, sqlite_url) -> None:
     from prefect import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     from arl_flows.flows import run_training
 
-    summary = run_training(_async(overrides, latency=0.2), database_url=sqlite_url)
+    summary = run_training(_async(latency=0.2), database_url=sqlite_url)
     assert summary["status"] == "completed" and summary["steps_done"] == 3
     ledger = Ledger(sqlite_url)
     run_id = summary["id"]
@@ -62,10 +67,10 @@ def test_async_run_learns_every_group_once_from_the_policy_that_sampled_it(prefe
         stale = {int(k.split("/")[1]): v for k, v in record.metrics.items() if k.startswith("staleness/")}
         assert sum(stale.values()) == 8 and max(stale) <= 2
     assert [r.metrics["pipeline/policy_version"] for r in steps] == [1, 2, 3]
-    # Nothing left in flight, nothing billed twice: one 15 CPU-s bill per cluster verdict.
+    # Nothing left in flight, nothing billed twice: one 15 CPU-s bill per queue verdict.
     assert all(r.status != Status.pending for r in ledger.lab_requests(run_id=run_id))
     keys = {t.candidate_key for t, _ in rows}
-    top = [v for v in ledger.verdicts_for(keys) if v.verifier == "simulated-cluster"]
+    top = [v for v in ledger.verdicts_for(keys) if v.verifier == "toy-cluster"]
     assert top and all(v.status != Status.pending for v in top)
     assert ledger.spend_by_tier(run_id).get("high_fidelity", 0.0) == pytest.approx(CLUSTER_COST * len(top))
     assert ledger.integrity_problems() == []
@@ -87,10 +92,10 @@ class _StopAfterFirstStep(PipelineHooks):
         raise KeyboardInterrupt("stop after step 0")
 
 
-def test_a_stopped_async_run_resumes_its_unlearned_groups_and_calls_in_flight(flow_home, overrides, sqlite_url) -> None:
+def test_a_stopped_async_run_resumes_its_unlearned_groups_and_calls_in_flight(toy_home, sqlite_url) -> None:
     ledger = Ledger(sqlite_url)
     # Calls that take an hour: the learner takes groups after 1 s as they stand, so cluster calls are out at the stop.
-    first = RunSession.open(load_config(overrides=_async(overrides, latency=3600.0, steps=2, max_group_wait_s=1.0)), ledger)
+    first = RunSession.open(load_config(overrides=_async(latency=3600.0, steps=2, max_group_wait_s=1.0)), ledger)
     run_id = first.run.id
     with pytest.raises(KeyboardInterrupt):
         Pipeline(first, _StopAfterFirstStep()).run()
@@ -102,7 +107,7 @@ def test_a_stopped_async_run_resumes_its_unlearned_groups_and_calls_in_flight(fl
     assert len(sampled) > 2  # the sampler was a batch ahead
 
     # Resume with a fast cluster (latency is not part of its cache identity: the same verifier).
-    config = load_config(overrides=_async(overrides, latency=0.05, steps=2))
+    config = load_config(overrides=_async(latency=0.05, steps=2))
     second = RunSession.open(config, ledger, resume=run_id)
     pipeline = Pipeline(second)
     report = pipeline.run()
@@ -115,15 +120,15 @@ def test_a_stopped_async_run_resumes_its_unlearned_groups_and_calls_in_flight(fl
     assert set(learned[2:]) <= sampled  # step 1 learned groups sampled before the stop (nothing resampled first)
     assert all(r.status != Status.pending for r in ledger.lab_requests(run_id=run_id))
     keys = {t.candidate_key for t, _ in ledger.run_trajectories(run_id)}
-    top = [v for v in ledger.verdicts_for(keys) if v.verifier == "simulated-cluster"]
+    top = [v for v in ledger.verdicts_for(keys) if v.verifier == "toy-cluster"]
     assert all(v.status != Status.pending for v in top)
     assert ledger.spend_by_tier(run_id).get("high_fidelity", 0.0) == pytest.approx(CLUSTER_COST * len(top))  # none paid twice
     assert ledger.integrity_problems() == []
 
 
-def test_sampler_waits_for_the_learner_when_max_ahead_batches_are_out(flow_home, overrides, sqlite_url) -> None:
+def test_sampler_waits_for_the_learner_when_max_ahead_batches_are_out(toy_home, sqlite_url) -> None:
     ledger = Ledger(sqlite_url)
-    session = RunSession.open(load_config(overrides=_async(overrides, latency=0.05, steps=3, max_ahead=1)), ledger)
+    session = RunSession.open(load_config(overrides=_async(latency=0.05, steps=3, max_ahead=1)), ledger)
     seen: list[int] = []
     lock = threading.Lock()
 
@@ -143,12 +148,11 @@ def test_sampler_waits_for_the_learner_when_max_ahead_batches_are_out(flow_home,
 
 @pytest.mark.slow
 def test_async_run_on_a_dask_cluster_sends_top_tier_calls_to_its_workers(
-    prefect_harness, flow_home, overrides, sqlite_url, tmp_path, monkeypatch
+    prefect_harness, toy_home, sqlite_url, tmp_path, monkeypatch
 ) -> None:
     pytest.importorskip("prefect_dask")
     import os
 
-    from benchmarks.counting_tier import COUNT_LOG_ENV, read_count_log
 
     from arl_flows.flows import run_training
 
@@ -165,37 +169,36 @@ def test_async_run_on_a_dask_cluster_sends_top_tier_calls_to_its_workers(
     monkeypatch.setattr(distributed, "LocalCluster", Counted)
     log = tmp_path / "top_calls.log"
     monkeypatch.setenv(COUNT_LOG_ENV, str(log))  # the LocalCluster's worker processes inherit it
-    top = "benchmarks.counting_tier:CountingReferenceTable"
-    config = _async(overrides, latency=0.0, steps=1, slots={"rdkit-eht": 4, "counting-reference-table": 2})
-    config |= {"task_runner": "dask", "tiers": [{"verifier": "rdkit-eht"}, {"verifier": top, "params": {"cost_per_call": 5.0}}]}
+    config = _async(latency=0.0, steps=1, slots={"toy-length": 4, "toy-counting": 2})
+    config |= {"task_runner": "dask", "tiers": [{"verifier": FAST}, {"verifier": COUNTING, "params": {"cost_per_call": 5.0}}]}
     summary = run_training(config, database_url=sqlite_url)
     assert summary["status"] == "completed" and summary["steps_done"] == 1
     assert len(clusters) == 1
     ledger = Ledger(sqlite_url)
     run_id = summary["id"]
-    calls = read_count_log(log)
+    calls = read_calls(log)
     assert calls, "the run needs top-tier calls"
     assert {pid for _, pid, _, _ in calls}.isdisjoint({os.getpid()})  # computed on the Dask workers, not here
     keys = {t.candidate_key for t, _ in ledger.run_trajectories(run_id)}
-    landed = [v for v in ledger.verdicts_for(keys) if v.verifier == "counting-reference-table"]
+    landed = [v for v in ledger.verdicts_for(keys) if v.verifier == "toy-counting"]
     assert sorted(v.candidate_key for v in landed) == sorted(k for e, _, _, k in calls if e == "start")
     assert all(v.status != Status.pending for v in landed)
     assert ledger.lab_requests(Status.pending, run_id=run_id) == []
-    assert ledger.spend_by_tier(run_id)["lab"] == pytest.approx(5.0 * len(landed))
+    assert ledger.spend_by_tier(run_id)["high_fidelity"] == pytest.approx(5.0 * len(landed))
     assert len(_learned(ledger, run_id)) == 2
     assert ledger.integrity_problems() == []
 
 
-def test_streaming_slots_set_each_tiers_calls_in_flight(flow_home, overrides, sqlite_url) -> None:
+def test_streaming_slots_set_each_tiers_calls_in_flight(toy_home, sqlite_url) -> None:
     """[streaming] slots wins over the verifier's own `slots` (the cluster's 4) and over tier_concurrency."""
-    config = _async(overrides, latency=0.05, steps=1, slots={"simulated-cluster": 3})
-    config["tier_concurrency"] = {"simulated-cluster": 2, "rdkit-eht": 5}
+    config = _async(latency=0.05, steps=1, slots={"toy-cluster": 3})
+    config["tier_concurrency"] = {"toy-cluster": 2, "toy-length": 5}
     session = RunSession.open(load_config(overrides=config), Ledger(sqlite_url))
     try:
-        for streaming_slots, expected in [({"simulated-cluster": 3}, 3), ({}, 4)]:  # 4: the cluster's own
+        for streaming_slots, expected in [({"toy-cluster": 3}, 3), ({}, 4)]:  # 4: the cluster's own
             session.config.streaming.slots = streaming_slots
             service = Pipeline(session).service
-            assert service.slots == {"rdkit-eht": 5, "simulated-cluster": expected}
+            assert service.slots == {"toy-length": 5, "toy-cluster": expected}
             service.close()
     finally:
         session.finish()
@@ -218,9 +221,9 @@ class _PartDies(PipelineHooks):
 
 
 @pytest.mark.parametrize("part", ["sampler", "verification-service"])
-def test_a_part_that_dies_stops_the_run_and_resume_continues(part, flow_home, overrides, sqlite_url) -> None:
+def test_a_part_that_dies_stops_the_run_and_resume_continues(part, toy_home, sqlite_url) -> None:
     ledger = Ledger(sqlite_url)
-    config = load_config(overrides=_async(overrides, latency=0.2, steps=2, progress_every_s=0.01))
+    config = load_config(overrides=_async(latency=0.2, steps=2, progress_every_s=0.01))
     first = RunSession.open(config, ledger)
     run_id = first.run.id
     with pytest.raises((RuntimeError, SystemExit), match=f"{part.split('-')[-1]} died"):
@@ -229,7 +232,7 @@ def test_a_part_that_dies_stops_the_run_and_resume_continues(part, flow_home, ov
     assert ledger.integrity_problems() == []
     before = {v.cache_key: v for v in ledger.verdicts_for({t.candidate_key for t, _ in ledger.run_trajectories(run_id)})}
 
-    second = RunSession.open(load_config(overrides=_async(overrides, latency=0.05, steps=2)), ledger, resume=run_id)
+    second = RunSession.open(load_config(overrides=_async(latency=0.05, steps=2)), ledger, resume=run_id)
     start = second.start_step
     report = Pipeline(second).run()
     second.finish()
@@ -244,14 +247,13 @@ def test_a_part_that_dies_stops_the_run_and_resume_continues(part, flow_home, ov
     assert ledger.integrity_problems() == []
 
 
-def test_a_stop_lets_the_local_calls_out_land_before_the_run_ends(flow_home, overrides, sqlite_url, tmp_path, monkeypatch) -> None:
-    from benchmarks.counting_tier import COUNT_LOG_ENV, read_count_log
+def test_a_stop_lets_the_local_calls_out_land_before_the_run_ends(toy_home, sqlite_url, tmp_path, monkeypatch) -> None:
 
     log = tmp_path / "calls.log"
     monkeypatch.setenv(COUNT_LOG_ENV, str(log))
-    config = _async(overrides, latency=0.0, steps=2, max_group_wait_s=0.2, slots={"counting-reference-table": 4})
-    config["tiers"] = [{"verifier": "rdkit-eht"},
-                       {"verifier": "benchmarks.counting_tier:CountingReferenceTable",
+    config = _async(latency=0.0, steps=2, max_group_wait_s=0.2, slots={"toy-counting": 4})
+    config["tiers"] = [{"verifier": FAST},
+                       {"verifier": COUNTING,
                         "params": {"seconds_per_call": 1.0, "cost_per_call": CLUSTER_COST}}]
     ledger = Ledger(sqlite_url)
     session = RunSession.open(load_config(overrides=config), ledger)
@@ -259,7 +261,7 @@ def test_a_stop_lets_the_local_calls_out_land_before_the_run_ends(flow_home, ove
     class StopWhileTheTopTierComputes(PipelineHooks):
         def finished(self, session, summary) -> None:  # noqa: ANN001
             deadline = time.monotonic() + 60
-            while not pipeline.service.in_flight["counting-reference-table"] and time.monotonic() < deadline:
+            while not pipeline.service.in_flight["toy-counting"] and time.monotonic() < deadline:
                 time.sleep(0.02)
             raise KeyboardInterrupt("stop with top-tier calls computing")
 
@@ -267,10 +269,10 @@ def test_a_stop_lets_the_local_calls_out_land_before_the_run_ends(flow_home, ove
     with pytest.raises(KeyboardInterrupt):
         pipeline.run()
     session.finish(RunStatus.interrupted)
-    calls = read_count_log(log)
+    calls = read_calls(log)
     started = {key for event, _, _, key in calls if event == "start"}
     assert started, "the test needs top-tier calls computing at the stop"
     assert started == {key for event, _, _, key in calls if event == "done"}  # each ran to its end ...
-    stored = {v.candidate_key: v for v in ledger.verdicts_for(started) if v.verifier == "counting-reference-table"}
+    stored = {v.candidate_key: v for v in ledger.verdicts_for(started) if v.verifier == "toy-counting"}
     assert set(stored) == started and all(v.status != Status.pending for v in stored.values())  # ... and landed
     assert ledger.lab_requests(Status.pending, run_id=session.run.id) == []

@@ -10,13 +10,13 @@ from arl_flows.training import RunSession
 from storage.ledger import Ledger
 from tests.arl_flows.test_pipeline import CLUSTER_COST, _async
 
-BUDGET = 4 * CLUSTER_COST  # four cluster calls for the whole run
+BUDGET = 4 * CLUSTER_COST  # four queue calls for the whole run
 
 
 def test_sampling_stops_once_the_budget_is_committed_and_the_summary_says_what_the_last_steps_learned(
-    flow_home, overrides, sqlite_url
+    toy_home, sqlite_url
 ) -> None:
-    config = _async(overrides, latency=0.3, steps=12)
+    config = _async(latency=0.3, steps=12)
     config["scheduler"] = {**config["scheduler"], "budget_per_step": 2 * CLUSTER_COST, "budget_per_run": BUDGET}
     ledger = Ledger(sqlite_url)
     session = RunSession.open(load_config(overrides=config), ledger)
@@ -24,7 +24,7 @@ def test_sampling_stops_once_the_budget_is_committed_and_the_summary_says_what_t
     session.finish()
     run_id = session.run.id
     committed = report.budget_committed_before
-    assert committed is not None, "the budget of four cluster calls must be committed well before step 12"
+    assert committed is not None, "the budget of four queue calls must be committed well before step 12"
     # No batch after the commit: the run learns what was out and ends short of its 12 steps.
     steps = ledger.training_steps(run_id)
     assert committed < len(steps) < 12 and report.batches_sampled < 12
@@ -44,9 +44,9 @@ def test_sampling_stops_once_the_budget_is_committed_and_the_summary_says_what_t
     assert [s["top_tier_share"] for s in summary["steps"]] == shares
 
 
-def test_a_run_whose_budget_lasts_learns_every_step_and_says_nothing_about_it(flow_home, overrides, sqlite_url) -> None:
+def test_a_run_whose_budget_lasts_learns_every_step_and_says_nothing_about_it(toy_home, sqlite_url) -> None:
     ledger = Ledger(sqlite_url)
-    session = RunSession.open(load_config(overrides=_async(overrides, latency=0.05, steps=2)), ledger)
+    session = RunSession.open(load_config(overrides=_async(latency=0.05, steps=2)), ledger)
     report = Pipeline(session).run()
     session.finish()
     assert report.budget_committed_before is None and report.steps == 2

@@ -9,6 +9,7 @@ from arl_flows.pipeline import Pipeline, PipelineHooks
 from arl_flows.training import RunSession
 from storage.ledger import Ledger
 from storage.records import Status
+from tests.helpers.toy_suite import toy_overrides
 
 
 class _WaitForALateVerdict(PipelineHooks):
@@ -24,18 +25,17 @@ class _WaitForALateVerdict(PipelineHooks):
         return work()
 
 
-def test_a_verdict_after_its_group_was_learned_updates_the_ledger_and_feeds_hindsight(flow_home, overrides, sqlite_url) -> None:
-    config = overrides(
+def test_a_verdict_after_its_group_was_learned_updates_the_ledger_and_feeds_hindsight(toy_home, sqlite_url) -> None:
+    # A toy run (a fresh policy of letters: most of its words are valid, so the queue gets calls), a queue on top.
+    config = toy_overrides(
         steps=3,
         pipeline="async",
-        tiers=[{"verifier": "rdkit-eht"},
-               {"verifier": "simulated-cluster", "params": {"latency_s": 0.5, "slots": 8, "cost_per_call": 15.0}}],
-        tier_concurrency={},
-        # The learner takes each group 0.2 s after sampling, as it stands: every cluster verdict lands late.
+        tiers=[{"verifier": "tests.helpers.toy_suite:ToyLength"},
+               {"verifier": "tests.helpers.toy_suite:ToyCluster", "params": {"latency_s": 0.5, "slots": 8, "cost_per_call": 15.0}}],
+        # The learner takes each group 0.2 s after sampling, as it stands: every queue verdict lands late.
         streaming={"max_ahead": 2, "max_group_wait_s": 0.2, "learner_idle": "hindsight"},
         hindsight={"enabled": True, "threshold": 1.0},  # every trajectory counts as failed: all of them are hindsight data
     )
-    config.pop("prior")  # the suite's shipped prior: most molecules valid, so the cluster gets calls
     ledger = Ledger(sqlite_url)
     session = RunSession.open(load_config(overrides=config), ledger)
     given: set[str] = set()  # candidate keys of the failures hindsight was given (it keeps one trajectory per key)
@@ -63,7 +63,7 @@ def test_a_verdict_after_its_group_was_learned_updates_the_ledger_and_feeds_hind
 
     run_id = session.run.id
     rows = ledger.run_trajectories(run_id)
-    top = {v.candidate_key: v for v in ledger.verdicts_for({t.candidate_key for t, _ in rows}) if v.verifier == "simulated-cluster"}
+    top = {v.candidate_key: v for v in ledger.verdicts_for({t.candidate_key for t, _ in rows}) if v.verifier == "toy-cluster"}
     assert top and all(v.status != Status.pending for v in top.values())
     # The ledger's estimates of learned trajectories with a top-tier verdict cite it: updated after the group was taken.
     learned = {g for r in ledger.training_steps(run_id) for g in r.group_ids}

@@ -5,10 +5,18 @@ no native code and no shipped policy, so a core test that uses it fails only for
 
 - Prompts: "write a word with LOW to HIGH vowels", one per step and prompt slot.
 - Candidates: the completion with spaces removed; valid when it is 1 to 24 lowercase ASCII letters;
-  keyed by a hash of the word (the same word is one candidate for every prompt: goals do not change a verdict).
+  keyed ``toy:<word>`` (an invalid text: ``toy:invalid:<hash>``); the same word is one candidate for every
+  prompt (goals do not change a verdict), and a key gives its candidate back (``history_candidate``, which a
+  resumed run needs to continue the calls it left in flight).
 - Ladder: ``toy-length`` (fast: the word's length, a cheap feature correlated with the top value) and
   ``toy-vowels`` (high fidelity: the number of vowels, charged ``cost_per_call`` CPU-seconds as an expensive
   simulation would be, though it computes in microseconds).
+- Slow tops for the pipeline's tests: ``toy-cluster`` (the vowels as a *remote* queue answers them: each call
+  waits ``latency_s`` of wall time on one of ``slots`` at once, no CPU spent; :class:`verifiers.RemoteVerifier`)
+  and ``toy-counting`` (the vowels *computed here* for ``seconds_per_call``, one ``start``/``done`` line per call
+  in ``$ARL_COUNT_LOG``, as :mod:`benchmarks.counting_tier` logs (it imports the molecules suite, this does
+  not), so a test counts what was paid for; :func:`read_calls` reads it).
+- Hindsight: a failed word is relabelled with the one-vowel window its top-tier count falls in.
 - Policy: a one-layer GPT-2 with one token per letter, freshly initialised from ``seed`` (nothing to
   download or pretrain), or ``policy_path``.
 
@@ -19,25 +27,33 @@ by reference too (:func:`toy_overrides` gives a run config's fields).
 from __future__ import annotations
 
 import hashlib
+import math
+import os
+import threading
+import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arl_flows.suites import Suite
-from storage.records import Prompt, Status, Tier, Turn, Verdict
+from arl_flows.suites import Failure, Suite
+from storage.records import Prompt, Status, Tier, Turn, Verdict, params_hash
 from verifiers import Candidate, CostModel, Verifier, register_verifier
 
 if TYPE_CHECKING:
-    from policies import Policy, PolicyConfig
+    from policies import Policy, PolicyConfig, RelabeledExample
 
-__all__ = ["REFERENCE", "ToyLength", "ToyOptions", "ToySuite", "ToyVowels", "make_candidate", "toy_overrides"]
+__all__ = ["COUNT_LOG_ENV", "REFERENCE", "ToyCluster", "ToyCounting", "ToyLength", "ToyOptions", "ToySuite", "ToyVowels", "make_candidate",
+           "read_calls", "toy_overrides"]
 
 SUITE = "toy"
 REFERENCE = "tests.helpers.toy_suite:ToySuite"
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 VOWELS = frozenset("aeiou")
 MAX_LETTERS = 24
+COUNT_LOG_ENV = "ARL_COUNT_LOG"  # toy-counting's log file (the variable benchmarks.counting_tier reads, same lines)
 
 
 def _is_word(text: str) -> bool:
@@ -48,8 +64,8 @@ def make_candidate(text: str, goal: dict[str, Any] | None = None) -> Candidate:
     """The candidate a completion proposes: the word without spaces, valid if it is 1-24 lowercase letters."""
     word = "".join(str(text).split())
     valid = _is_word(word)
-    digest = hashlib.sha256(word.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return Candidate(key=f"{SUITE}:{digest}", suite=SUITE, payload=word, goal=dict(goal or {}), valid=valid,
+    key = f"{SUITE}:{word}" if valid else f"{SUITE}:invalid:{hashlib.sha256(word.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}"
+    return Candidate(key=key, suite=SUITE, payload=word, goal=dict(goal or {}), valid=valid,
                      size=min(len(word), 10 * MAX_LETTERS))
 
 
@@ -114,7 +130,101 @@ class ToyVowels(Verifier[ToyVowelsParams]):
         self.costs = CostModel(base=self.params.cost_per_call)
 
     def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
-        return _verify(self, candidates, lambda w: float(sum(ch in VOWELS for ch in w)), self.params.cost_per_call)
+        return _verify(self, candidates, _vowels, self.params.cost_per_call)
+
+
+def _vowels(word: str) -> float:
+    return float(sum(ch in VOWELS for ch in word))
+
+
+class ToyClusterParams(ToyVowelsParams):
+    latency_s: float = Field(default=1.0, ge=0, description="Wall-clock seconds one call takes once it has a slot.")
+    slots: int = Field(default=4, ge=1, description="Calls the queue runs at once; more wait for a slot.")
+
+
+@register_verifier
+class ToyCluster(ToyVowels):
+    """The vowels from a remote queue: ``latency_s`` of waiting on one of ``slots``, charged ``cost_per_call``.
+
+    The same protocol as the molecules suite's ``simulated-cluster`` (``answer(candidate, submitted_at)``:
+    a job sent before a stop waits only for what is left of its latency; ``close`` fails what is still out).
+    """
+
+    name: ClassVar[str] = "toy-cluster"
+    Params: ClassVar[type[BaseModel]] = ToyClusterParams
+
+    def __init__(self, params: ToyClusterParams | dict[str, Any] | None = None) -> None:
+        super().__init__(params)
+        self._slots = threading.BoundedSemaphore(self.params.slots)
+        self._closed = threading.Event()
+
+    @property
+    def params_hash(self) -> str:
+        """What decides the answer, not how long the queue takes: a resume may change latency and slots."""
+        return params_hash(self.params.model_dump(mode="json", exclude={"latency_s", "slots"}))
+
+    def close(self) -> None:
+        self._closed.set()
+
+    def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
+        if not candidates:
+            return []
+        now = time.time()
+        with ThreadPoolExecutor(min(len(candidates), self.params.slots)) as pool:  # side by side on the slots
+            return list(pool.map(lambda c: self.answer(c, submitted_at=now), candidates))
+
+    def answer(self, candidate: Candidate, submitted_at: float | None = None) -> Verdict:
+        if not _is_word(candidate.payload):
+            return _verify(self, [candidate], _vowels, 0.0)[0]  # refused at once, as a queue's input check would
+        with self._slots:
+            wait = (submitted_at if submitted_at is not None else time.time()) + self.params.latency_s - time.time()
+            if wait > 0:
+                self._closed.wait(wait)  # a remote job: this thread sleeps
+        if self._closed.is_set():
+            return self.verdict(candidate, Status.failed, feedback="the queue was closed before the job answered")
+        return _verify(self, [candidate], _vowels, self.params.cost_per_call)[0]
+
+
+class ToyCountingParams(ToyVowelsParams):
+    seconds_per_call: float = Field(default=0.0, ge=0, le=10, description="Wall seconds each word takes (a sleep).")
+
+
+@register_verifier
+class ToyCounting(ToyVowels):
+    """The vowels computed here, ``seconds_per_call`` each, logged per call to ``$ARL_COUNT_LOG``."""
+
+    name: ClassVar[str] = "toy-counting"
+    Params: ClassVar[type[BaseModel]] = ToyCountingParams
+
+    def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
+        out = []
+        for candidate in candidates:
+            _log_call("start", candidate.key)
+            time.sleep(self.params.seconds_per_call)
+            (verdict,) = super().verify_batch([candidate])
+            _log_call("done", candidate.key, verdict.status.value)
+            out.append(verdict)
+        return out
+
+
+def _log_call(event: str, key: str, status: str = "") -> None:
+    """One line per event, written at once (``O_APPEND``): worker processes never interleave within a line."""
+    path = os.environ.get(COUNT_LOG_ENV)
+    if path:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{event}\t{os.getpid()}\t{status}\t{key}\n".encode())
+        finally:
+            os.close(fd)
+
+
+def read_calls(path: str | os.PathLike[str]) -> list[tuple[str, int, str, str]]:
+    """``toy-counting``'s log as (event, pid, status, candidate key) rows; a missing file is an empty log."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    return [(event, int(pid), status, key) for event, pid, status, key in (line.split("\t", 3) for line in lines)]
 
 
 class ToyOptions(BaseModel):
@@ -175,6 +285,27 @@ class ToySuite(Suite):
 
     def candidate(self, text: str, goal: dict[str, Any] | None = None) -> Candidate:
         return make_candidate(text, goal)
+
+    def history_candidate(self, key: str) -> Candidate | None:
+        """The candidate of a valid word's key (``toy:<word>``); None for any other key."""
+        prefix, _, word = key.partition(":")
+        return make_candidate(word) if prefix == SUITE and _is_word(word) else None
+
+    def hindsight(self, policy: Policy, failures: list[Failure]) -> tuple[list[RelabeledExample], list[Any]]:
+        """Each failed word whose vowel count is known (std at most ``max_value_std``) answers the window holding it."""
+        from policies import RelabeledExample
+        from policies.hindsight import top_scale_value
+
+        hcfg = self.config.hindsight
+        if not hcfg.relabel:
+            return [], []
+        out = []
+        for failure in failures:
+            achieved = top_scale_value(failure.estimate, hcfg.max_value_std)
+            if achieved is not None and failure.completion_ids:
+                low = float(math.floor(achieved))
+                out.append(RelabeledExample([policy.tokenizer.bos_token_id], list(failure.completion_ids), (low, low + 1.0)))
+        return out, []
 
 
 def _tokenizer() -> Any:
