@@ -23,7 +23,8 @@ def prefect_harness() -> Iterator[str]:
     from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=120):
+    # 120 s timed out at a load of 10 (five tests of one worker errored in a CI run beside other jobs).
+    with prefect_test_harness(server_startup_timeout=300):
         yield str(PREFECT_API_URL.value())
 
 
