@@ -98,7 +98,7 @@ from verifiers import Candidate, Closable, Verifier, registry
 from verifiers.scheduler import Observation, TierCaps, VoiTarget, charge, window_score
 
 from benchmarks.baselines import CascadePolicy
-from benchmarks.molecule_pool import novel_hits, space_of
+from benchmarks.molecule_pool import is_novel_key, space_of
 from benchmarks.provenance import with_provenance
 from benchmarks.replay import surrogate_kind
 from benchmarks.settings import bench_settings
@@ -410,7 +410,6 @@ class _RegimeDriver(StepHooks):
         self.fast = session.ladder[0]
         self.proxy: dict[str, float | None] = {}  # key -> the fast tier's ok value (fast-only's reward source)
         self.max_batch = bench.verify_batch
-        self.novelty: dict[str, bool] = {}  # key -> novel in the space (the suite's exact novelty index)
 
     def spent(self) -> float:
         return self.session.scheduler.run_spent + self.step_spend
@@ -484,9 +483,7 @@ class _RegimeDriver(StepHooks):
             if c.valid:
                 out.valid += 1
                 out.valid_keys.add(c.key)
-                if c.key not in self.novelty:
-                    self.novelty[c.key] = novel_hits([c.key], self.space) == 1
-                if self.novelty[c.key]:
+                if is_novel_key(c.key, self.space):
                     out.novel_keys.add(c.key)
 
     def verified(self, session: RunSession, step: int, state: StepState) -> None:

@@ -204,16 +204,20 @@ def molecule_pool(
 
 
 
-def novel_hits(keys: Iterable[str], space: str = "qm9") -> int:
-    """How many of the molecules ``keys`` (candidate keys, ``molecules:<canonical SMILES>``) are novel in ``space``.
+def is_novel_key(key: str, space: str = "qm9") -> bool:
+    """Whether the molecule ``key`` (a candidate key, ``molecules:<canonical SMILES>``) is novel in ``space``.
 
     Novel as the fast tier's exact ``novel`` property says: in neither the space's training set nor QM9.
     """
     from arl_flows.suites.molecules.novelty import is_novel
     from arl_flows.suites.molecules.spaces import get_space
 
-    index = get_space(space).training_index
-    return sum(1 for key in keys if is_novel(key.split(":", 1)[-1], index))
+    return is_novel(key.split(":", 1)[-1], get_space(space).training_index)
+
+
+def novel_hits(keys: Iterable[str], space: str = "qm9") -> int:
+    """How many of the molecules ``keys`` are novel in ``space`` (:func:`is_novel_key`)."""
+    return sum(1 for key in keys if is_novel_key(key, space))
 
 
 def space_of(run_overrides: dict[str, Any]) -> str:

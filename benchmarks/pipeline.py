@@ -59,7 +59,7 @@ from benchmarks.learning import (
     top_k_auc,
     write_json,
 )
-from benchmarks.molecule_pool import novel_hits, space_of
+from benchmarks.molecule_pool import is_novel_key, space_of
 from storage.records import RewardEstimate, Status, Trajectory, Verdict
 from storage.settings import settings
 from verifiers import Candidate, Closable, Verifier, registry
@@ -479,7 +479,7 @@ def pipeline_benchmark(
         # The pipeline audits only its snapshots' top-k (no novel-k audits): novelty is marked on what was audited,
         # and the learning benchmark's novel curve, which it does not draw, is left out of its report.
         space = space_of(overrides)
-        rec.out.novel_keys = {k for k in rec.out.truth if novel_hits([k], space) == 1}
+        rec.out.novel_keys = {k for k in rec.out.truth if is_novel_key(k, space)}
         metrics = _regime_metrics(rec.out, learning, low, high, softness)
         for key in ("hit_keys", "novel_topk_auc", "final_novel_topk", "novel_curve", "audit_spend",
                     "novel_hits_per_cpu_hour_with_audits"):
