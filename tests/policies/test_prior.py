@@ -79,3 +79,32 @@ def test_the_default_prior_ships_with_the_package_and_passes_its_gate():
     assert report.validity >= config.min_validity and report.config_hash == prior_cache_key(config)
     assert report.parameters == sum(p.numel() for p in policy.model.parameters())
     assert len(report.data_sha256) == 64 and report.molecules > 20_000
+
+
+def test_a_warm_start_continues_the_prior_it_names(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARL_HOME", str(tmp_path))  # the start is looked up (and cached) where any prior is
+    start = PretrainConfig(**TINY)
+    first, first_report = load_or_pretrain(start)
+    config = PretrainConfig(**TINY | {"max_steps": 3, "lr": 1e-3, "seed": 1, "warm_start": start})
+    assert prior_cache_key(config) not in {prior_cache_key(start), prior_cache_key(config.model_copy(update={"warm_start": None}))}
+    assert prior_cache_key(config) != prior_cache_key(config.model_copy(update={"warm_start": start.model_copy(update={"seed": 2})}))
+    policy, report = pretrain(config)
+    assert report.steps == 3 and report.start_steps == first_report.steps == 5
+    assert policy.tokenizer.get_vocab() == first.tokenizer.get_vocab()
+    # it trained on from the start's weights: the embedding moved from the start's, not from a fresh init's
+    fresh, _ = pretrain(config.model_copy(update={"warm_start": None, "max_steps": 1, "lr": 1e-9}))
+    moved = (policy.model.transformer.wte.weight - first.model.transformer.wte.weight).abs().mean()
+    from_fresh = (policy.model.transformer.wte.weight - fresh.model.transformer.wte.weight).abs().mean()
+    assert 0 < moved < from_fresh
+    # the start must be of the same architecture and space; it round-trips through the saved config
+    with pytest.raises(ValueError, match="warm_start has n_layer"):
+        PretrainConfig(**TINY | {"n_layer": 2, "warm_start": start})
+    assert PretrainConfig.model_validate_json(config.model_dump_json()) == config
+
+
+def test_a_warm_start_on_other_data_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARL_HOME", str(tmp_path))
+    start = PretrainConfig(**TINY | {"max_molecules": 20})  # another slice of QM9: another tokenizer
+    load_or_pretrain(start)
+    with pytest.raises(ValueError, match="another tokenizer"):
+        pretrain(PretrainConfig(**TINY | {"max_steps": 1, "warm_start": start}))

@@ -114,6 +114,7 @@ class PretrainReport(BaseModel):
     fcd_reference: str | None = Field(default=None, description="What fcd compares against (file, molecules, seed).")
     samples: int
     config_hash: str
+    start_steps: int = Field(default=0, description="Optimizer steps of the warm-start prior(s) this one continued (0: from scratch).")
     labeled_molecules: int | None = Field(default=None, description="druglike: molecules of the gap-labeled subset.")
     goal_steering: list[dict] = Field(
         default_factory=list, description="druglike: per goal bin, the fast tier's median gap of samples and share in the bin."
@@ -146,10 +147,31 @@ def build_prior(config: PretrainConfig, tokenizer) -> Policy:
     return Policy.from_config(model_config, tokenizer, PolicyConfig())
 
 
+def _start_policy(config: PretrainConfig, tokenizer) -> tuple[Policy, int]:  # noqa: ANN001
+    """The weights training starts from, and the steps already in them: fresh, or ``config.warm_start``'s prior.
+
+    The warm start is found as any prior is (shipped, cached, else pretrained first, with this config's data);
+    its tokenizer must be this data's, token for token.
+    """
+    if config.warm_start is None:
+        return build_prior(config, tokenizer), 0
+    start = config.warm_start.model_copy(update={"data": config.warm_start.data or config.data})
+    with warnings.catch_warnings():  # a start below the gate is a starting point, not a prior anyone samples from
+        warnings.simplefilter("ignore", LowQualityPrior)
+        policy, report = load_or_pretrain(start)
+    if policy.tokenizer.get_vocab() != tokenizer.get_vocab():
+        raise ValueError(f"the warm-start prior {report.config_hash} has another tokenizer than this data's; continue a "
+                         "prior trained on the same data")
+    return policy, report.steps + report.start_steps
+
+
 def prior_cache_key(config: PretrainConfig) -> str:
     """Hash of the fields that decide the prior (architecture, optimisation, steps, seed, data)."""
-    exclude = _RUN_ONLY_FIELDS | (_DRUGLIKE_ONLY_FIELDS if config.space == "qm9" else set())
-    return params_hash(config.model_dump(mode="json", exclude=exclude))
+    exclude = _RUN_ONLY_FIELDS | {"warm_start"} | (_DRUGLIKE_ONLY_FIELDS if config.space == "qm9" else set())
+    fields = config.model_dump(mode="json", exclude=exclude)
+    if config.warm_start is not None:  # the prior it continues enters by its own key (a prior from scratch keeps its hash)
+        fields["warm_start"] = prior_cache_key(config.warm_start)
+    return params_hash(fields)
 
 
 def prior_dir(config: PretrainConfig, root: str | Path | None = None) -> Path:
@@ -300,7 +322,7 @@ def _sample_goals(policy: Policy, config: PretrainConfig, goals: list[tuple[floa
 
 
 def pretrain(config: PretrainConfig | None = None, out_dir: str | Path | None = None) -> tuple[Policy, PretrainReport]:
-    """Train the prior of ``config.space`` from scratch on its training set; save it to ``out_dir`` if given."""
+    """Train the prior of ``config.space`` on its training set (from scratch, or on from ``config.warm_start``); save it to ``out_dir`` if given."""
     config = config or PretrainConfig()
     if config.num_threads:
         torch.set_num_threads(config.num_threads)
@@ -325,7 +347,7 @@ def _pretrain_qm9(config: PretrainConfig) -> tuple[Policy, PretrainReport]:
     if config.max_molecules:
         data = data[: config.max_molecules]
     tokenizer = build_smiles_tokenizer(s for s, _ in data)
-    policy = build_prior(config, tokenizer)
+    policy, start_steps = _start_policy(config, tokenizer)
     rng = random.Random(config.seed)
     smiles_ids = [tokenizer(s, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for s, _ in data]
     order: list[list[int]] = []
@@ -343,7 +365,8 @@ def _pretrain_qm9(config: PretrainConfig) -> tuple[Policy, PretrainReport]:
 
     step, loss_ema, minutes, wall_minutes = _train(config, policy, next_batch)
     texts, metrics = _evaluate(policy, config, data)
-    return policy, _report(config, policy, step, loss_ema, minutes, wall_minutes, _data_digest(data), len(data), texts, metrics)
+    return policy, _report(config, policy, step, loss_ema, minutes, wall_minutes, _data_digest(data), len(data), texts, metrics,
+                           start_steps=start_steps)
 
 
 def _evaluate(policy: Policy, config: PretrainConfig, goal_data: list[tuple[str, float]],
@@ -421,7 +444,7 @@ def _pretrain_druglike(config: PretrainConfig) -> tuple[Policy, PretrainReport]:
     space_references("druglike")  # a missing shipped index fails here, before training, not after it
     labeled = druglike_goal_labels()
     tokenizer = build_smiles_tokenizer([*moses, *(s for s, _ in labeled)])
-    policy = build_prior(config, tokenizer)
+    policy, start_steps = _start_policy(config, tokenizer)
     rng = random.Random(config.seed)
     free_prompt = [tokenizer.bos_token_id, tokenizer.sep_token_id]
     n_labeled = round(config.batch_size * config.labeled_share) if labeled else 0
@@ -475,7 +498,7 @@ def _pretrain_druglike(config: PretrainConfig) -> tuple[Policy, PretrainReport]:
     digest.update(_data_digest(labeled).encode())
     steering = goal_steering(policy, config, labeled)
     return policy, _report(config, policy, step, loss_ema, minutes, wall_minutes, digest.hexdigest(), len(moses), texts,
-                           metrics, labeled_molecules=len(labeled), goal_steering=steering)
+                           metrics, labeled_molecules=len(labeled), goal_steering=steering, start_steps=start_steps)
 
 
 def goal_steering(policy: Policy, config: PretrainConfig, labeled: list[tuple[str, float]], per_goal: int = 60) -> list[dict]:
