@@ -5,7 +5,8 @@ The pool is one of ``benchmarks/data/pools/`` (molecules no shipped model traine
 by the project's own DFT tier); each seed shuffles it into a history of at most 200 answers (every tier known: the
 surrogate's history and the cascade's tuning data) and the evaluated rest. Per seed and policy it prints the
 CPU-seconds to confirm 80% of the hits, and the ratios the issue's targets name: voi / oracle, voi / cascade and
-shipped / cold; then the coverage of the shipped and cold surrogates' 50% and 90% intervals on the evaluated
+shipped / cold (the shipped start mixed with the cold Δ-model by stacking, the default, and by pseudo-BMA
+weights: ``shipped_pbma``); then the coverage of the shipped and cold surrogates' 50% and 90% intervals on the evaluated
 molecules (trained on the history only).
 
     PYTHONPATH=. python -m benchmarks.novel_retrieval --pool qm9_novel --history 49 --seeds 0 1 2 --minimize 0.1
@@ -55,8 +56,10 @@ def run(pool: str, history: int, seeds: list[int], top_fraction: float, directio
             common = dict(low=low, high=high, featurize=molecule_features, step_budget=10 * top_cost, seed=seed,
                           objective=objective, learner=MoleculeSuite.surrogate_learner)
             row: dict[str, Any] = {"seed": seed, "pool": len(data.pool), "history": len(data.held_out)}
-            for label, shipped, policies in (("shipped", True, ["voi", "cascade", "oracle"]), ("cold", False, ["voi"])):
-                config = LearnedSurrogateConfig(enabled=True, shipped=shipped)
+            starts = (("shipped", True, ["voi", "cascade", "oracle"], "stacking"), ("cold", False, ["voi"], "stacking"),
+                      ("shipped_pbma", True, ["voi"], "pseudo-bma"))
+            for label, shipped, policies, blend in starts:
+                config = LearnedSurrogateConfig(enabled=True, shipped=shipped, blend=blend)
                 report = replay.retrieval_benchmark(data.ladder, data.pool, data.truth, data.held_out,
                                                     policies=policies, learned=config, **common)
                 row["hits"] = report["hits"]
@@ -71,6 +74,8 @@ def run(pool: str, history: int, seeds: list[int], top_fraction: float, directio
                 "cold_x_oracle": _ratio(row["voi_cold"], row["oracle"]),
                 "shipped_x_cascade": _ratio(row["voi_shipped"], row["cascade"]),
                 "shipped_x_cold": _ratio(row["voi_shipped"], row["voi_cold"]),
+                "shipped_pbma_x_cold": _ratio(row["voi_shipped_pbma"], row["voi_cold"]),
+                "shipped_pbma_x_oracle": _ratio(row["voi_shipped_pbma"], row["oracle"]),
                 "cascade_x_oracle": _ratio(row["cascade"], row["oracle"]),
             }
             rows.append(row)
@@ -80,7 +85,7 @@ def run(pool: str, history: int, seeds: list[int], top_fraction: float, directio
     keys = rows[0]["ratios"].keys()
     mean = {k: float(np.mean([r["ratios"][k] for r in rows if r["ratios"][k] is not None])) for k in keys}
     cover = {}
-    for label in ("shipped", "cold"):
+    for label in ("shipped", "cold", "shipped_pbma"):
         for p in rows[0][f"calibration_{label}"]:
             cover[f"{label} {p}"] = float(np.mean([r[f"calibration_{label}"][p]["coverage_90"] for r in rows]))
     return {"pool": pool, "history": history, "target": {direction: top_fraction}, "seeds": rows,

@@ -9,7 +9,7 @@ table and a new policy with settings touches no file of the others.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -55,6 +55,12 @@ class LearnedSurrogateConfig(BaseModel):
         "(checked when history is added, never mid-step).",
     )
     finetune_epochs: int = Field(default=10, ge=1, description="Epochs of each fine-tuning of the shipped network.")
+    blend: Literal["stacking", "pseudo-bma"] = Field(
+        default="stacking",
+        description="How the shipped network (with its residual stack) and the run's cold Δ-model are mixed once a "
+        "pattern has blend_min_pairs answers: 'stacking' weights them to maximize the mixture's out-of-fold log "
+        "score, 'pseudo-bma' by each model's own (Yao et al. 2018, sec. 3 and 3.1).",
+    )
     enabled: bool = Field(
         default=True,
         description="Train the network when the history reaches min_pairs top-tier answers with their candidates "

@@ -141,7 +141,7 @@ class Scheduler:
             maker = learner(names[:-1], self.config.learned, self.config.seed)
             shipped = maker.pretrained() if isinstance(maker, PretrainedLearner) else None
             if shipped is not None:  # the suite's network, trained once on its data: used from step 0
-                self.surrogate.attach_learned(shipped)
+                self.surrogate.attach_learned(shipped, blend=self.config.learned.blend)
                 self._learned_at = -1  # never replaced by a network trained on the run's history alone
         self._tuned_at = 0  # unseen pairs at the last fine-tuning of the shipped network
 
