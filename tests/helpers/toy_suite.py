@@ -10,7 +10,8 @@ no native code and no shipped policy, so a core test that uses it fails only for
   resumed run needs to continue the calls it left in flight).
 - Ladder: ``toy-length`` (fast: the word's length, a cheap feature correlated with the top value) and
   ``toy-vowels`` (high fidelity: the number of vowels, charged ``cost_per_call`` CPU-seconds as an expensive
-  simulation would be, though it computes in microseconds).
+  simulation would be, though it computes in microseconds); ``toy-lab-vowels`` is the same count on the lab tier
+  (a lab-tier tier that computes its answer, as a reference table of measurements does).
 - Slow tops for the pipeline's tests: ``toy-cluster`` (the vowels as a *remote* queue answers them: each call
   waits ``latency_s`` of wall time on one of ``slots`` at once, no CPU spent; the core's
   :class:`verifiers.SimulatedQueue`, as ``simulated-cluster``'s) and ``toy-counting`` (the vowels *computed here*
@@ -44,7 +45,7 @@ from verifiers.simulated_queue import QueueLatency, QueueSlots, SimulatedQueue, 
 if TYPE_CHECKING:
     from policies import Policy, PolicyConfig, RelabeledExample
 
-__all__ = ["COUNT_LOG_ENV", "REFERENCE", "ToyCluster", "ToyCounting", "ToyLength", "ToyOptions", "ToySuite", "ToyVowels", "make_candidate",
+__all__ = ["COUNT_LOG_ENV", "REFERENCE", "ToyCluster", "ToyCounting", "ToyLabVowels", "ToyLength", "ToyOptions", "ToySuite", "ToyVowels", "make_candidate",
            "read_calls", "toy_overrides"]
 
 SUITE = "toy"
@@ -131,12 +132,20 @@ class ToyVowels(Verifier[ToyVowelsParams]):
         return _verify(self, candidates, _vowels, self.params.cost_per_call)
 
 
+@register_verifier
+class ToyLabVowels(ToyVowels):
+    """The vowels on the lab tier, computed when called (as a table of past measurements is): never a lab request."""
+
+    name: ClassVar[str] = "toy-lab-vowels"
+    tier: ClassVar[Tier] = Tier.lab
+
+
 def _vowels(word: str) -> float:
     return float(sum(ch in VOWELS for ch in word))
 
 
 class ToyClusterParams(ToyVowelsParams, SimulatedQueueParams):
-    latency_s: QueueLatency = 1.0
+    latency_s: QueueLatency = 2.0  # above the 1 s past which a config that names no pipeline runs async
     slots: QueueSlots = 4
 
 
