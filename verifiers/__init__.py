@@ -15,6 +15,7 @@ from importlib import metadata as _metadata
 
 from verifiers.base import Candidate, Closable, CostModel, LabRequester, NoParams, RemoteVerifier, Verifier
 from verifiers.registry import ENTRY_POINT_GROUP, VerifierNotFound, register_verifier, registry
+from verifiers.simulated_queue import SimulatedQueue, SimulatedQueueParams
 
 __arl__ = True  # this ``verifiers`` is ARL's, not the PyPI package of the same import name
 
@@ -26,6 +27,8 @@ __all__ = [
     "LabRequester",
     "NoParams",
     "RemoteVerifier",
+    "SimulatedQueue",
+    "SimulatedQueueParams",
     "Verifier",
     "VerifierNotFound",
     "VerifiersNameClash",

@@ -8,35 +8,42 @@ import pytest
 
 from arl_flows.config import load_config
 from arl_flows.suites import suite_for
-from arl_flows.suites.molecules import EHTGapVerifier, SimulatedClusterVerifier
 from arl_flows.verification_service import VerificationService
 from storage.models import LabRequestRow
 from storage.records import Status, Trajectory
-from tests.helpers.scheduler import gap_window_config
+from tests.helpers.toy_suite import ToyCluster, ToyLabVowels, ToyLength, toy_overrides
 from verifiers.scheduler import Scheduler
 
-# QM9 molecules (so the cluster answers ok) spread over gaps; two groups of four, one duplicate key.
-SMILES = ["C#N", "C=O", "CO", "C#CC", "CC=O", "NC=O", "CCC", "CC=O"]
+# Valid words (so the queue answers ok) spread over vowel counts; two groups of four, one duplicate key.
+WORDS = ["b", "ab", "aeb", "aeiob", "oak", "bcdfg", "eueu", "oak"]
+CALL_COST = 15.0  # CPU-seconds the queue charges per call
+
+
+def _config(budget=1000.0):
+    """The toy suite's run config; policy 'all': every valid candidate goes to the top tier, so the queue gets each."""
+    return load_config(overrides=toy_overrides(name="svc", scheduler={
+        "policy": "all", "target_low": 2.0, "target_high": 3.0, "budget_per_step": budget, "budget_per_run": budget}))
+
+
+def _cluster(latency, slots):
+    return ToyCluster({"latency_s": latency, "slots": slots, "cost_per_call": CALL_COST})
 
 
 def _setup(ledger, *, latency=0.05, slots=2, budget=1000.0):
-    config = load_config(overrides={"suite": "molecules", "name": "svc"})
+    config = _config(budget)
     suite = suite_for(config)
     run = ledger.create_run("svc", {})
     (prompt,) = suite.prompts(0)[:1]
     ledger.add_prompts([prompt])
     trajs, cands = [], []
-    for k, smi in enumerate(SMILES):
-        cand, answer, turns = suite.completion(prompt, smi)
+    for k, word in enumerate(WORDS):
+        cand, answer, turns = suite.completion(prompt, word)
         cands.append(cand)
         trajs.append(Trajectory(run_id=run.id, prompt_id=prompt.id, step=0, group_id=f"g{k // 4}", turns=turns,
                                 final_answer=answer, candidate_key=cand.key))
     ledger.add_trajectories(trajs)
-    cluster = SimulatedClusterVerifier({"latency_s": latency, "slots": slots})
-    ladder = [EHTGapVerifier(), cluster]
-    # policy 'all': every valid candidate goes to the top tier, so the cluster is exercised on each.
-    sched = Scheduler(ladder, gap_window_config(policy="all", budget_per_step=budget, budget_per_run=budget),
-                      featurize=suite.featurize)
+    cluster = _cluster(latency, slots)
+    sched = Scheduler([ToyLength(), cluster], config.scheduler, featurize=suite.featurize)
     return suite, run, trajs, cands, cluster, sched
 
 
@@ -52,7 +59,7 @@ def _drain(service, *, limit=2000):
 
 def test_every_verdict_lands_once_within_budget_and_slots(ledger) -> None:
     suite, run, trajs, cands, cluster, sched = _setup(ledger, budget=70.0)  # 4 top calls of 15 s fit beside the fast tier (< 10 CPU-s), not 7
-    service = VerificationService(ledger, sched, suite, run.id, slots={"rdkit-eht": 4, "simulated-cluster": 2})
+    service = VerificationService(ledger, sched, suite, run.id, slots={"toy-length": 4, "toy-cluster": 2})
     service.open_batch(0, trajs, cands)
     taken = _drain(service)
     service.close()
@@ -61,11 +68,11 @@ def test_every_verdict_lands_once_within_budget_and_slots(ledger) -> None:
     keys = {c.key for c in cands}
     verdicts = ledger.verdicts_for(keys)
     assert all(v.status != Status.pending for v in verdicts)
-    top = [v for v in verdicts if v.verifier == "simulated-cluster"]
+    top = [v for v in verdicts if v.verifier == "toy-cluster"]
     assert len(top) == 4  # the budget buys four 15-second calls, no more
     assert cluster.calls == 4 and cluster.peak_in_flight <= 2
     spend = ledger.spend_by_tier(run.id)
-    assert spend["high_fidelity"] == pytest.approx(60.0)
+    assert spend["high_fidelity"] == pytest.approx(4 * CALL_COST)
     assert sum(spend.values()) <= 70.0
     assert sched.run_spent == pytest.approx(sum(spend.values()))
     assert all(r.status != Status.pending for r in ledger.lab_requests(run_id=run.id))  # each in-flight row closed
@@ -73,44 +80,44 @@ def test_every_verdict_lands_once_within_budget_and_slots(ledger) -> None:
 
 def test_a_call_in_flight_at_a_crash_is_continued_not_repaid(ledger) -> None:
     suite, run, trajs, cands, cluster1, sched = _setup(ledger, latency=3600.0)
-    first = VerificationService(ledger, sched, suite, run.id, slots={"rdkit-eht": 4, "simulated-cluster": 1})
+    first = VerificationService(ledger, sched, suite, run.id, slots={"toy-length": 4, "toy-cluster": 1})
     first.open_batch(0, trajs, cands)
-    for _ in range(200):  # the fast tier answers; one hour-long cluster call goes out
+    for _ in range(200):  # the fast tier answers; one hour-long queue call goes out
         first.pump(0.02)
-        if first.in_flight["simulated-cluster"] == 1 and first.in_flight["rdkit-eht"] == 0:
+        if first.in_flight["toy-cluster"] == 1 and first.in_flight["toy-length"] == 0:
             break
     (req,) = ledger.lab_requests(Status.pending, run_id=run.id)  # written before the call was sent
-    (pending,) = [v for v in ledger.verdicts_for([req.candidate_key]) if v.verifier == "simulated-cluster"]
+    (pending,) = [v for v in ledger.verdicts_for([req.candidate_key]) if v.verifier == "toy-cluster"]
     assert pending.status == Status.pending and pending.request_id == req.id
     first.close()  # the process "dies": the call never answers here
     cluster1.close()  # (and its waiting thread ends, so the test process can exit)
 
-    # Resume: the cluster job was submitted an hour ago, so it is done now; it is continued, not sent again.
+    # Resume: the queue job was submitted an hour ago, so it is done now; it is continued, not sent again.
     with ledger._write() as s:  # a year passes (the request's submission time moves back)
         s.get(LabRequestRow, req.id).created_at = req.created_at.replace(year=req.created_at.year - 1)
     suite2, _, _, _, cluster2, sched2 = _setup_resume(ledger, run.id)
-    second = VerificationService(ledger, sched2, suite2, run.id, slots={"rdkit-eht": 4, "simulated-cluster": 1})
+    second = VerificationService(ledger, sched2, suite2, run.id, slots={"toy-length": 4, "toy-cluster": 1})
     _resume_and_drain(second)
-    (final,) = [v for v in ledger.verdicts_for([req.candidate_key]) if v.verifier == "simulated-cluster"]
+    (final,) = [v for v in ledger.verdicts_for([req.candidate_key]) if v.verifier == "toy-cluster"]
     assert final.status == Status.ok and final.request_id == req.id
     assert final.wall_s < 3600.0  # it waited for no fresh latency
     assert ledger.lab_requests(Status.pending, run_id=run.id) == []
     spend = ledger.spend_by_tier(run.id)
-    assert spend["high_fidelity"] == pytest.approx(15.0)  # billed once, when it answered
+    assert spend["high_fidelity"] == pytest.approx(CALL_COST)  # billed once, when it answered
     assert cluster2.calls == 1
 
 
 def _setup_resume(ledger, run_id):
-    config = load_config(overrides={"suite": "molecules", "name": "svc"})
+    config = _config()
     suite = suite_for(config)
-    cluster = SimulatedClusterVerifier({"latency_s": 3600.0, "slots": 1})
-    sched = Scheduler([EHTGapVerifier(), cluster], gap_window_config(policy="all"), featurize=suite.featurize)
+    cluster = _cluster(3600.0, 1)
+    sched = Scheduler([ToyLength(), cluster], config.scheduler, featurize=suite.featurize)
     return suite, None, None, None, cluster, sched
 
 
 def test_groups_taken_before_their_verdicts_get_them_late(ledger) -> None:
     suite, run, trajs, cands, _, sched = _setup(ledger, latency=0.2, slots=2)
-    service = VerificationService(ledger, sched, suite, run.id, slots={"rdkit-eht": 8, "simulated-cluster": 2},
+    service = VerificationService(ledger, sched, suite, run.id, slots={"toy-length": 8, "toy-cluster": 2},
                                   max_group_wait_s=0.0)
     service.open_batch(0, trajs, cands)
     taken = []
@@ -129,11 +136,11 @@ def test_groups_taken_before_their_verdicts_get_them_late(ledger) -> None:
     late = []
     while not service.late.empty():
         late.append(service.late.get())
-    assert any(v.verdict.verifier == "simulated-cluster" for v in late)  # the top tier answered after the take
+    assert any(v.verdict.verifier == "toy-cluster" for v in late)  # the top tier answered after the take
     newest = {}
     for item in late:
         assert [e.trajectory_id for e in item.estimates] == [t.id for t in item.trajectories]
-        if item.verdict.verifier == "simulated-cluster" and item.verdict.status == Status.ok:
+        if item.verdict.verifier == "toy-cluster" and item.verdict.status == Status.ok:
             assert all(e.std <= p.std for e, p in zip(item.estimates, item.previous))  # the top tier's value is known now
         newest |= {e.trajectory_id: e for e in item.estimates}
     stored = {t.id: e for t, e in ledger.step_trajectories(run.id, 0)}
@@ -141,10 +148,9 @@ def test_groups_taken_before_their_verdicts_get_them_late(ledger) -> None:
 
 
 def test_a_computed_lab_tier_call_in_flight_at_a_crash_is_run_again_and_billed_once(ledger) -> None:
-    """The reference table is on the lab tier but computes its answer: resume runs it, it does not wait for `arl lab submit`."""
+    """A tier on the lab tier that computes its answer (as a reference table does): resume runs it again, it does not
+    wait for `arl lab submit`."""
     import threading
-
-    from arl_flows.suites.molecules import ReferenceTableVerifier
 
     suite, run, trajs, cands, _, _ = _setup(ledger)
     release = threading.Event()
@@ -154,23 +160,23 @@ def test_a_computed_lab_tier_call_in_flight_at_a_crash_is_run_again_and_billed_o
         raise RuntimeError("the process died")
 
     def scheduler():  # noqa: ANN202
-        ladder = [EHTGapVerifier(), ReferenceTableVerifier({"cost_per_call": 5.0})]
-        return Scheduler(ladder, gap_window_config(policy="all"), featurize=suite.featurize)
+        ladder = [ToyLength(), ToyLabVowels({"cost_per_call": 5.0})]
+        return Scheduler(ladder, _config().scheduler, featurize=suite.featurize)
 
-    first = VerificationService(ledger, scheduler(), suite, run.id, slots={"rdkit-eht": 4, "reference-table": 1},
-                                execute=lambda v, c: hangs(v, c) if v.name == "reference-table" else v.verify_batch([c])[0])
+    first = VerificationService(ledger, scheduler(), suite, run.id, slots={"toy-length": 4, "toy-lab-vowels": 1},
+                                execute=lambda v, c: hangs(v, c) if v.name == "toy-lab-vowels" else v.verify_batch([c])[0])
     first.open_batch(0, trajs, cands)
     for _ in range(200):
         first.pump(0.02)
-        if first.in_flight["reference-table"] == 1 and first.in_flight["rdkit-eht"] == 0:
+        if first.in_flight["toy-lab-vowels"] == 1 and first.in_flight["toy-length"] == 0:
             break
     (req,) = ledger.lab_requests(Status.pending, run_id=run.id)
     first.close()
     release.set()
 
-    second = VerificationService(ledger, scheduler(), suite, run.id, slots={"rdkit-eht": 4, "reference-table": 1})
+    second = VerificationService(ledger, scheduler(), suite, run.id, slots={"toy-length": 4, "toy-lab-vowels": 1})
     _resume_and_drain(second)
-    (final,) = [v for v in ledger.verdicts_for([req.candidate_key]) if v.verifier == "reference-table"]
+    (final,) = [v for v in ledger.verdicts_for([req.candidate_key]) if v.verifier == "toy-lab-vowels"]
     assert final.status == Status.ok and final.request_id == req.id
     assert ledger.lab_requests(Status.pending, run_id=run.id) == []  # nobody is asked to measure it by hand
     assert ledger.spend_by_tier(run.id)["lab"] == pytest.approx(5.0)
@@ -182,7 +188,7 @@ def test_a_tier_keeps_its_slots_full_and_never_more(ledger) -> None:
     import threading
 
     suite, run, trajs, cands, _, sched = _setup(ledger)
-    ledger.put_verdicts(EHTGapVerifier().verify_batch(cands))  # fast tier cached: every valid candidate wants the top now
+    ledger.put_verdicts(ToyLength().verify_batch(cands))  # fast tier cached: every valid candidate wants the top now
     gates: queue.Queue[threading.Event] = queue.Queue()  # one per call in flight
     cluster = sched.ladder[-1]
     answer = cluster.answer
@@ -194,14 +200,14 @@ def test_a_tier_keeps_its_slots_full_and_never_more(ledger) -> None:
         return answer(candidate, submitted_at=submitted_at)
 
     cluster.answer = held
-    service = VerificationService(ledger, sched, suite, run.id, slots={"rdkit-eht": 4, "simulated-cluster": 3})
+    service = VerificationService(ledger, sched, suite, run.id, slots={"toy-length": 4, "toy-cluster": 3})
     service.open_batch(0, trajs, cands)
-    work = len({c.key for c in cands})  # 7 distinct molecules, all in QM9: more work than slots
-    in_flight = [service.in_flight["simulated-cluster"]]
+    work = len({c.key for c in cands})  # 7 distinct words, all valid: more work than slots
+    in_flight = [service.in_flight["toy-cluster"]]
     for done in range(1, work + 1):
         gates.get(timeout=30).set()  # one call answers
         assert service.pump(30) == 1
-        in_flight.append(service.in_flight["simulated-cluster"])
+        in_flight.append(service.in_flight["toy-cluster"])
     service.close()
     assert in_flight == [min(3, work - done) for done in range(work + 1)]  # full while work waits, never over
     assert cluster.calls == work and cluster.peak_in_flight <= 3
@@ -209,11 +215,11 @@ def test_a_tier_keeps_its_slots_full_and_never_more(ledger) -> None:
 
 def test_groups_sampled_too_many_versions_ago_are_taken_as_they_stand(ledger) -> None:
     suite, run, trajs, cands, cluster, sched = _setup(ledger, latency=3600.0, slots=8)
-    service = VerificationService(ledger, sched, suite, run.id, slots={"rdkit-eht": 4, "simulated-cluster": 8})
+    service = VerificationService(ledger, sched, suite, run.id, slots={"toy-length": 4, "toy-cluster": 8})
     service.open_batch(0, trajs, cands, policy_version=3)
     for _ in range(200):  # the fast tier answers; the hour-long cluster calls stay out
         service.pump(0.02)
-        if service.in_flight["simulated-cluster"] and not service.in_flight["rdkit-eht"]:
+        if service.in_flight["toy-cluster"] and not service.in_flight["toy-length"]:
             break
     assert service.take_settled(sampled_before=3) == []  # sampled by version 3: not behind yet, still waiting
     taken = service.take_settled(sampled_before=4)

@@ -10,12 +10,14 @@ no native code and no shipped policy, so a core test that uses it fails only for
   resumed run needs to continue the calls it left in flight).
 - Ladder: ``toy-length`` (fast: the word's length, a cheap feature correlated with the top value) and
   ``toy-vowels`` (high fidelity: the number of vowels, charged ``cost_per_call`` CPU-seconds as an expensive
-  simulation would be, though it computes in microseconds).
+  simulation would be, though it computes in microseconds); ``toy-lab-vowels`` is the same count on the lab tier
+  (a lab-tier tier that computes its answer, as a reference table of measurements does).
 - Slow tops for the pipeline's tests: ``toy-cluster`` (the vowels as a *remote* queue answers them: each call
-  waits ``latency_s`` of wall time on one of ``slots`` at once, no CPU spent; :class:`verifiers.RemoteVerifier`)
-  and ``toy-counting`` (the vowels *computed here* for ``seconds_per_call``, one ``start``/``done`` line per call
-  in ``$ARL_COUNT_LOG``, as :mod:`benchmarks.counting_tier` logs (it imports the molecules suite, this does
-  not), so a test counts what was paid for; :func:`read_calls` reads it).
+  waits ``latency_s`` of wall time on one of ``slots`` at once, no CPU spent; the core's
+  :class:`verifiers.SimulatedQueue`, as ``simulated-cluster``'s) and ``toy-counting`` (the vowels *computed here*
+  for ``seconds_per_call``, one ``start``/``done`` line per call in ``$ARL_COUNT_LOG`` through
+  :mod:`benchmarks.call_log`, the crash harness's logger, which imports no suite, so a test counts what was paid
+  for; :func:`read_calls` reads it).
 - Hindsight: a failed word is relabelled with the one-vowel window its top-tier count falls in.
 - Policy: a one-layer GPT-2 with one token per letter, freshly initialised from ``seed`` (nothing to
   download or pretrain), or ``policy_path``.
@@ -28,24 +30,22 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
-import threading
-import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from arl_flows.suites import Failure, Suite
-from storage.records import Prompt, Status, Tier, Turn, Verdict, params_hash
+from benchmarks.call_log import COUNT_LOG_ENV, counted_call
+from benchmarks.call_log import read_count_log as read_calls
+from storage.records import Prompt, Status, Tier, Turn, Verdict
 from verifiers import Candidate, CostModel, Verifier, register_verifier
+from verifiers.simulated_queue import QueueLatency, QueueSlots, SimulatedQueue, SimulatedQueueParams
 
 if TYPE_CHECKING:
     from policies import Policy, PolicyConfig, RelabeledExample
 
-__all__ = ["COUNT_LOG_ENV", "REFERENCE", "ToyCluster", "ToyCounting", "ToyLength", "ToyOptions", "ToySuite", "ToyVowels", "make_candidate",
+__all__ = ["COUNT_LOG_ENV", "REFERENCE", "ToyCluster", "ToyCounting", "ToyLabVowels", "ToyLength", "ToyOptions", "ToySuite", "ToyVowels", "make_candidate",
            "read_calls", "toy_overrides"]
 
 SUITE = "toy"
@@ -53,7 +53,6 @@ REFERENCE = "tests.helpers.toy_suite:ToySuite"
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 VOWELS = frozenset("aeiou")
 MAX_LETTERS = 24
-COUNT_LOG_ENV = "ARL_COUNT_LOG"  # toy-counting's log file (the variable benchmarks.counting_tier reads, same lines)
 
 
 def _is_word(text: str) -> bool:
@@ -133,55 +132,39 @@ class ToyVowels(Verifier[ToyVowelsParams]):
         return _verify(self, candidates, _vowels, self.params.cost_per_call)
 
 
+@register_verifier
+class ToyLabVowels(ToyVowels):
+    """The vowels on the lab tier, computed when called (as a table of past measurements is): never a lab request."""
+
+    name: ClassVar[str] = "toy-lab-vowels"
+    tier: ClassVar[Tier] = Tier.lab
+
+
 def _vowels(word: str) -> float:
     return float(sum(ch in VOWELS for ch in word))
 
 
-class ToyClusterParams(ToyVowelsParams):
-    latency_s: float = Field(default=1.0, ge=0, description="Wall-clock seconds one call takes once it has a slot.")
-    slots: int = Field(default=4, ge=1, description="Calls the queue runs at once; more wait for a slot.")
+class ToyClusterParams(ToyVowelsParams, SimulatedQueueParams):
+    latency_s: QueueLatency = 2.0  # above the 1 s past which a config that names no pipeline runs async
+    slots: QueueSlots = 4
 
 
 @register_verifier
-class ToyCluster(ToyVowels):
+class ToyCluster(SimulatedQueue[ToyClusterParams], ToyVowels):
     """The vowels from a remote queue: ``latency_s`` of waiting on one of ``slots``, charged ``cost_per_call``.
 
-    The same protocol as the molecules suite's ``simulated-cluster`` (``answer(candidate, submitted_at)``:
-    a job sent before a stop waits only for what is left of its latency; ``close`` fails what is still out).
+    The queue is :class:`verifiers.SimulatedQueue`, as the molecules suite's ``simulated-cluster``'s
+    (``answer(candidate, submitted_at)``: a job sent before a stop waits only for what is left of its latency;
+    ``close`` fails what is still out).
     """
 
     name: ClassVar[str] = "toy-cluster"
     Params: ClassVar[type[BaseModel]] = ToyClusterParams
 
-    def __init__(self, params: ToyClusterParams | dict[str, Any] | None = None) -> None:
-        super().__init__(params)
-        self._slots = threading.BoundedSemaphore(self.params.slots)
-        self._closed = threading.Event()
+    def refusal(self, candidate: Candidate) -> str | None:
+        return None if _is_word(candidate.payload) else _reason(candidate.payload)
 
-    @property
-    def params_hash(self) -> str:
-        """What decides the answer, not how long the queue takes: a resume may change latency and slots."""
-        return params_hash(self.params.model_dump(mode="json", exclude={"latency_s", "slots"}))
-
-    def close(self) -> None:
-        self._closed.set()
-
-    def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
-        if not candidates:
-            return []
-        now = time.time()
-        with ThreadPoolExecutor(min(len(candidates), self.params.slots)) as pool:  # side by side on the slots
-            return list(pool.map(lambda c: self.answer(c, submitted_at=now), candidates))
-
-    def answer(self, candidate: Candidate, submitted_at: float | None = None) -> Verdict:
-        if not _is_word(candidate.payload):
-            return _verify(self, [candidate], _vowels, 0.0)[0]  # refused at once, as a queue's input check would
-        with self._slots:
-            wait = (submitted_at if submitted_at is not None else time.time()) + self.params.latency_s - time.time()
-            if wait > 0:
-                self._closed.wait(wait)  # a remote job: this thread sleeps
-        if self._closed.is_set():
-            return self.verdict(candidate, Status.failed, feedback="the queue was closed before the job answered")
+    def compute(self, candidate: Candidate) -> Verdict:
         return _verify(self, [candidate], _vowels, self.params.cost_per_call)[0]
 
 
@@ -197,34 +180,8 @@ class ToyCounting(ToyVowels):
     Params: ClassVar[type[BaseModel]] = ToyCountingParams
 
     def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
-        out = []
-        for candidate in candidates:
-            _log_call("start", candidate.key)
-            time.sleep(self.params.seconds_per_call)
-            (verdict,) = super().verify_batch([candidate])
-            _log_call("done", candidate.key, verdict.status.value)
-            out.append(verdict)
-        return out
-
-
-def _log_call(event: str, key: str, status: str = "") -> None:
-    """One line per event, written at once (``O_APPEND``): worker processes never interleave within a line."""
-    path = os.environ.get(COUNT_LOG_ENV)
-    if path:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, f"{event}\t{os.getpid()}\t{status}\t{key}\n".encode())
-        finally:
-            os.close(fd)
-
-
-def read_calls(path: str | os.PathLike[str]) -> list[tuple[str, int, str, str]]:
-    """``toy-counting``'s log as (event, pid, status, candidate key) rows; a missing file is an empty log."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return []
-    return [(event, int(pid), status, key) for event, pid, status, key in (line.split("\t", 3) for line in lines)]
+        count = super().verify_batch
+        return [counted_call(c.key, self.params.seconds_per_call, lambda c=c: count([c])[0]) for c in candidates]
 
 
 class ToyOptions(BaseModel):
