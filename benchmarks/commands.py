@@ -1,9 +1,8 @@
 """What ``arl bench ...`` runs: check the options as given, run the harness, print and write the report.
 
-The commands themselves (their names, options and help) are declared in the
-product, :mod:`arl_flows.suites.molecules.bench`, so that ``--help`` works
-from a wheel; each hands its options, by name, to the function of the same
-name here. The harnesses: :mod:`benchmarks.molecule_pool` and
+The commands themselves (their names, options and help) are declared in
+:mod:`benchmarks.cli`; each hands its options, by name, to the function of the
+same name here. The harnesses: :mod:`benchmarks.molecule_pool` and
 :mod:`benchmarks.replay` (``scheduler``, ``advantages``),
 :mod:`benchmarks.learning` (``learning``), :mod:`benchmarks.pipeline`
 (``pipeline``). Every tier's verdict on every pool molecule is computed live
@@ -32,6 +31,8 @@ from benchmarks.provenance import format_provenance, with_provenance
 
 __all__ = ["advantages", "learning", "pipeline", "scheduler"]
 
+# Median CPU-seconds of one pyscf-b3lyp call on QM9 molecules, measured in docs/tiers.md.
+DEFAULT_TOP_COST = 10.5
 _MAX_POOL = 10_000_000  # far more molecules than any pool file holds; a larger number is a typo
 
 
@@ -113,8 +114,6 @@ def _space_defaults(space: str, pool: Path | None, top_cost: float | None) -> tu
     reference pool of MOSES test molecules with DFT computed here, at the DFT cost model's call at the space's
     typical size.
     """
-    from arl_flows.suites.molecules.bench import DEFAULT_TOP_COST
-
     if space == "qm9":
         return pool, DEFAULT_TOP_COST if top_cost is None else top_cost
     from arl_flows.suites.molecules.dft import DFT_COST_MODEL
