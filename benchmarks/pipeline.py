@@ -537,7 +537,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     import typer
 
     import arl_flows.cli  # noqa: F401 - the CLI package first: it registers the suites' commands
-    from arl_flows.suites.molecules.bench import bench_pipeline
+    from benchmarks.cli import bench_pipeline
 
     app = typer.Typer(add_completion=False)
     app.command()(bench_pipeline)
