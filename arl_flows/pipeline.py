@@ -76,7 +76,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arl_flows.step import StageHooks, finish_step, learn
-from arl_flows.training import LateTrajectory, RunSession, StepState, StepSummary, has_behaviour
+from arl_flows.recording import has_behaviour
+from arl_flows.training import LateTrajectory, RunSession, StepState, StepSummary
 from arl_flows.verification_service import LateVerdict, SettledGroup, VerificationService, verify_one
 from storage.records import Trajectory, Verdict
 from verifiers import Candidate, RemoteVerifier, Verifier

@@ -51,7 +51,7 @@ from arl_flows.suites import Calibration, Prior, Suite, SuiteNotFound, get_suite
 from arl_flows.suites.capabilities import goal_columns
 from arl_flows.step import TierRunner, verify_candidates, verify_inline
 from arl_flows.ladder import build_ladder
-from arl_flows.training import Completion, record_batch, teach_from_ledger
+from arl_flows.recording import Completion, record_batch, teach_from_ledger
 from storage.ledger import Ledger
 from storage.records import RunStatus, Status, TrainingStepRecord
 from verifiers import Closable

@@ -1,0 +1,66 @@
+"""The one batch recorder: completions become ledger trajectories of one shape, and recorded tokens a rollout.
+
+Runs on the core's toy suite (``tests/helpers/toy_suite.py``) and a real
+ledger; the policy is the toy suite's own (a one-layer GPT-2 of letters).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tests.helpers.toy_suite import toy_overrides
+
+from arl_flows.config import load_config
+from arl_flows.recording import Completion, has_behaviour, record_batch, rollout_from_tokens
+from arl_flows.suites import suite_for
+from storage.ledger import Ledger
+
+
+def _suite():  # noqa: ANN202
+    return suite_for(load_config(overrides=toy_overrides()))
+
+
+def test_record_batch_writes_one_trajectory_per_completion_grouped_by_run_step_and_group(ledger: Ledger) -> None:
+    suite = _suite()
+    run = ledger.create_run("recording")
+    prompts = suite.prompts(0)
+    rows = [
+        Completion(prompt=prompts[0], group=0, text="banana", completion_tokens=6, prompt_tokens=1),
+        Completion(prompt=prompts[0], group=0, text="Sky", completion_tokens=3, truncated=True),
+        Completion(prompt=prompts[1], group=1, text="kiwi", completion_tokens=4, policy_version=3,
+                   completion_ids=[9, 10, 11, 12], behaviour_logprobs=[-0.5, -1.0, -0.25, -2.0]),
+    ]
+    trajectories, candidates = record_batch(ledger, suite, run.id, 2, rows)
+
+    assert [c.key for c in candidates] == [t.candidate_key for t in trajectories]
+    assert candidates[0].key == "toy:banana" and not candidates[1].valid  # "Sky" is not a lowercase word
+    assert [t.group_id for t in trajectories] == [f"{run.id[:8]}-2-0", f"{run.id[:8]}-2-0", f"{run.id[:8]}-2-1"]
+    stored = [t for t, _ in ledger.step_trajectories(run.id, 2)]
+    assert [t.id for t in stored] == [t.id for t in trajectories]
+    assert [(t.completion_tokens, t.truncated, t.policy_version) for t in stored] == [(6, False, None), (3, True, None), (4, False, 3)]
+    assert stored[2].behaviour_logprobs == [-0.5, -1.0, -0.25, -2.0]
+    assert set(ledger.get_prompts([p.id for p in prompts])) == {p.id for p in prompts}
+    assert not has_behaviour(stored) and has_behaviour(stored[2:])
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["behaviour-logprobs", "recomputed"])
+def test_rollout_from_tokens_pads_like_the_sampler_and_keeps_or_recomputes_old_logprobs(recorded: bool) -> None:
+    from policies import PolicyConfig
+
+    suite = _suite()
+    policy = suite.load_policy(PolicyConfig())
+    completions = [[5, 6, 7], [8], [9, 10]]
+    logps = [[-0.1, -0.2, -0.3], [-0.4], [-0.5, -0.6]] if recorded else None
+    rollout = rollout_from_tokens(policy, [[1], [1, 4]], [0, 0, 1], completions, [False, True, False],
+                                  ["abc", "d", "ef"], 1.0, group_size=2, logps=logps)
+
+    assert rollout.completion_ids.shape == (3, 3) and rollout.prompt_ids.shape == (3, 2)
+    assert rollout.completion_mask.tolist() == [[1, 1, 1], [1, 0, 0], [1, 1, 0]]
+    assert rollout.prompt_mask.tolist() == [[0, 1], [0, 1], [1, 1]]  # prompts left-padded, completions right-padded
+    assert rollout.truncated.tolist() == [False, True, False] and rollout.prompt_index.tolist() == [0, 0, 1]
+    if recorded:
+        expected = torch.tensor([[-0.1, -0.2, -0.3], [-0.4, 0, 0], [-0.5, -0.6, 0]], dtype=rollout.logps.dtype)
+        assert torch.allclose(rollout.logps, expected)
+    else:
+        assert torch.all(rollout.logps[rollout.completion_mask.bool()] < 0)
+        assert torch.all(rollout.logps[~rollout.completion_mask.bool()] == 0)
