@@ -109,12 +109,15 @@ class SimulatedQueue(Verifier[P]):
         return p.latency_s * (1.0 + p.jitter * u)
 
     def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
-        """One verdict per candidate; the calls run side by side on the queue's slots."""
+        """One verdict per candidate; the calls run side by side on the queue's slots.
+
+        A call's latency starts when it gets a slot, as a queued job's run time does: a call that waited for a
+        slot still runs its whole latency after it.
+        """
         if not candidates:
             return []
-        now = time.time()
         with ThreadPoolExecutor(max_workers=min(len(candidates), self.params.slots)) as pool:
-            return list(pool.map(lambda c: self.answer(c, submitted_at=now), candidates))
+            return list(pool.map(self.answer, candidates))
 
     def answer(self, candidate: Candidate, submitted_at: float | None = None) -> Verdict:
         """Wait for one remote job on ``candidate`` and return its verdict.

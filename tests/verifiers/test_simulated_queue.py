@@ -23,6 +23,16 @@ def test_slots_bound_the_calls_in_flight_and_every_call_is_counted() -> None:
     assert queue.busy_slot_s >= 2 * 0.19
 
 
+def test_a_call_that_waits_for_a_slot_still_runs_its_whole_latency_after_it() -> None:
+    queue = ToyCluster({"latency_s": 0.3, "slots": 1})
+    verdicts = queue.verify_batch([make_candidate(w) for w in ("aa", "ee", "ii")])
+    assert [v.value for v in verdicts] == [2.0, 2.0, 2.0]
+    # One slot: the calls run one after another, and each waits its own latency once it has the slot (lower
+    # bounds: load only adds time). Timed from the batch's submission, the later ones would have returned at once.
+    assert min(v.wall_s for v in verdicts) >= 0.29
+    assert queue.busy_slot_s >= 3 * 0.29
+
+
 def test_a_refused_candidate_answers_at_once_without_a_slot_or_a_charge() -> None:
     queue = ToyCluster({"latency_s": 3600.0, "slots": 1})
     verdict = queue.answer(make_candidate("No!"))
