@@ -398,26 +398,37 @@ class RunConfig(_Section):
         return self
 
     @model_validator(mode="after")
-    def _objective_reaches_the_scheduler(self) -> RunConfig:
-        """The scheduler computes the reward, so [objective] becomes its ``reward``; one place to declare it."""
+    def _reward_declared_once(self) -> RunConfig:
+        """The scheduler computes the reward: [objective] and [scheduler] reward, if both given, are one reward."""
         if self.objective is not None and self.scheduler.reward not in (None, self.objective):
             raise ValueError("objective: declare the reward once, in [objective]; remove [scheduler.reward]")
-        if self.objective is not None and self.scheduler.reward is None:
-            self.scheduler = self.scheduler.model_copy(update={"reward": self.objective})
         return self
 
     @model_validator(mode="after")
-    def _cluster_needs_dask(self) -> RunConfig:
-        """A [cluster] beyond this machine runs on Dask; the old ``dask_address`` is [cluster] kind = 'dask'."""
-        if self.dask_address:
-            if self.cluster.kind not in ("local", "dask") or self.cluster.address not in (None, self.dask_address):
-                raise ValueError("dask_address: give the address once, as [cluster] address (dask_address is its old name)")
-            self.cluster = self.cluster.model_copy(update={"kind": "dask", "address": self.dask_address})
-        if self.cluster.kind != "local":
-            if self.task_runner == "ray" or (self.task_runner == "threads" and "task_runner" in self.model_fields_set):
-                raise ValueError(f"task_runner: a [cluster] of kind {self.cluster.kind!r} runs on Dask; set task_runner = 'dask' or drop [cluster]")
-            self.task_runner = "dask"
+    def _cluster_runs_on_dask(self) -> RunConfig:
+        """The old ``dask_address`` names the [cluster] address; a [cluster] beyond this machine runs on Dask."""
+        if self.dask_address and (self.cluster.kind != "dask" or self.cluster.address != self.dask_address):
+            raise ValueError("dask_address: give the address once, as [cluster] address (dask_address is its old name)")
+        if self.cluster.kind != "local" and self.task_runner != "dask":
+            raise ValueError(f"task_runner: a [cluster] of kind {self.cluster.kind!r} runs on Dask; set task_runner = 'dask' or drop [cluster]")
         return self
+
+
+def _resolve_aliases(data: dict[str, Any]) -> dict[str, Any]:
+    """Raw config data with each field that another implies filled in (the model's checks then see one meaning).
+
+    The old ``dask_address`` is [cluster] kind = 'dask' at that address; a [cluster] beyond this machine runs its
+    tier tasks on Dask unless ``task_runner`` is given. Data whose shapes are wrong, or that says two different
+    things, is left as it is for the model's checks to name.
+    """
+    data = dict(data)
+    cluster = data.get("cluster", {})
+    address = data.get("dask_address")
+    if isinstance(address, str) and address and isinstance(cluster, dict) and cluster.get("kind", "local") in ("local", "dask") and cluster.get("address") in (None, address):
+        data["cluster"] = cluster = cluster | {"kind": "dask", "address": address}
+    if isinstance(cluster, dict) and cluster.get("kind", "local") != "local" and "task_runner" not in data:
+        data["task_runner"] = "dask"
+    return data
 
 
 # Old field names a section still accepts: given by its old name, a field replaces the default of its new name.
@@ -632,10 +643,12 @@ def build_config(data: Mapping[str, Any], source: str = "config") -> RunConfig:
         chosen = chosen or "pipeline" in suite.defaults
         data = _with_suite_defaults(suite, data)
     try:
-        config = RunConfig.model_validate(data)
+        config = RunConfig.model_validate(_resolve_aliases(data))
     except ValidationError as exc:
         raise ConfigError(_describe(exc, source)) from None
     assert suite is not None  # a suite that is not a string failed the model's check
+    if config.objective is not None and config.scheduler.reward is None:  # the scheduler computes the reward
+        config.scheduler = config.scheduler.model_copy(update={"reward": config.objective})
     try:
         config._suite_options = _suite_options(suite, config.options)
     except ValueError as exc:

@@ -72,3 +72,21 @@ def test_batch_jobs_carry_the_sections_settings(kind: str, prefix: str) -> None:
     assert "/shared/arl/bin/python -m distributed.cli.dask_worker" in script
     assert "--nthreads 2" in script  # one task per core, one worker per job
     assert "--lifetime 1620s" in script  # retires 3 minutes (a tenth) before the walltime
+
+
+def test_the_models_checks_only_check_and_loading_fills_in_what_one_field_implies() -> None:
+    from arl_flows.config import RunConfig
+
+    objective = {"terms": [{"property": "gap", "kind": "window", "low": 1.0, "high": 2.0}]}
+    base = {"suite": "molecules", "tiers": [{"verifier": "rdkit-eht"}, {"verifier": "reference-table"}]}
+    # The model's own validation leaves the data as given: it names a conflict, it never fills a field in.
+    bare = RunConfig.model_validate(base | {"objective": objective, "task_runner": "dask", "cluster": {"kind": "slurm"}})
+    assert bare.scheduler.reward is None and bare.task_runner == "dask"
+    with pytest.raises(ValueError, match="runs on Dask"):
+        RunConfig.model_validate(base | {"cluster": {"kind": "slurm"}})
+    with pytest.raises(ValueError, match="give the address once"):
+        RunConfig.model_validate(base | {"dask_address": "tcp://h:8786"})
+    # Loading (build_config) resolves: [objective] is the scheduler's reward, the old address is the [cluster].
+    loaded = build_config({"objective": objective, "dask_address": "tcp://h:8786"})
+    assert loaded.scheduler.reward == loaded.objective
+    assert (loaded.cluster.kind, loaded.cluster.address, loaded.task_runner) == ("dask", "tcp://h:8786", "dask")
