@@ -34,6 +34,7 @@ from verifiers.scheduler.policies import make_policy
 from verifiers.objectives import Objective
 from verifiers.scheduler.config import LearnedSurrogateConfig, SchedulerConfig, VoiTarget
 from verifiers.scheduler.escalation import EscalationPolicy
+from verifiers.scheduler.learned import CalibratedModel
 from verifiers.scheduler.features import Featurizer
 from verifiers.scheduler.planner import Scheduler
 from verifiers.scheduler.surrogate import Observation
@@ -307,7 +308,7 @@ def surrogate_kind(scheduler: Scheduler) -> str:
     model = scheduler.surrogate.learned
     if model is None:
         return "linear"
-    return "shipped" if getattr(model, "calibrated", False) else "trained"
+    return "shipped" if isinstance(model, CalibratedModel) else "trained"
 
 
 def _advantages(rewards: np.ndarray, floor: float) -> np.ndarray:

@@ -11,7 +11,7 @@ enough (``Surrogate.fit_learned``) and, if the learner is a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
@@ -19,7 +19,17 @@ import numpy as np
 if TYPE_CHECKING:
     from verifiers.scheduler.config import LearnedSurrogateConfig
 
-__all__ = ["LearnedModel", "PretrainedLearner", "SurrogateLearner", "SurrogateLearnerFactory"]
+__all__ = [
+    "CalibratedModel",
+    "EnsembleModel",
+    "FineTunableModel",
+    "LearnedModel",
+    "PretrainedLearner",
+    "ShiftAwareModel",
+    "SurrogateLearner",
+    "SurrogateLearnerFactory",
+    "TrainingAwareModel",
+]
 
 
 @runtime_checkable
@@ -28,6 +38,55 @@ class LearnedModel(Protocol):
 
     def predict(self, payloads: Sequence[str], values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Mean and std (n,) of the top-tier value for n payloads and their (n, lower tiers) values."""
+        ...
+
+
+# What a learned model may also do. The surrogate checks each with isinstance and uses it where given.
+
+
+@runtime_checkable
+class EnsembleModel(LearnedModel, Protocol):
+    """An ensemble that also says how much its members disagree (``Surrogate.disagreement``)."""
+
+    def predict_full(self, payloads: Sequence[str], values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Mean, std and the std of the members' means, (n,) each."""
+        ...
+
+
+@runtime_checkable
+class CalibratedModel(LearnedModel, Protocol):
+    """A model whose stds were calibrated out of sample (a shipped network): the surrogate stacks a small
+    residual per pattern on it instead of fitting its own linear models on top."""
+
+    def pattern_prior(self, pattern: Sequence[str]) -> Mapping[str, float]:
+        """``typical_std``, ``tail_rate`` and ``tail_scale`` measured out of sample with these tiers shown."""
+        ...
+
+
+@runtime_checkable
+class FineTunableModel(LearnedModel, Protocol):
+    """A model that can train further on a run's own answers (``Surrogate.fine_tune_learned``)."""
+
+    def fine_tuned(self, payloads: Sequence[str], values: np.ndarray, target: np.ndarray, epochs: int = 10) -> LearnedModel:
+        """A copy trained ``epochs`` more on these pairs; the model itself is unchanged."""
+        ...
+
+
+@runtime_checkable
+class TrainingAwareModel(LearnedModel, Protocol):
+    """A model that knows its training data: the surrogate never fits its stack on pairs the model has seen."""
+
+    def seen(self, payload: str) -> bool:
+        """True when the payload was in the model's training or calibration data."""
+        ...
+
+
+@runtime_checkable
+class ShiftAwareModel(LearnedModel, Protocol):
+    """A model that says how far each candidate lies from its data (``Surrogate.shift`` widens the std)."""
+
+    def shift_scores(self, payloads: Sequence[str], values: np.ndarray) -> np.ndarray:
+        """(n, signals): each signal's ratio to its median on the calibration data (1: as usual)."""
         ...
 
 

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +69,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.optimize import minimize_scalar
 from scipy.stats import norm
 
-from verifiers.scheduler.learned import LearnedModel, SurrogateLearner
+from verifiers.scheduler.learned import (
+    CalibratedModel,
+    EnsembleModel,
+    FineTunableModel,
+    LearnedModel,
+    ShiftAwareModel,
+    SurrogateLearner,
+    TrainingAwareModel,
+)
 
 __all__ = ["BLEND_RULES", "Observation", "Surrogate", "SurrogatePrior"]
 
@@ -226,9 +234,9 @@ class Surrogate:
         self._seed = seed
         self._pairs: dict[str, Observation] = {}
         self._models: dict[tuple[str, ...], _PatternModel] = {}
-        self._learned: Any = None  # a fitted learned model, stacked under the linear models (see fit_learned)
+        self._learned: LearnedModel | None = None  # a fitted learned model, stacked under the linear models (see fit_learned)
         self._learned_keys: frozenset[str] = frozenset()  # the pairs it was trained on
-        self._learned_seen: Any = None  # payload -> bool: the attached model saw it in training (attach_learned)
+        self._learned_seen: Callable[[str], bool] | None = None  # payload -> bool: the attached model saw it in training (attach_learned)
         self._seen_memo: dict[str, bool] = {}
         self._learned_memo: dict[tuple[str, tuple[str, ...]], tuple[float, float, float]] = {}
         self._stacks: dict[tuple[str, ...], _ResidualStack] = {}
@@ -308,11 +316,11 @@ class Surrogate:
     def attach_learned(self, model: LearnedModel, blend: str = "stacking") -> None:
         """Stack a model trained elsewhere (the suite's shipped network) under the surrogate, from now on.
 
-        ``model`` has ``predict(payloads, values) -> (mean, std)``, optionally ``predict_full`` (adding the
-        members' disagreement, see :meth:`disagreement`) and ``seen(payload) -> bool`` (pairs it was
-        trained or calibrated on: the stack is never fitted on them). A model with ``calibrated = True``
-        has stds already calibrated out of sample and ``pattern_prior(pattern)`` (``typical_std``,
-        ``tail_rate``, ``tail_scale``); on top of it each pattern keeps a small residual stack (offset,
+        ``model`` is a :class:`LearnedModel`; the capabilities of :mod:`verifiers.scheduler.learned` it also has
+        are used: an :class:`EnsembleModel` adds the members' disagreement (:meth:`disagreement`), a
+        :class:`TrainingAwareModel` names the pairs it was trained or calibrated on (the stack is never fitted on
+        them). On a :class:`CalibratedModel` (stds already calibrated out of sample, with a ``pattern_prior``)
+        each pattern keeps a small residual stack (offset,
         slope and a std multiplier, :class:`_ResidualStack`) that starts at "the model is right" and is
         refitted on every answer of the run's own. Otherwise the per-pattern linear models of
         :meth:`fit_learned` stack on it. ``blend`` is how the stack and the run's cold Δ-model are mixed once
@@ -323,7 +331,7 @@ class Surrogate:
         self._blend_rule = blend
         self._learned = model
         self._learned_keys = frozenset()
-        self._learned_seen = getattr(model, "seen", None)
+        self._learned_seen = model.seen if isinstance(model, TrainingAwareModel) else None
         self._seen_memo: dict[str, bool] = {}
         self._learned_memo.clear()
         self._shift_memo.clear()
@@ -339,7 +347,7 @@ class Surrogate:
         on top is then fitted only on that share and later answers. 0, changing nothing, with fewer than
         50 pairs to train on or a model that cannot be fine-tuned.
         """
-        if not self._pretrained or not hasattr(self._learned, "fine_tuned"):
+        if not self._pretrained or not isinstance(self._learned, FineTunableModel):
             return 0
         train = [o for o in self._pairs.values() if o.payload and self._unseen(o) and _share(o.key) >= calibration_share]
         if len(train) < 50:
@@ -362,7 +370,7 @@ class Surrogate:
 
     @property
     def _pretrained(self) -> bool:
-        return self._learned is not None and bool(getattr(self._learned, "calibrated", False))
+        return isinstance(self._learned, CalibratedModel)
 
     def _unseen(self, o: Observation) -> bool:
         """Not in the learned model's training data (a pair the stack may be fitted on)."""
@@ -383,7 +391,7 @@ class Surrogate:
         candidate whose top-tier value is known.
         """
         out = np.zeros(len(observations))
-        if self._learned is None or not hasattr(self._learned, "predict_full"):
+        if not isinstance(self._learned, EnsembleModel):
             return out
         by_pattern: dict[tuple[str, ...], list[int]] = {}
         for i, o in enumerate(observations):
@@ -409,7 +417,7 @@ class Surrogate:
                 [[obs[i].values[t] if t in pattern else np.nan for t in self.lower] for i in todo], dtype=float
             )
             payloads = [obs[i].payload for i in todo]
-            if hasattr(self._learned, "predict_full"):
+            if isinstance(self._learned, EnsembleModel):
                 mean, std, spread = self._learned.predict_full(payloads, values)
             else:
                 (mean, std), spread = self._learned.predict(payloads, values), np.zeros(len(todo))
@@ -646,7 +654,7 @@ class Surrogate:
         """
         pattern = tuple(pattern)
         out = np.ones(len(observations))
-        if self._learned is None or not hasattr(self._learned, "shift_scores") or self.prior.shift_widen == 0:
+        if not isinstance(self._learned, ShiftAwareModel) or self.prior.shift_widen == 0:
             return out
         todo = [i for i, o in enumerate(observations) if (o.key, pattern) not in self._shift_memo]
         if todo:

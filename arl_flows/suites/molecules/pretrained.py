@@ -89,8 +89,8 @@ class ShippedSurrogate:
     ``predict_full(payloads, values)`` is the network's mean, std and the
     members' disagreement, its std scaled by the conformal factor measured
     on the calibration split for the pattern of tiers shown, so that with no
-    answers of its own a run's 90% intervals are calibrated (``calibrated``
-    tells the surrogate so). ``pattern_prior(pattern)`` gives the typical
+    answers of its own a run's 90% intervals are calibrated (it is a
+    ``CalibratedModel``, and so tells the surrogate). ``pattern_prior(pattern)`` gives the typical
     std and the gross-error tail measured there. ``shift_scores(payloads, values)``
     says how far each molecule lies from what the network knows (its Tanimoto
     distance to the nearest training molecule, and the members' disagreement),
@@ -100,8 +100,6 @@ class ShippedSurrogate:
     the scheduler never fits its stack on those (the network would grade its
     own homework).
     """
-
-    calibrated = True
 
     def __init__(self, model: Any, report: dict[str, Any]) -> None:
         self.model = model
