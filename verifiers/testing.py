@@ -33,7 +33,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from storage.records import Status, Tier, Verdict, VerifierSpec
-from verifiers.base import Candidate, CostModel, Verifier
+from verifiers.base import Candidate, Closable, CostModel, Verifier
 from verifiers.isolation import IsolatedVerifier
 from verifiers.registry import VerifierRegistry, registry
 
@@ -99,9 +99,8 @@ class VerifierContract:
         try:
             yield made
         finally:
-            close = getattr(made, "close", None)
-            if close is not None:
-                close()
+            if isinstance(made, Closable):
+                made.close()
 
     @pytest.fixture(scope="class")
     def table(self, verifier: Verifier[Any]) -> tuple[list[Candidate], list[Verdict]]:
@@ -202,7 +201,8 @@ class VerifierContract:
         try:
             assert rebuilt.params_hash == verifier.params_hash and rebuilt.spec() == verifier.spec()
         finally:
-            getattr(rebuilt, "close", lambda: None)()
+            if isinstance(rebuilt, Closable):
+                rebuilt.close()
         candidates, verdicts = table
         assert pickle.loads(pickle.dumps(candidates)) == candidates
         assert [_answer(v) for v in pickle.loads(pickle.dumps(verdicts))] == [_answer(v) for v in verdicts]

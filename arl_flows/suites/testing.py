@@ -31,20 +31,10 @@ from pydantic import BaseModel
 from arl_flows.config import RunConfig, build_config
 from arl_flows.suites import Suite, get_suite
 from storage.records import Prompt, RewardEstimate, Trajectory, Turn, tier_rank
-from verifiers import Candidate, Verifier
+from verifiers import Candidate, Closable, Verifier
 from verifiers.registry import VerifierRegistry
 
 __all__ = ["SuiteContract"]
-
-
-def candidate_validity(candidate: Candidate) -> Any:
-    """The candidate's validity: the typed field where ``Candidate`` has one, else ``meta['valid']``."""
-    return candidate.valid if hasattr(candidate, "valid") else candidate.meta.get("valid")
-
-
-def candidate_size(candidate: Candidate) -> Any:
-    """The candidate's size for the cost models: the typed field where ``Candidate`` has one, else ``meta['size']``."""
-    return candidate.size if hasattr(candidate, "size") else candidate.meta.get("size", 0)
 
 
 class SuiteContract:
@@ -129,7 +119,8 @@ class SuiteContract:
             owner = getattr(cls, "suite", None)
             assert owner in (None, suite.name), f"{rung.verifier} is a tier of suite {owner!r}"
             made = cls(rung.params)  # the suite's params for it validate (no worker starts before a batch)
-            getattr(made, "close", lambda: None)()
+            if isinstance(made, Closable):
+                made.close()
             ranks.append(tier_rank(cls.tier))
         assert ranks == sorted(ranks), "list the ladder cheapest tier first"
 
@@ -147,8 +138,8 @@ class SuiteContract:
             assert isinstance(candidate.key, str) and candidate.key
             assert isinstance(answer, str)
             assert turns and all(isinstance(t, Turn) for t in turns) and turns[-1].role == "assistant"
-            assert candidate_validity(candidate) is valid, (text[:80], candidate_validity(candidate))
-            size = candidate_size(candidate)  # None: the suite does not size its candidates (cost models see 0)
+            assert candidate.valid is valid, (text[:80], candidate.valid)
+            size = candidate.size  # None: the suite does not size its candidates (cost models see 0)
             sized = size is None or (isinstance(size, int | float) and math.isfinite(size) and size >= 0)
             assert sized, (text[:80], size)
 
@@ -184,7 +175,8 @@ class SuiteContract:
         try:
             verdicts = {c.key: [v] for c, v in zip(candidates, tier.verify_batch(candidates), strict=True)}
         finally:
-            getattr(tier, "close", lambda: None)()
+            if isinstance(tier, Closable):
+                tier.close()
         estimates = [RewardEstimate(trajectory_id=t.id, mean=0.0, std=1.0) for t in trajectories]
         rewards = suite.rewards(trajectories, candidates, verdicts, estimates)
         ids = [r.trajectory_id for r in rewards]
