@@ -112,6 +112,10 @@ class PretrainReport(BaseModel):
         default=None, description="Frechet ChemNet Distance of the valid samples to fcd_reference (druglike: MOSES test); None: no reference."
     )
     fcd_reference: str | None = Field(default=None, description="What fcd compares against (file, molecules, seed).")
+    invalid_kinds: dict[str, float] | None = Field(
+        default=None, description="Why invalid samples fail, as shares of all samples (unclosed_ring, unbalanced_branch, "
+        "syntax, valence, aromaticity, other); None: a report written before it was measured."
+    )
     samples: int
     config_hash: str
     start_steps: int = Field(default=0, description="Optimizer steps of the warm-start prior(s) this one continued (0: from scratch).")
@@ -382,7 +386,7 @@ def _evaluate(policy: Policy, config: PretrainConfig, goal_data: list[tuple[str,
     goals = [_goal_window(eval_rng.choice(goal_data)[1], eval_rng, 0.0) for _ in range(samples or config.eval_samples)]
     texts = _sample_goals(policy, config, goals, config.seed)
     metrics = sample_metrics(texts, training_set, scaffolds, reference)
-    rounded = {k: v if v is None else round(v, 4) for k, v in metrics.items()}
+    rounded = {k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()}
     return texts, rounded | {"fcd_reference": reference.source if reference is not None else None}
 
 

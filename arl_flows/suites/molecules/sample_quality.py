@@ -9,6 +9,9 @@ duplicates kept, as MOSES's ``get_all_metrics`` does:
   (the pair of a sample with itself included, as MOSES does) on Morgan fingerprints of radius 2, 1024 bits;
 - ``scaffold_novelty``: the share of the samples' distinct Bemis-Murcko scaffolds that no training molecule has
   (against the shipped scaffold index, ``novelty.py``); acyclic samples have no scaffold and are not counted;
+- ``invalid_kinds``: why the invalid samples fail, as shares of all samples (an unclosed ring, unbalanced
+  branches, other syntax, a valence error, an aromatic system RDKit cannot kekulize, anything else), by the
+  molecules suite's own parser (:func:`~arl_flows.suites.molecules.chemistry.parse_smiles`);
 - ``fcd``: the Frechet ChemNet Distance (Preuer et al., J. Chem. Inf. Model. 58, 1736 (2018)) between the
   samples' ChemNet activations and shipped reference statistics of MOSES test (``fcd-torch``, whose wheel
   holds the ChemNet weights: nothing is downloaded). FCD is biased upwards on small samples: MOSES reports
@@ -22,6 +25,7 @@ import warnings
 from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -34,6 +38,7 @@ __all__ = [
     "fcd",
     "fcd_reference",
     "internal_diversity",
+    "invalid_kinds",
     "sample_metrics",
     "scaffold_novelty",
     "space_references",
@@ -56,6 +61,31 @@ def _valid_molecules(smiles: Sequence[str]) -> list:
             if mol is not None and mol.GetNumAtoms() > 0:
                 mols.append(mol)
     return mols
+
+
+# What an invalid sample broke, from the first words of the parser's one-line reason (checked in this order).
+_INVALID_KINDS = (
+    ("unclosed_ring", ("unclosed ring",)),
+    ("unbalanced_branch", ("extra open parenthes", "extra close parenthes")),
+    ("syntax", ("SMILES parse error", "empty SMILES")),
+    ("valence", ("valence",)),
+    ("aromaticity", ("aromaticity", "kekulize")),
+)
+
+
+def invalid_kinds(smiles: Sequence[str]) -> dict[str, float]:
+    """Share of all ``smiles`` that fail for each kind of reason (``other``: none of the named ones); 0 when all parse."""
+    from arl_flows.suites.molecules.chemistry import InvalidMolecule, parse_smiles
+
+    counts = dict.fromkeys([kind for kind, _ in _INVALID_KINDS] + ["other"], 0)
+    for text in smiles:
+        try:
+            parse_smiles(text)
+        except InvalidMolecule as exc:
+            reason = str(exc).lower()
+            kind = next((k for k, words in _INVALID_KINDS if any(w.lower() in reason for w in words)), "other")
+            counts[kind] += 1
+    return {kind: round(n / max(len(smiles), 1), 4) for kind, n in counts.items()}
 
 
 def internal_diversity(mols: Sequence, p: int = 1) -> float | None:
@@ -177,7 +207,7 @@ def sample_metrics(
     training_set: Container[str],
     training_scaffolds: Container[str] | None = None,
     reference: FCDReference | None = None,
-) -> dict[str, float | None]:
+) -> dict[str, Any]:
     """Validity, uniqueness, novelty and internal diversity of sampled SMILES (canonicalised with RDKit).
 
     With ``training_scaffolds``, also scaffold novelty; with ``reference``, also FCD (else those are None).
@@ -194,5 +224,6 @@ def sample_metrics(
         "internal_diversity": internal_diversity(mols),
         "scaffold_novelty": scaffold_novelty(mols, training_scaffolds) if training_scaffolds is not None else None,
         "fcd": fcd(canon, reference) if reference is not None else None,
+        "invalid_kinds": invalid_kinds(smiles),
     }
 

@@ -21,6 +21,7 @@ from arl_flows.suites.molecules.sample_quality import (
     fcd,
     fcd_reference,
     internal_diversity,
+    invalid_kinds,
     sample_metrics,
     scaffold_novelty,
 )
@@ -29,7 +30,7 @@ from tests.helpers.cli_runner import arl, assert_no_traceback, assert_user_error
 TINY_PRIOR_DIR = Path(__file__).resolve().parents[3] / "data" / "tiny_prior"
 DRUGS = ["CC(=O)Nc1ccc(O)cc1", "CC(C)Cc1ccc(C(C)C(=O)O)cc1", "CN1CCC[C@H]1c1cccnc1", "O=C(O)c1ccccc1OC(C)=O",
          "Cn1cnc2c1c(=O)n(C)c(=O)n2C", "CCN(CC)CCNC(=O)c1ccc(N)cc1"]
-METRIC_KEYS = {"validity", "uniqueness", "novelty", "internal_diversity", "scaffold_novelty", "fcd"}
+METRIC_KEYS = {"invalid_kinds", "validity", "uniqueness", "novelty", "internal_diversity", "scaffold_novelty", "fcd"}
 
 
 def _mols(smiles: list[str]) -> list[Chem.Mol]:
@@ -94,6 +95,14 @@ def test_the_shipped_fcd_reference_is_moses_test() -> None:
     metrics = sample_metrics(DRUGS + ["not a smiles"], set(), scaffolds_of(DRUGS[:2]), reference)
     assert set(metrics) == METRIC_KEYS and metrics["validity"] == pytest.approx(6 / 7)
     assert metrics["fcd"] > 0 and 0 < metrics["scaffold_novelty"] < 1 and metrics["internal_diversity"] > 0
+    assert metrics["invalid_kinds"]["syntax"] == pytest.approx(1 / 7) and sum(metrics["invalid_kinds"].values()) == pytest.approx(1 / 7)
+
+
+def test_invalid_samples_are_counted_by_what_they_broke() -> None:
+    kinds = invalid_kinds(["C1CC", "CC(C", "c1cccc1", "C(C)(C)(C)(C)C", "CCO", "C%", "", "CC)C"])
+    assert kinds == {"unclosed_ring": 0.125, "unbalanced_branch": 0.25, "syntax": 0.25, "valence": 0.125,
+                     "aromaticity": 0.125, "other": 0.0}
+    assert set(invalid_kinds(["CCO"]).values()) == {0.0}
 
 
 def test_the_shipped_druglike_report_has_the_moses_metrics() -> None:
