@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
-from benchmarks.provenance import with_provenance
+from benchmarks.provenance import format_provenance, with_provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL_SAMPLES = 64  # per side: the fixed evaluation set (`arl runs eval`) of a run whose config has it off
@@ -189,8 +189,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             print(f"load {row['load']} / load {base['load']}: total {row['total_s'] / base['total_s']:.2f}x, "
                   f"run {row['run_s'] / base['run_s']:.2f}x")
+    report = with_provenance({"rows": rows, "python": sys.version.split()[0]})
+    print(f"provenance: {format_provenance(report['provenance'])}")
     if args.json:
-        args.json.write_text(json.dumps(with_provenance({"rows": rows, "python": sys.version.split()[0]}), indent=2))
+        args.json.write_text(json.dumps(report, indent=2))
     if args.keep:
         print(f"kept {workdir}")
     else:

@@ -5,7 +5,7 @@
 (with ``ARL_HOME`` or ``ARL_DATABASE_URL`` naming the run's ledger). The product scores it:
 :func:`arl_flows.eval_set.evaluate`, what ``arl runs eval RUN_ID`` and ``arl run`` with ``[eval] samples`` > 0
 call (its docstring says what the set holds fixed and how the noise is judged). This script prints the
-product's summary line, then the result as one JSON line (what ``benchmarks/first_run.py`` reads).
+product's summary line, then the result as one JSON line, with its provenance (:mod:`benchmarks.provenance`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+from benchmarks.provenance import with_provenance
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         result = evaluate(Ledger(), args.run_id, args.samples, args.budget)
     except (EvalError, LedgerError) as exc:
         parser.error(str(exc))
-    out = result.model_dump(mode="json")
+    out = with_provenance(result.model_dump(mode="json"))
     print(summary_line(result))
     print(json.dumps(out))
     if args.json:

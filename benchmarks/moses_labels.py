@@ -9,7 +9,7 @@ Hueckel, about 60 CPU-ms a molecule at MOSES size) on ``--n`` molecules drawn
 with ``random.Random(--seed)`` from the training set. The output is
 ``arl_flows/suites/molecules/data/druglike_prior_labels.csv.gz`` (canonical
 SMILES as the suite writes them, raw EHT gap in eV) and a JSON record beside it
-(source sha256, tier version and params hash, counts, CPU-seconds).
+(source sha256, tier version and params hash, counts, CPU-seconds, provenance).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pathlib import Path
 from arl_flows.suites.molecules.fast import EHTGapVerifier
 from arl_flows.suites.molecules.prior import DRUGLIKE_LABELS
 from benchmarks.novelty_index import _smiles_of
+from benchmarks.provenance import with_provenance
 from verifiers.base import Candidate
 
 
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
         writer.writerow(["smiles", "eht_gap_ev"])
         writer.writerows(rows)
     tmp.rename(args.out)
-    record = {
+    record = with_provenance({
         "source": data.name,
         "source_sha256": hashlib.sha256(data.read_bytes()).hexdigest(),
         "seed": args.seed,
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
         "failed": failed,
         "tier": {"name": tier.name, "version": tier.version, "params_hash": tier.params_hash},
         "cpu_s": round(cpu_s, 1),
-    }
+    })
     args.out.with_name(args.out.name.replace(".csv.gz", ".json")).write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record))
 

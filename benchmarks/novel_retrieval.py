@@ -26,6 +26,7 @@ import numpy as np
 
 from benchmarks import molecule_pool as pools
 from benchmarks import replay
+from benchmarks.provenance import format_provenance, with_provenance
 
 __all__ = ["main", "run"]
 
@@ -109,11 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         direction, fraction = "minimize", args.minimize or 0.1
     try:
-        out = run(args.pool, args.history, args.seeds, fraction, direction, args.cache, space=args.space)
+        out = with_provenance(run(args.pool, args.history, args.seeds, fraction, direction, args.cache, space=args.space))
     except ValueError as exc:
         parser.exit(2, f"error: {exc}\n")
     print("mean ratios at 80% recall:", {k: round(v, 2) for k, v in out["mean_ratios"].items()})
     print("mean coverage of the 90% interval:", {k: round(v, 3) for k, v in out["mean_coverage_90"].items()})
+    print(f"provenance: {format_provenance(out['provenance'])}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=2))

@@ -8,7 +8,7 @@ Front. Pharmacol. 11, 565644 (2020); MIT licence) is canonicalised exactly as th
 suite keys candidates (:func:`arl_flows.suites.molecules.chemistry.canonical_smiles`)
 and hashed (:func:`arl_flows.suites.molecules.novelty.smiles_hash`); the sorted unique
 hashes go to ``arl_flows/suites/molecules/data/novelty/`` with a JSON record of the
-source's sha256, counts and CPU-seconds beside them. ``--scaffolds`` hashes each molecule's
+source's sha256, counts, CPU-seconds and provenance beside them. ``--scaffolds`` hashes each molecule's
 Bemis-Murcko scaffold instead (:func:`arl_flows.suites.molecules.novelty.murcko_scaffold`;
 acyclic molecules have none), into ``<index>_scaffolds.npy``: the prior's scaffold novelty.
 """
@@ -28,6 +28,7 @@ from arl_flows.suites.molecules.chemistry import canonical_smiles
 from arl_flows.suites.molecules.datasets import smiles_column
 from arl_flows.suites.molecules.novelty import NOVELTY_DIR, build_hash_index, scaffold_index_file, smiles_scaffold
 from arl_flows.suites.molecules.spaces import get_space
+from benchmarks.provenance import with_provenance
 
 
 def _smiles_of(path: Path) -> Iterator[str]:
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     index = build_hash_index(canonicals)
     out.parent.mkdir(parents=True, exist_ok=True)
     np.save(out, index)
-    record = {
+    record = with_provenance({
         "space": space.name,
         "source": data.name,
         "source_sha256": hashlib.sha256(data.read_bytes()).hexdigest(),
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
         "hash": "blake2b, first 8 bytes little-endian, of the RDKit canonical SMILES",
         "bytes": out.stat().st_size,
         "cpu_s": round(time.process_time() - start, 1),
-    }
+    })
     out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record))
 

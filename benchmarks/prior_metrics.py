@@ -5,13 +5,14 @@
 A seeded sample of ``--sample`` molecules of MOSES test (Polykovskiy et al., Front. Pharmacol. 2020; MIT)
 is canonicalised as the suite keys molecules; the mean and covariance of their ChemNet activations
 (``fcd-torch``) go to ``arl_flows/suites/molecules/data/fcd/moses_test.npz`` (float32, the covariance's upper
-triangle) with a JSON record beside it. The record also holds the small-sample floor: the FCD of
+triangle) with a JSON record (and its provenance) beside it. The record also holds the small-sample floor: the FCD of
 ``--floor`` other MOSES test molecules (disjoint from the reference sample) to the reference, what a
 generator indistinguishable from MOSES would score on a sample of that size.
 
 ``--baseline 1000,10000`` builds nothing: it scores that many other MOSES test molecules (outside the reference
 sample and the floor) with every metric of a prior's report, against the shipped indexes and reference, i.e.
-what MOSES itself scores at each sample size (docs/benchmarks.md, "Druglike prior").
+what MOSES itself scores at each sample size (docs/benchmarks.md, "Druglike prior"), one JSON line each after a
+provenance line.
 
 Recompute the metrics of an existing prior (no retraining) with ``arl prior evaluate --dir D``.
 """
@@ -28,6 +29,7 @@ from pathlib import Path
 from arl_flows.suites.molecules.chemistry import canonical_smiles
 from arl_flows.suites.molecules.sample_quality import FCD_DIR, FCDReference, chemnet_statistics, fcd, sample_metrics, space_references
 from benchmarks.novelty_index import _smiles_of
+from benchmarks.provenance import format_provenance, with_provenance
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     reference = chemnet_statistics(reference_set, source)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     reference.save(args.out)
-    record = {
+    record = with_provenance({
         "source": data.name,
         "source_sha256": hashlib.sha256(data.read_bytes()).hexdigest(),
         "rows": len(smiles),
@@ -68,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
         "model": "ChemNet v0.13 (fcd-torch 1.0.7)",
         "bytes": args.out.stat().st_size,
         "cpu_s": round(time.process_time() - start, 1),
-    }
+    })
     args.out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record))
 
@@ -78,6 +80,7 @@ def _baseline(smiles: list[str], drawn: set[int], sizes: list[int], args: argpar
     training, scaffolds, _ = space_references("druglike")
     reference = FCDReference.load(args.out)
     others = [i for i in range(len(smiles)) if i not in drawn]
+    print(f"provenance: {format_provenance()}")
     for size in sizes:
         start = time.process_time()
         picked = [smiles[i] for i in random.Random(args.seed + 1).sample(others, size)]

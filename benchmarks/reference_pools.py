@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from benchmarks.provenance import provenance
+from benchmarks.provenance import format_provenance, provenance
 
 __all__ = [
     "POOLS",
@@ -557,6 +557,7 @@ def main(argv: list[str] | None = None) -> int:
             info = export(args.pool, _ledger_url(args.ledger), args.dir, command=command)
             say(f"wrote {args.dir / (args.pool + '.csv')}: {json.dumps(info['counts'])}")
             say(json.dumps(info["summary"], indent=2))
+            say(f"provenance: {format_provenance()}")
         else:
             for line in status(_ledger_url(args.ledger), args.dir):
                 say(line)

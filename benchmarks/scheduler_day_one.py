@@ -48,7 +48,7 @@ from verifiers.scheduler.config import LearnedSurrogateConfig
 
 from benchmarks.molecule_pool import molecule_pool, molecules_window
 from benchmarks.replay import RECALL_LEVELS, retrieval_benchmark
-from benchmarks.provenance import with_provenance
+from benchmarks.provenance import format_provenance, with_provenance
 
 DEFAULT_TOP_COST = 10.5  # median CPU-s of one pyscf-b3lyp call on QM9 (docs/tiers.md), as `arl bench scheduler`
 
@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> None:
             _write(args, results)  # after every run: a long benchmark cut short keeps what it measured
     shipped = json.loads(REPORT.read_text()) if REPORT.is_file() else {}
     print(f"shipped surrogate's one-time training (not charged): {shipped.get('training', {}).get('cpu_s')} CPU-s")
+    print(f"provenance: {format_provenance()}")
 
 
 def _write(args: argparse.Namespace, results: dict[str, Any]) -> None:

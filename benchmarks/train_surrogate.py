@@ -51,7 +51,7 @@ from arl_flows.suites.molecules.pretrained import (
     load_lower_tiers,
     split_of,
 )
-from benchmarks.provenance import with_provenance
+from benchmarks.provenance import format_provenance, with_provenance
 
 
 def _sha256(path: Path) -> str:
@@ -94,7 +94,8 @@ def compute_lower_tiers(out: Path = LOWER_TIERS_CSV, chunk: int = 500) -> dict[s
         for c, gap in zip(cands, gaps):
             w.writerow([c.payload, f"{gap:.4f}", *[f"{values[t][c.key]:.4f}" if c.key in values[t] else "" for t in LOWER_TIERS]])
     os.replace(tmp, out)
-    (out.parent / "lower_tiers.json").write_text(json.dumps({"source": QM9_GAP_CSV.name, "source_sha256": _sha256(QM9_GAP_CSV), "molecules": len(cands), "tiers": info}, indent=2) + "\n")
+    record = with_provenance({"source": QM9_GAP_CSV.name, "source_sha256": _sha256(QM9_GAP_CSV), "molecules": len(cands), "tiers": info})
+    (out.parent / "lower_tiers.json").write_text(json.dumps(record, indent=2) + "\n")
     return info
 
 
@@ -221,8 +222,10 @@ def main(argv: list[str] | None = None) -> None:
         "test_split": test,
         "weights_sha256": _sha256(args.out / WEIGHTS.name),
     }
-    (args.out / REPORT.name).write_text(json.dumps(with_provenance(report), indent=2) + "\n")
+    report = with_provenance(report)
+    (args.out / REPORT.name).write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({"training": report["training"], "std_scale": scale, "test_split": test}, indent=2))
+    print(f"provenance: {format_provenance(report['provenance'])}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from tests.helpers.venvs import InstalledWheel, build_wheel, new_venv, pip_insta
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # the flow and benchmark tests' Prefect
 
 POSTGRES_ENV = "ARL_TEST_POSTGRES_URL"
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"

@@ -63,7 +63,7 @@ def _job_history() -> str:
 
 def _slurm_config(partition: str, **extra: object) -> dict[str, object]:
     """One step of 1 prompt x 3 samples; the DFT tier (minimal basis, small molecules) runs in SLURM jobs."""
-    from tests.arl_flows.conftest import quick_overrides
+    from tests.helpers.tiny_prior import quick_overrides
 
     return quick_overrides(
         name="slurm-run", steps=1, rollout={"prompts_per_step": 1},

@@ -8,5 +8,7 @@
 - :mod:`.venvs`: ARL's wheel built and installed into a fresh venv that borrows this environment's packages;
 - :mod:`.tiny_policy`: a tiny GPT-2 policy on a tokenizer, for the loss and distillation tests;
 - :mod:`.trl_loss`: a real TRL GRPOTrainer for calling its loss path directly (loss parity, update throughput);
-- :mod:`.toy_suite`: a minimal suite (words, a cheap and a costly tier) for the core's tests.
+- :mod:`.toy_suite`: a minimal suite (words, a cheap and a costly tier) for the core's tests;
+- :mod:`.synthetic_ladder`: made-up tier ladders and candidate pools for the scheduler and benchmark tests;
+- :mod:`.tiny_prior`: the tiny SMILES prior of the flow and benchmark tests, and a small run's overrides.
 """

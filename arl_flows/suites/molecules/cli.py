@@ -108,7 +108,10 @@ def show(
 
 
 def _moses_metrics_line(report: dict) -> str:
-    """Internal diversity, scaffold novelty and FCD of a report, or how to measure them (reports before issue 28)."""
+    """Internal diversity, scaffold novelty and FCD of a report, or how to measure them.
+
+    Reports written before these metrics existed lack them; ``arl prior evaluate --update-report`` adds them.
+    """
     if "internal_diversity" not in report:
         return "internal diversity, scaffold novelty, FCD: not measured (`arl prior evaluate --dir D --update-report`)"
 

@@ -1,13 +1,11 @@
-"""Each baseline behind the scheduler interface, under the same budget and cache rules."""
+"""The built-in baseline policies (all, fast-only, random) behind the scheduler interface, and the registry that
+refuses the benchmark baselines (oracle, cascade: tests/benchmarks/test_scheduler_baselines.py) by name."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import pytest
 
-from benchmarks.baselines import CascadePolicy, OraclePolicy
 from verifiers.scheduler import Observation, Scheduler, SchedulerConfig, make_policy
 
 WINDOW = {"target_low": 3.0, "target_high": 4.0}
@@ -43,34 +41,6 @@ def test_fast_only_stops_at_the_fast_tier(ladder_factory, pool_factory) -> None:
     assert all(e.fidelity.value == "fast" and e.std > 0 for e in result.estimates)
 
 
-def test_cascade_is_tuned_on_the_held_out_split_and_obeys_its_thresholds(ladder_factory, pool_factory) -> None:
-    pool, truth, ladder, held_out = _ladder_and_pool(ladder_factory, pool_factory)
-    names = [v.name for v in ladder]
-    loose = CascadePolicy.tune(held_out, names[:-1], names[-1], 3.0, 4.0, keep=1.0)
-    tight = CascadePolicy.tune(held_out, names[:-1], names[-1], 3.0, 4.0, keep=0.8)
-    for name in names[:-1]:
-        (lo_t, hi_t), (lo_l, hi_l) = tight.thresholds[name], loose.thresholds[name]
-        assert lo_l <= lo_t < hi_t <= hi_l
-    # keep=1.0 passes every held-out hit through every tier.
-    for o in held_out:
-        if 3.0 <= o.values[names[-1]] <= 4.0:
-            assert all(loose.thresholds[n][0] <= o.values[n] <= loose.thresholds[n][1] for n in names[:-1])
-    result = Scheduler(ladder, SchedulerConfig(**WINDOW), policy=tight).run_step(pool)
-    tiers = _by_tier(result, ladder)
-    lo, hi = tight.thresholds[names[0]]
-    assert tiers[names[1]] == {k for k in tiers[names[0]] if lo <= ladder[0].values[k] <= hi}
-    lo, hi = tight.thresholds[names[1]]
-    assert tiers[names[2]] == {k for k in tiers[names[1]] if lo <= ladder[1].values[k] <= hi}
-    assert 0 < len(tiers[names[2]]) < len(pool)
-
-
-def test_cascade_needs_hits_in_the_held_out_split(ladder_factory, pool_factory) -> None:
-    _, _, ladder, held_out = _ladder_and_pool(ladder_factory, pool_factory)
-    names = [v.name for v in ladder]
-    with pytest.raises(ValueError, match="no hits"):
-        CascadePolicy.tune(held_out, names[:-1], names[-1], 30.0, 40.0)
-
-
 def test_random_spends_the_same_budget_reproducibly(ladder_factory, pool_factory) -> None:
     pool, _, ladder, _ = _ladder_and_pool(ladder_factory, pool_factory)
     picks = []
@@ -80,18 +50,6 @@ def test_random_spends_the_same_budget_reproducibly(ladder_factory, pool_factory
         assert result.total_spend > 60.0 - 10.0  # it keeps buying until the next call would not fit
         picks.append({(v.candidate_key, v.verifier) for v in result.verdicts})
     assert picks[0] == picks[1] and picks[0] != picks[2]
-
-
-def test_oracle_asks_the_top_tier_about_true_hits_only(ladder_factory, pool_factory) -> None:
-    pool, truth, ladder, _ = _ladder_and_pool(ladder_factory, pool_factory)
-    config = SchedulerConfig(**WINDOW)
-    oracle = OraclePolicy(truth, config)
-    result = Scheduler(ladder, config, policy=oracle).run_step(pool, budget=math.inf)
-    tiers = _by_tier(result, ladder)
-    hits = {k for k, y in truth.items() if 3.0 <= y <= 4.0}
-    assert hits and tiers[ladder[-1].name] == hits
-    assert not tiers[ladder[0].name] and not tiers[ladder[1].name]
-    assert result.total_spend == pytest.approx(10.0 * len(hits))
 
 
 def test_the_benchmark_baselines_are_not_scheduler_policies_a_config_can_name() -> None:

@@ -1,4 +1,4 @@
-"""The benchmarks run end to end on small pools and report what the issue asks for."""
+"""benchmarks/replay.py: the retrieval and advantage benchmarks run end to end on small pools of synthetic ladders."""
 
 from __future__ import annotations
 
