@@ -67,7 +67,7 @@ def _valid_molecules(smiles: Sequence[str]) -> list:
 _INVALID_KINDS = (
     ("unclosed_ring", ("unclosed ring",)),
     ("unbalanced_branch", ("extra open parenthes", "extra close parenthes")),
-    ("syntax", ("SMILES parse error", "empty SMILES")),
+    ("syntax", ("SMILES parse error", "empty SMILES", "SMILES must", "SMILES is", "no atoms")),
     ("valence", ("valence",)),
     ("aromaticity", ("aromaticity", "kekulize")),
 )
