@@ -95,7 +95,7 @@ def test_the_shipped_fcd_reference_is_moses_test() -> None:
     metrics = sample_metrics(DRUGS + ["not a smiles"], set(), scaffolds_of(DRUGS[:2]), reference)
     assert set(metrics) == METRIC_KEYS and metrics["validity"] == pytest.approx(6 / 7)
     assert metrics["fcd"] > 0 and 0 < metrics["scaffold_novelty"] < 1 and metrics["internal_diversity"] > 0
-    assert metrics["invalid_kinds"]["syntax"] == pytest.approx(1 / 7) and sum(metrics["invalid_kinds"].values()) == pytest.approx(1 / 7)
+    assert metrics["invalid_kinds"]["syntax"] == pytest.approx(1 / 7, abs=1e-4) == sum(metrics["invalid_kinds"].values())
 
 
 def test_invalid_samples_are_counted_by_what_they_broke() -> None:
