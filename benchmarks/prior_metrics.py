@@ -84,7 +84,7 @@ def _baseline(smiles: list[str], drawn: set[int], sizes: list[int], args: argpar
     for size in sizes:
         start = time.process_time()
         picked = [smiles[i] for i in random.Random(args.seed + 1).sample(others, size)]
-        metrics = {k: None if v is None else round(v, 4) for k, v in sample_metrics(picked, training, scaffolds, reference).items()}
+        metrics = {k: round(v, 4) if isinstance(v, float) else v for k, v in sample_metrics(picked, training, scaffolds, reference).items()}
         print(json.dumps({"molecules": size, "source": args.data.name} | metrics | {"cpu_s": round(time.process_time() - start, 1)}))
 
 

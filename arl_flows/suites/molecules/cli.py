@@ -102,6 +102,8 @@ def show(
         console.print(f"data: {report.get('molecules', '?')} molecules, sha256 {report.get('data_sha256') or 'not recorded'}",
                       markup=False)
         console.print(_moses_metrics_line(report), markup=False)
+        if report.get("invalid_kinds"):
+            console.print(_invalid_line(report["invalid_kinds"]), markup=False)
         for row in report.get("goal_steering") or []:
             console.print(f"goal {row['goal'][0]:g}-{row['goal'][1]:g} eV: {row['ok']}/{row['samples']} samples verified by the "
                           f"fast tier, median gap {row['median_gap_ev']} eV, {row['in_goal']:.0%} in the goal bin", markup=False)
@@ -120,6 +122,12 @@ def _moses_metrics_line(report: dict) -> str:
 
     fcd = f"FCD {value('fcd')} vs {report['fcd_reference']}" if report.get("fcd_reference") else "FCD n/a (no reference for this space)"
     return f"internal diversity {value('internal_diversity')}, scaffold novelty {value('scaffold_novelty')}, {fcd}"
+
+
+def _invalid_line(kinds: dict[str, float]) -> str:
+    """Why the invalid samples failed, largest share first ("invalid: aromaticity 8.6%, unclosed_ring 5.9%")."""
+    shares = sorted(((share, kind) for kind, share in kinds.items() if share > 0), reverse=True)
+    return "invalid: " + (", ".join(f"{kind} {share:.1%}" for share, kind in shares) or "none")
 
 
 @prior_app.command("evaluate")
@@ -170,6 +178,7 @@ def evaluate_command(
         f"uniqueness {metrics['uniqueness']:.1%}, novelty {metrics['novelty']:.1%}", markup=False,
     )
     console.print(_moses_metrics_line(metrics), markup=False)
+    console.print(_invalid_line(metrics["invalid_kinds"]), markup=False)
     if update_report:
         console.print(f"written to {report_file}", markup=False)
 
@@ -228,6 +237,8 @@ def pretrain_command(
             f"uniqueness {report.uniqueness:.1%}, novelty {report.novelty:.1%}", markup=False,
         )
         console.print(_moses_metrics_line(report.model_dump()), markup=False)
+        if report.invalid_kinds:
+            console.print(_invalid_line(report.invalid_kinds), markup=False)
     for problem in problems:
         console.print(f"warning: {problem}", style="bold yellow", markup=False)
     if problems:
