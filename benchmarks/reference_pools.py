@@ -323,6 +323,7 @@ def compute(
     """Compute every tier on ``pool``'s candidates not yet in the ledger or an exported file; returns counts."""
     from arl_flows.suites.molecules import make_candidate
     from storage.ledger import Ledger
+    from verifiers import Closable
 
     from benchmarks.molecule_pool import tier_tables
 
@@ -337,9 +338,8 @@ def compute(
             tables = tier_tables(candidates, live, ledger, chunk=1, progress=progress)
     finally:
         for v in live:
-            close = getattr(v, "close", None)
-            if close:
-                close()
+            if isinstance(v, Closable):
+                v.close()
     top = tables[-1]
     return {
         "candidates": len(rows),

@@ -154,7 +154,7 @@ class _SchedulerFields(BaseModel):
     @field_validator("policy")
     @classmethod
     def _policy_is_registered(cls, name: str) -> str:
-        policy_class(name)  # an unknown name, or a benchmark baseline, fails naming the registered ones
+        policy_class(name)  # an unknown name fails naming the registered ones
         return name
 
     @model_validator(mode="before")

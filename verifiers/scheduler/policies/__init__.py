@@ -26,8 +26,6 @@ __all__ = ["make_policy", "policy_class", "policy_names", "register_policy", "re
 
 _POLICIES: dict[str, type[EscalationPolicy]] = {}
 _loaded = False
-# Names a config may reach for but cannot have: the benchmarks' baselines, which need the truth.
-_BENCHMARK_BASELINES = ("cascade", "oracle")
 
 
 def register_policy(cls: type[EscalationPolicy]) -> type[EscalationPolicy]:
@@ -59,11 +57,6 @@ def policy_names() -> list[str]:
 def policy_class(name: str) -> type[EscalationPolicy]:
     """The policy class registered as ``name``; an unknown name lists the known ones."""
     policies = _load()
-    if name in _BENCHMARK_BASELINES and name not in policies:
-        raise ValueError(
-            f"scheduler policy {name!r} is a benchmark baseline (it needs the true values or tuned thresholds, "
-            f"which a run does not have); use one of {', '.join(sorted(policies))}"
-        )
     if name not in policies:
         raise ValueError(f"unknown scheduler policy {name!r}; known: {', '.join(sorted(policies))}")
     return policies[name]
