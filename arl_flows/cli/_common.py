@@ -1,6 +1,9 @@
 """Shared bits of the CLI: the ``arl`` app each command module adds to, consoles, the user-error type, ledger
 opening, JSON output.
 
+This module imports no command module and looks no suite up, so a suite's own command module can import it
+while :mod:`arl_flows.cli.entry` is still assembling the app.
+
 User text (run names, ids, SMILES, paths, verifier feedback) never reaches
 rich as markup: pass it through :func:`shown` when it goes into a markup
 string or a table cell (but not into a ``UserError``: errors print as plain
@@ -21,7 +24,7 @@ from rich.markup import escape
 
 # The helpers import the ledger and the run config when called: `arl --help` needs neither.
 __all__ = [
-    "UserError", "app", "console", "cost_text", "cut", "default_suite", "err_console", "load_suite", "open_ledger", "print_json",
+    "CORE_PANEL", "UserError", "app", "console", "cost_text", "cut", "default_suite", "err_console", "load_suite", "open_ledger", "print_json",
     "shown"]
 
 app = typer.Typer(
@@ -31,6 +34,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+# `arl --help` lists the core's commands under one panel and each suite's under its own ("Molecules suite").
+CORE_PANEL = "Core"
 
 console = Console(emoji=False)
 err_console = Console(stderr=True, emoji=False)

@@ -1,8 +1,8 @@
 """``arl suites``: the problems ARL can train on (built-in, from installed packages, or a module:Class reference).
 
-Importing this module also adds each installed suite's own command groups to
-``arl`` (the molecules suite's ``arl prior``, the code suite's ``arl tasks``).
-A suite that fails to import does not break the CLI: it is warned about in
+:func:`add_suite_commands` adds each installed suite's own command groups to
+``arl`` (the molecules suite's ``arl prior``, the code suite's ``arl tasks``);
+:mod:`arl_flows.cli.entry` calls it once the core's groups are in. A suite that fails to import does not break the CLI: it is warned about in
 one line, ``arl suites list`` shows it as broken, and only what names it fails.
 """
 
@@ -132,7 +132,8 @@ def suite_panel(suite: str) -> str:
     return f"{suite.capitalize()} suite"
 
 
-def _add_suite_commands() -> None:
+def add_suite_commands() -> None:
+    """Add each installed suite's command groups to ``app`` under its panel; call it after the core's groups."""
     from arl_flows.suites import suite_classes
 
     found = suite_classes()  # a suite that does not import is warned about and left out
@@ -142,6 +143,3 @@ def _add_suite_commands() -> None:
             if name not in taken:  # a suite cannot shadow a core command or another suite's
                 app.add_typer(sub, name=name, rich_help_panel=suite_panel(cls.name))
                 taken.add(name)
-
-
-_add_suite_commands()

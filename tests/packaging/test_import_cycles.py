@@ -4,11 +4,18 @@ A function-level import is for something heavy or late (torch, rdkit, Prefect
 after its environment is set, what ``arl --help`` need not load); one whose
 module imports, at module level, the module it sits in only dodges a cycle.
 This walks the source with ``ast`` (no import runs) and names each such import.
+A cycle between module-level imports shows only when the import runs, and only
+for the module imported first: the last test imports each CLI and suite module
+first in an interpreter of its own.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import pkgutil
+import subprocess
+import sys
 from collections import deque
 from pathlib import Path
 
@@ -130,3 +137,105 @@ def test_the_check_sees_a_cycle(tmp_path: Path) -> None:
     vb.visit(tree_b)
     assert va.top == {"pkg.b"} and vb.lazy == [("pkg.a", 2)]
     assert _reaches({"pkg.a": va.top, "pkg.b": set()}, "pkg.a", "pkg.b") == ["pkg.a", "pkg.b"]
+
+
+# Run by one interpreter that has imported none of ARL's modules: a forked child per module imports that module first,
+# so each import starts with none of ours loaded, without paying for an interpreter start. Before forking, the parent
+# runs once the third-party imports that ARL's modules make at module level (numpy, pydantic, rdkit, torch...): a
+# cycle among ARL's modules does not go through them, and each child would otherwise spend a second or more on them.
+# Two children at a time; each failure is one JSON line (module, the error's last line).
+_IMPORT_EACH_FIRST = """
+import importlib, json, os, sys, traceback
+job = json.load(sys.stdin)
+sys.path.insert(0, job["root"])
+for statement in job["preload"]:
+    try:
+        exec(statement, {})
+    except Exception:  # an optional dependency that is not installed: the module that needs it fails below
+        pass
+loaded = sorted(m for m in sys.modules if m.partition(".")[0] in job["ours"])
+assert not loaded, f"the third-party imports loaded ARL's {loaded}"
+running, failures = {}, []
+def reap():
+    pid, status = os.wait()
+    read_end, name = running.pop(pid)
+    with os.fdopen(read_end) as pipe:
+        error = pipe.read()
+    if status:
+        failures.append({"module": name, "error": error or f"exit status {status}"})
+for name in job["modules"]:
+    while len(running) >= 2:
+        reap()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            importlib.import_module(name)
+        except BaseException:
+            os.write(write_end, traceback.format_exc().strip().splitlines()[-1].encode())
+            os._exit(1)
+        os._exit(0)
+    os.close(write_end)
+    running[pid] = (read_end, name)
+while running:
+    reap()
+for failure in failures:
+    print(json.dumps(failure))
+"""
+
+
+def _module_names(package: str) -> list[str]:
+    """``package`` and every module under it, found on disk (``pkgutil``, without importing anything)."""
+    names = [package]
+    for info in pkgutil.iter_modules([str(ROOT.joinpath(*package.split(".")))], f"{package}."):
+        names += _module_names(info.name) if info.ispkg else [info.name]
+    return names
+
+
+def _third_party_imports(paths: list[Path], ours: set[str]) -> list[str]:
+    """The module-level import statements of ``paths`` that name no package of ``ours``, as source lines."""
+    found: dict[str, None] = {}
+    for path in paths:
+        for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:  # module level only
+            if isinstance(node, ast.Import):
+                tops = {alias.name.partition(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module != "__future__":
+                tops = {(node.module or "").partition(".")[0]}
+            else:
+                continue
+            if not tops & ours:
+                found[ast.unparse(node)] = None
+    return list(found)
+
+
+def test_every_cli_and_suite_module_imports_first_in_a_fresh_interpreter() -> None:
+    """Each module of ``arl_flows.cli`` and ``arl_flows.suites`` imports when it is the first one of ours imported.
+
+    A suite's command module imports the CLI's shared objects; if the CLI package assembled the app (and so looked
+    the suites up) on import, the suite module would be imported back while half-initialised.
+    """
+    names = _module_names("arl_flows.cli") + _module_names("arl_flows.suites")
+    assert {"arl_flows.cli.entry", "arl_flows.suites.code.cli", "arl_flows.suites.molecules.bench"} <= set(names)
+    modules = _modules()
+    top = {}
+    for module, path in modules.items():
+        visitor = _Imports(module, modules)
+        visitor.visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+        top[module] = visitor.top
+    imported, queue = set(names), deque(names)  # what the children import at module level: their third-party imports
+    while queue:
+        for nxt in top.get(queue.popleft(), ()):
+            if nxt not in imported:
+                imported.add(nxt)
+                queue.append(nxt)
+    ours = {p.name.removesuffix(".py") for p in ROOT.iterdir() if (p / "__init__.py").exists() or p.suffix == ".py"}
+    preload = _third_party_imports([modules[name] for name in sorted(imported) if name in modules], ours)
+    job = {"root": str(ROOT), "ours": sorted(ours), "preload": preload, "modules": names}
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT_EACH_FIRST], input=json.dumps(job),
+        capture_output=True, text=True, timeout=300, check=False, cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    failures = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert not failures, "\n".join(f"{f['module']}: {f['error']}" for f in failures)
