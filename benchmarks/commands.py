@@ -189,7 +189,7 @@ def _window(window: tuple[float, float]) -> tuple[float, float]:
     return low, high
 
 
-MAX_HISTORY = 200  # issue 29: the retrieval targets hold with at most 200 answers of history
+MAX_HISTORY = 200  # the retrieval targets are stated for at most 200 answers of history
 
 
 def _choices(option: str, text: str, allowed: Sequence[str]) -> list[str]:

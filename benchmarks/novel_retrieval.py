@@ -1,5 +1,5 @@
 """Retrieval on a reference pool of novel molecules: voi (shipped start) against voi (cold start), the tuned cascade
-and the oracle, side by side in one run (issue 29).
+and the oracle, side by side in one run.
 
 The pool is one of ``benchmarks/data/pools/`` (molecules no shipped model trained on, their top-tier value computed
 by the project's own DFT tier); each seed shuffles it into a history of at most 200 answers (every tier known: the
