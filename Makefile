@@ -43,9 +43,9 @@ test: setup-dev
 test-slurm: setup-dev
 	$(BIN)/pytest -m slurm $(PYTEST_ARGS) tests/arl_flows/test_slurm.py
 
-# Skips the slow tests (each over about 5 s on an idle machine) too. Measured in one process (WORKERS=0) on
-# 2 cores shared with a load of 5-9: 1,115 tests in 9.3 minutes of wall time, 3.1 of them on the CPU;
-# the rest is waiting on subprocesses, sandboxes and servers, which 2 workers overlap.
+# Skips the slow tests (each over about 5 s on an idle machine) too. Measured 2026-12-03 with the default two
+# workers on 2 cores (load 2-5, one DFT benchmark running beside it): 1,402 tests in 5 min 45 s of wall time
+# (9.6 CPU-min); most of the rest is waiting on subprocesses, sandboxes and servers, which the workers overlap.
 test-fast: setup-dev
 	$(BIN)/pytest $(XDIST) -m 'not slow and not soak' $(PYTEST_ARGS)
 
