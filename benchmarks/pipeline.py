@@ -536,7 +536,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """``python -m benchmarks.pipeline``: the same command as ``arl bench pipeline``."""
     import typer
 
-    import arl_flows.cli  # noqa: F401 - the CLI package first: it registers the suites' commands
+    import arl_flows.cli.entry  # noqa: F401 - the whole CLI first: it registers the suites' commands
     from benchmarks.cli import bench_pipeline
 
     app = typer.Typer(add_completion=False)

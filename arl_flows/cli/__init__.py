@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from arl_flows.cli.entry import CORE_PANEL, UserError, app, console, main
 
-__all__ = ["CORE_PANEL", "app", "main", "UserError", "console"]
+__all__ = ["CORE_PANEL", "UserError", "app", "console", "main"]
 
 
 def __getattr__(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import arl_flows.cli.entry as entry
+    from arl_flows.cli import entry
 
     value = getattr(entry, name)
     globals()[name] = value  # looked up once

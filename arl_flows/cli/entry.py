@@ -51,16 +51,16 @@ _check_verifiers_is_ours()
 
 # Command groups, imported for their side effect of adding commands to ``app``. Submodule imports (not
 # ``from arl_flows.cli import db``): this module must not import the package's PEP 562 names back.
-import arl_flows.cli.db  # noqa: E402,F401
-import arl_flows.cli.runs  # noqa: E402,F401
-import arl_flows.cli.tiers  # noqa: E402,F401
-import arl_flows.cli.verify  # noqa: E402,F401
-import arl_flows.cli.train  # noqa: E402,F401
-import arl_flows.cli.lab  # noqa: E402,F401
-import arl_flows.cli.ui  # noqa: E402,F401
-import arl_flows.cli.rerank  # noqa: E402,F401
-import arl_flows.cli.suites  # noqa: E402
-import arl_flows.cli.config  # noqa: E402,F401
+import arl_flows.cli.db  # noqa: I001 - this order is the order of `arl --help`
+import arl_flows.cli.runs
+import arl_flows.cli.tiers
+import arl_flows.cli.verify
+import arl_flows.cli.train
+import arl_flows.cli.lab
+import arl_flows.cli.ui
+import arl_flows.cli.rerank
+import arl_flows.cli.suites
+import arl_flows.cli.config
 
 # After the core's groups, so that a suite's group cannot take a core command's name.
 arl_flows.cli.suites.add_suite_commands()

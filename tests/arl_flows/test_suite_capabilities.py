@@ -113,7 +113,7 @@ def test_the_models_check_data_and_build_config_brings_the_suite() -> None:
 def test_reading_a_config_and_the_cli_import_no_torch() -> None:
     code = (
         "import sys\n"
-        "import arl_flows.cli\n"
+        "from arl_flows.cli import app\n"
         "from arl_flows.config import load_config\n"
         "load_config()\n"
         "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"

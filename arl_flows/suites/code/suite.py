@@ -78,6 +78,7 @@ class CodeSuite(Suite):
 
     @classmethod
     def commands(cls) -> list[tuple[str, typer.Typer]]:
+        # Imported when called: the command modules load typer and rich, which a worker importing the suite never needs.
         from arl_flows.suites.code.cli import tasks_app
 
         return [("tasks", tasks_app)]

@@ -99,6 +99,7 @@ class MoleculeSuite(Suite):
 
     @classmethod
     def commands(cls) -> list[tuple[str, typer.Typer]]:
+        # Imported when called: the command modules load typer and rich, which a worker importing the suite never needs.
         from arl_flows.suites.molecules.bench import bench_app
         from arl_flows.suites.molecules.cli import prior_app
 
