@@ -81,3 +81,43 @@ def test_a_top_tier_call_runs_in_a_slurm_job_and_names_it(slurm_partition, monke
     assert verdict.status.value == "ok" and verdict.job_id is not None and verdict.job_id.isdigit()
     assert report["kind"] == "slurm" and report["job_ids"] == [verdict.job_id]
     assert dict(tier.calls_by_job) == {verdict.job_id: 1}
+
+
+def _real_base(space: str):
+    from arl_flows.config import load_config
+    from benchmarks.pipeline import base_run_overrides
+
+    bench = PipelineBenchConfig(real=True, dask_workers=2)
+    overrides = base_run_overrides(bench)
+    if space != "qm9":
+        overrides["options"] = dict(overrides.get("options") or {}) | {"space": space}
+    return bench, load_config(overrides=overrides)
+
+
+def test_outside_qm9_the_audit_is_the_top_tier_itself_and_reuses_the_runs_verdicts(monkeypatch) -> None:
+    from arl_flows.ladder import build_ladder
+    from benchmarks.learning import VerdictMemo
+    from benchmarks.pipeline import _audit_verifier
+    from storage.records import Status
+    from verifiers import Candidate, Closable
+
+    bench, base = _real_base("qm9")
+    assert _audit_verifier(bench, base, "qm9").name == "reference-or-dft"  # QM9: the table's value where it has one
+    bench, base = _real_base("druglike")
+    audit, top = _audit_verifier(bench, base, "druglike"), build_ladder(base)[-1]
+    try:
+        # Same identity as the run's top tier (the space's rules; workers are not part of it), so a run's verdict
+        # is a memo hit: the audit pays no DFT call for a molecule either mode already had the top tier score.
+        assert (audit.name, audit.version, audit.params_hash) == (top.name, top.version, top.params_hash)
+        assert audit.params.constraints.space == "druglike"
+        candidate = Candidate(key="molecules:CCO", suite="molecules", payload="CCO")
+        paid = top.verdict(candidate, Status.ok, value=5.5, cost_s=90.0)
+        memo = VerdictMemo()
+        memo.verdicts.setdefault(paid.cache_key, paid)
+        monkeypatch.setattr(audit, "verify_batch", lambda _: pytest.fail("the audit paid again for a run's verdict"))
+        (again,) = memo.get(audit, [candidate])
+        assert again.value == 5.5
+    finally:
+        for verifier in (audit, top):
+            if isinstance(verifier, Closable):
+                verifier.close()
