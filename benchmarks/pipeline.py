@@ -26,8 +26,9 @@ The metric is ``arl bench learning``'s top-10 AUC, computed by its code
 integrates): whenever a mode's spend crosses one of ``audit_points`` marks
 (and after its first step, and at the end) the ``top_k`` molecules it ranks
 best by its own estimates are recorded, and scored by the top tier's truth
-*after* the run (the QM9 table, or ``reference-or-dft`` in the real setting),
-so that auditing costs no wall time in either mode. Also per mode: wall-clock
+*after* the run (the QM9 table; in the real setting ``reference-or-dft`` in QM9
+and the top tier itself in another space, whose verdicts from the runs are
+reused), so that auditing costs no wall time in either mode. Also per mode: wall-clock
 seconds, GRPO steps, utilisation of each tier's workers (busy slot-seconds
 over slots x wall time), the learner's idle share (sync: the share of wall
 time spent in the verify stage; async: waiting for settled groups) and the
