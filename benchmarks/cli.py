@@ -188,11 +188,23 @@ def bench_pipeline(
     latency: Annotated[float, typer.Option("--latency", help="Simulated cluster: wall seconds per call.")] = 10.0,
     slots: Annotated[int, typer.Option("--slots", help="Simulated cluster: calls it runs at once.")] = 16,
     cost_per_call: Annotated[float, typer.Option("--cost-per-call", help="Simulated cluster: CPU-seconds charged per call.")] = 15.0,
-    dask_workers: Annotated[int, typer.Option("--dask-workers", help="With --real: Dask worker processes, one thread each.")] = 2,
+    dask_workers: Annotated[
+        int, typer.Option("--dask-workers", help="With --real: Dask worker processes, one thread each (with --cluster slurm/pbs: the jobs).")
+    ] = 2,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster",
+            help="With --real, where the DFT calls run: local (a LocalCluster here), slurm or pbs (Dask workers started "
+            "as batch jobs, as `arl run` starts them) or dask (the address in [cluster]). The job settings (queue, "
+            "cores, memory, walltime, job bounds) come from the --config TOML's [cluster] section (default: its kind, else local).",
+        ),
+    ] = None,
     max_ahead: Annotated[int | None, typer.Option("--max-ahead", help="Async: streaming.max_ahead (default: the run config's).")] = None,
     settle_std: Annotated[float | None, typer.Option("--settle-std", help="Async: streaming.settle_std (eV).")] = None,
     max_group_wait: Annotated[float | None, typer.Option("--max-group-wait", help="Async: streaming.max_group_wait_s.")] = None,
     audit_points: Annotated[int, typer.Option("--audit-points", help="Audits at evenly spaced spend marks.")] = 12,
+    top_k: Annotated[int, typer.Option("--top-k", help="Molecules audited at each audit point (the k of the top-k AUC).")] = 10,
     history: Annotated[int, typer.Option("--history", help="Held-out QM9 molecules given to both surrogates (simulated setting).")] = 200,
     config: Annotated[Path | None, typer.Option("--config", help="TOML run config whose training settings both modes share.")] = None,
     space: SpaceOpt = "qm9",

@@ -165,8 +165,15 @@ def _run_harness(
     make_config: Callable[[], Any], run: Callable[..., dict[str, Any]], *, workdir: Path, cache: Path | None
 ) -> dict[str, Any]:
     """Build a harness's settings and run it with timed progress; a setting or run the harness rejects is a UserError."""
+    from pydantic import ValidationError
+
     try:
         bench = make_config()
+    except ValidationError as exc:  # the first error, named by its field (the last line is pydantic's help link)
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        message = " ".join(str(err["msg"]).removeprefix("Value error, ").split())
+        raise UserError(f"bad benchmark setting: {loc + ': ' if loc else ''}{message}"[:500]) from None
     except ValueError as exc:
         raise UserError(f"bad benchmark setting: {str(exc).splitlines()[-1]}") from None
     try:
@@ -519,10 +526,12 @@ def pipeline(
     slots: int,
     cost_per_call: float,
     dask_workers: int,
+    cluster: str | None,
     max_ahead: int | None,
     settle_std: float | None,
     max_group_wait: float | None,
     audit_points: int,
+    top_k: int,
     history: int,
     config: Path | None,
     space: str,
@@ -539,8 +548,14 @@ def pipeline(
     _count("--slots", slots, 1, 4096)
     _count("--dask-workers", dask_workers, 1, 256)
     _count("--audit-points", audit_points, 1, 10_000)
+    _count("--top-k", top_k, 1, 10_000)
     _count("--history", history, 0, 10_000_000)
     overrides = _with_space(_workdir_and_overrides(workdir, config), _space(space))
+    kinds = ("local", "dask", "slurm", "pbs")
+    if cluster is not None and cluster not in kinds:
+        raise UserError(f"--cluster {shown(cluster)}: use one of {', '.join(kinds)}")
+    # The top tier's cluster: the config's [cluster] job settings, of the kind --cluster names (else the config's).
+    cluster_settings = dict(overrides.pop("cluster", {}) or {}) | ({"kind": cluster} if cluster else {})
     streaming = dict(overrides.pop("streaming", {}) or {})
     for key, value in (("max_ahead", max_ahead), ("settle_std", settle_std), ("max_group_wait_s", max_group_wait)):
         if value is not None:
@@ -549,7 +564,8 @@ def pipeline(
         lambda: pipeline_harness.PipelineBenchConfig(
             budget=budget, budget_per_step=step_budget, seed=seed, max_steps=max_steps, modes=names, real=real,
             latency_s=latency, slots=slots, cost_per_call=cost_per_call, dask_workers=dask_workers,
-            audit_points=audit_points, history=history, streaming=streaming, run_overrides=overrides,
+            audit_points=audit_points, top_k=top_k, history=history, streaming=streaming, run_overrides=overrides,
+            cluster=cluster_settings,
         ),
         pipeline_harness.pipeline_benchmark, workdir=workdir, cache=cache,
     )
@@ -561,7 +577,7 @@ def pipeline(
 
 def _print_pipeline(report: dict[str, Any]) -> None:
     s = report["settings"]
-    top = "real DFT on Dask" if s["real"] else f"simulated cluster ({s['latency_s']:g} s, {s['slots']} slots)"
+    top = f"real DFT on Dask ({s['cluster']['kind']})" if s["real"] else f"simulated cluster ({s['latency_s']:g} s, {s['slots']} slots)"
     _print_summary(f"Sync vs async at {s['budget']:g} CPU-s, top tier {shown(top)}", pipeline_harness.summary_table(report))
     console.print("ratios: " + ", ".join(f"{shown(k)} {'-' if v is None else f'{v:.2f}'}" for k, v in report["ratios"].items()))
     console.print(f"provenance: {shown(format_provenance())}")

@@ -15,15 +15,20 @@ The top tier is, by default, the ``simulated-cluster`` verifier: it models a
 here, and is charged ``cost_per_call``). With ``real = True`` it is a real
 PySCF B3LYP/6-31G calculation (``pyscf-b3lyp``) sent to a local Dask cluster
 (``distributed.LocalCluster``) through the pipeline's ``call_tier`` hook and
-the step's ``run_tier`` hook alike.
+the step's ``run_tier`` hook alike. With ``cluster.kind = "slurm"`` (or ``"pbs"``, or
+``"dask"`` and an address) those calls go instead to Dask workers started as batch jobs by the
+product's own builder (:func:`arl_flows.flows._batch_job_runner`, the ``[cluster]`` path of
+``arl run``); the report's ``cluster`` key says which cluster ran them and, for batch jobs, which
+job ran how many calls.
 
 The metric is ``arl bench learning``'s top-10 AUC, computed by its code
 (:class:`benchmarks.learning.RegimeRun` ranks, :func:`benchmarks.learning.top_k_auc`
 integrates): whenever a mode's spend crosses one of ``audit_points`` marks
 (and after its first step, and at the end) the ``top_k`` molecules it ranks
 best by its own estimates are recorded, and scored by the top tier's truth
-*after* the run (the QM9 table, or ``reference-or-dft`` in the real setting),
-so that auditing costs no wall time in either mode. Also per mode: wall-clock
+*after* the run (the QM9 table; in the real setting ``reference-or-dft`` in QM9
+and the top tier itself in another space, whose verdicts from the runs are
+reused), so that auditing costs no wall time in either mode. Also per mode: wall-clock
 seconds, GRPO steps, utilisation of each tier's workers (busy slot-seconds
 over slots x wall time), the learner's idle share (sync: the share of wall
 time spent in the verify stage; async: waiting for settled groups) and the
@@ -41,9 +46,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from arl_flows.config import RunConfig, load_config
+from arl_flows.config import ClusterConfig, RunConfig, load_config
 from arl_flows.pipeline import Pipeline, PipelineHooks
 from arl_flows.step import StepHooks, run_step
 from arl_flows.training import RunSession, StepState, StepSummary
@@ -87,7 +92,17 @@ class PipelineBenchConfig(BaseModel):
     latency_s: float = Field(default=10.0, gt=0, description="Simulated cluster: wall seconds per call.")
     slots: int = Field(default=16, ge=1, description="Simulated cluster: calls it runs at once.")
     cost_per_call: float = Field(default=15.0, gt=0, description="Simulated cluster: CPU-seconds charged per call.")
-    dask_workers: int = Field(default=2, ge=1, description="Real setting: Dask worker processes (one thread each).")
+    dask_workers: int = Field(
+        default=2, ge=1,
+        description="Real setting: Dask worker processes (one thread each); with a batch-job cluster, the jobs "
+        "(min_jobs = max_jobs) unless its [cluster] section sets min_jobs or max_jobs.",
+    )
+    cluster: ClusterConfig = Field(
+        default_factory=ClusterConfig,
+        description="Real setting: where the DFT calls run. kind 'local': a LocalCluster on this machine; 'slurm' / "
+        "'pbs': Dask workers started as batch jobs, built as `arl run`'s [cluster] builds them; 'dask': the "
+        "scheduler at `address`.",
+    )
     top_k: int = Field(default=10, ge=1, description="Molecules audited at each audit point.")
     audit_points: int = Field(default=12, ge=1, description="Audits at evenly spaced spend marks over the budget (+ the end).")
     history: int = Field(
@@ -100,6 +115,12 @@ class PipelineBenchConfig(BaseModel):
     run_overrides: dict[str, Any] = Field(
         default_factory=dict, description="RunConfig overrides shared by both modes (trainer, rollout, scheduler, ...)."
     )
+
+    @model_validator(mode="after")
+    def _cluster_needs_the_real_tier(self) -> PipelineBenchConfig:
+        if self.cluster.kind != "local" and not self.real:
+            raise ValueError(f"cluster: kind {self.cluster.kind!r} runs the real DFT tier; add --real (or use kind 'local')")
+        return self
 
 
 def base_run_overrides(bench: PipelineBenchConfig) -> dict[str, Any]:
@@ -133,27 +154,76 @@ def mode_config(base: RunConfig, mode: str, bench: PipelineBenchConfig) -> RunCo
 
 
 def _dask_verify(name: str, params: dict[str, Any], candidate: dict[str, Any]) -> dict[str, Any]:
-    """One verifier call on a Dask worker; the verifier (and its worker process) is kept per worker."""
+    """One verifier call on a Dask worker; the verifier (and its worker process) is kept per worker.
+
+    The verdict names the batch job (or Dask worker) that computed it, as ``arl run``'s tier tasks do.
+    """
+    from arl_flows.flows import _job_id
+
     key = (name, repr(sorted(params.items())))
     cache = _dask_verify.__dict__.setdefault("verifiers", {})
     if key not in cache:
         cache[key] = registry.create(name, params)
     (verdict,) = cache[key].verify_batch([Candidate.model_validate(candidate)])
-    return verdict.model_dump(mode="json")
+    job = _job_id()
+    return verdict.model_dump(mode="json") | ({"job_id": job} if job and not verdict.job_id else {})
+
+
+def batch_job_cluster(cluster: ClusterConfig) -> Any:
+    """Dask workers as batch jobs, started exactly as ``arl run`` starts them for ``[cluster] kind``.
+
+    The cluster class, its job settings and the adaptive bounds come from the product's
+    :func:`arl_flows.flows._batch_job_runner`; this only starts what it describes, outside Prefect.
+    """
+    from arl_flows.flows import _batch_job_runner
+
+    runner = _batch_job_runner(cluster)
+    jobs = runner.resolved_cluster_class(**runner.cluster_kwargs)
+    jobs.adapt(**runner.adapt_kwargs)
+    return jobs
+
+
+def bench_cluster(bench: PipelineBenchConfig) -> ClusterConfig:
+    """The cluster settings of the real top tier: ``--dask-workers`` jobs unless ``[cluster]`` bounds them itself."""
+    cluster = bench.cluster
+    if cluster.kind in ("slurm", "pbs") and not {"min_jobs", "max_jobs"} & cluster.model_fields_set:
+        cluster = ClusterConfig.model_validate(
+            cluster.model_dump(exclude_unset=True) | {"min_jobs": bench.dask_workers, "max_jobs": bench.dask_workers}
+        )
+    return cluster
 
 
 class _DaskTier:
-    """Top-tier calls sent one candidate each to a local Dask cluster; slot-seconds measured per call."""
+    """Top-tier calls sent one candidate each to a Dask cluster; slot-seconds measured per call.
 
-    def __init__(self, workers: int, name: str, params: dict[str, Any]) -> None:
+    ``cluster.kind`` 'local': a LocalCluster of ``workers`` processes here; 'slurm' / 'pbs': ``workers`` Dask
+    workers started as batch jobs (:func:`batch_job_cluster`); 'dask': the scheduler at ``cluster.address``.
+    """
+
+    def __init__(self, workers: int, name: str, params: dict[str, Any], cluster: ClusterConfig | None = None) -> None:
         from distributed import Client, LocalCluster
 
-        self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
-        self.client = Client(self.cluster)
+        self.kind = cluster.kind if cluster is not None else "local"
+        running = workers  # workers to wait for before the first mode starts
+        if self.kind in ("slurm", "pbs"):
+            self.cluster = batch_job_cluster(cluster)
+            self.client = Client(self.cluster)
+            workers, running = cluster.max_jobs, cluster.min_jobs  # the busy share's slots: the most jobs at once
+        elif self.kind == "dask":
+            self.cluster, self.client = None, Client(cluster.address)
+            workers = sum(w.get("nthreads", 1) for w in self.client.scheduler_info()["workers"].values()) or workers
+            running = 0
+        else:
+            self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+            self.client = Client(self.cluster)
+        if running:
+            self.client.wait_for_workers(running, timeout=600)  # a batch job may queue: time the modes from running workers
         root = str(Path(__file__).resolve().parents[1])
         self.client.run(lambda: sys.path.insert(0, root) if root not in sys.path else None)  # benchmarks importable
         self.workers, self.name, self.params = workers, name, params
         self.busy_s = 0.0
+        self.calls_by_job: Counter[str] = Counter()  # this mode's calls per batch job (else Dask worker); reset per mode
+        self.job_ids: set[str] = set()  # every batch job that ran a call
         self._lock = threading.Lock()
 
     def verify(self, candidates: Sequence[Candidate]) -> list[Verdict]:
@@ -162,11 +232,20 @@ class _DaskTier:
         verdicts = [Verdict.model_validate(f.result()) for f in futures]
         with self._lock:
             self.busy_s += sum(v.wall_s or 0.0 for v in verdicts)
+            self.calls_by_job.update(v.job_id for v in verdicts if v.job_id)
+            if self.kind in ("slurm", "pbs"):
+                self.job_ids.update(v.job_id for v in verdicts if v.job_id)
         return verdicts
+
+    def describe(self) -> dict[str, Any]:
+        """Which cluster ran the calls: its kind, its workers (one per batch job) and the jobs that ran calls."""
+        started = sorted(str(j.job_id) for j in getattr(self.cluster, "workers", {}).values() if getattr(j, "job_id", None))
+        return {"kind": self.kind, "workers": self.workers, "job_ids": sorted(self.job_ids | set(started))}
 
     def close(self) -> None:
         self.client.close()
-        self.cluster.close()
+        if self.cluster is not None:
+            self.cluster.close()
 
 
 # ---------------------------------------------------------------------------------------------- recording
@@ -185,6 +264,7 @@ class _Recorder:
         self.snapshots: list[tuple[float, float, list[str]]] = []  # (spend, wall seconds since start, own top-k)
         self.t0 = time.monotonic()
         self.candidates: dict[str, Candidate] = {}
+        self.top_verdicts: list[Verdict] = []  # the mode's own top-tier verdicts, read once it has stopped
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._watch = threading.Thread(target=self._watch_spend, name="bench-audit-marks", daemon=True)
@@ -341,12 +421,21 @@ class _AsyncDriver(PipelineHooks):
 # ---------------------------------------------------------------------------------------------- the benchmark
 
 
-def _audit_verifier(bench: PipelineBenchConfig, base: RunConfig) -> Verifier:
-    """The truth the snapshots are scored with: the top tier's own values at no latency, or reference-or-dft."""
-    if bench.real:
-        return registry.create("reference-or-dft", {"threads": 1})
-    params = dict(base.tiers[-1].params) | {"latency_s": 0.0}
-    return registry.create("simulated-cluster", params)
+def _audit_verifier(bench: PipelineBenchConfig, base: RunConfig, space: str) -> Verifier:
+    """The truth the snapshots are scored with: the top tier's own values at no latency, or real DFT.
+
+    Real DFT in QM9 is ``reference-or-dft`` (the table's value where it has one). In another space the table
+    holds none of the molecules and that tier's correction was fitted on QM9 ones, so the truth is the top tier
+    itself, whose verdicts from the runs are then reused instead of paid again. Either way with the suite's
+    params for the run's space (its validity rules and DFT limits), as the ladder builds its tiers.
+    """
+    from arl_flows.suites import suite_for
+
+    if not bench.real:
+        return registry.create("simulated-cluster", dict(base.tiers[-1].params) | {"latency_s": 0.0})
+    name, params = ("reference-or-dft", {"threads": 1}) if space == "qm9" else (base.tiers[-1].verifier, dict(base.tiers[-1].params))
+    params |= {"workers": bench.dask_workers}  # the cluster is closed by then; workers do not change a verdict
+    return registry.create(name, suite_for(base).verifier_params(registry.get(name), params))
 
 
 def _score(keys: list[str], values: dict[str, float | None], k: int, low: float, high: float, softness: float) -> float:
@@ -389,6 +478,7 @@ def _run_mode(
             utilisation = dict(report.utilisation)
             pipeline_report = report.as_dict()
         rec.stop()
+        rec.top_verdicts = [v for v in ledger.verdicts_for(list(rec.candidates), verifiers=[top.name]) if v.status != Status.pending]
         # The top tier's busy slot-seconds as the top tier itself measured them (both modes alike).
         if dask is not None:
             top_busy, top_slots = dask.busy_s, dask.workers
@@ -408,6 +498,7 @@ def _run_mode(
             "top_tier_slots": top_slots,
             "staleness": staleness,
             "spend_by_tier": ledger.spend_by_tier(session.run.id),
+            "top_tier_calls_by_job": dict(sorted(dask.calls_by_job.items())) if dask is not None else {},
             "pipeline": pipeline_report,
         }
     finally:
@@ -415,6 +506,7 @@ def _run_mode(
         ledger.close()
         if dask is not None:
             dask.busy_s = 0.0
+            dask.calls_by_job.clear()
         if isinstance(top, Closable):
             top.close()
     shutil.rmtree(settings().run_dir(session.run.id), ignore_errors=True)
@@ -438,7 +530,8 @@ def pipeline_benchmark(
     base = load_config(overrides=overrides)
     workdir.mkdir(parents=True, exist_ok=True)
     memo = VerdictMemo(cache)
-    audit_top = _audit_verifier(bench, base)
+    space = space_of(overrides)
+    audit_top = _audit_verifier(bench, base, space)
     sched = base.scheduler
     low, high, softness = sched.target_low, sched.target_high, sched.window_softness
     held_out: list = []
@@ -448,9 +541,19 @@ def pipeline_benchmark(
         held_out = _held_out(audit_top, [fast, audit_top], memo, bench.history, bench.history_seed)
     dask = None
     if bench.real:
-        top_tier = base.tiers[-1]
-        progress(f"starting a local Dask cluster: {bench.dask_workers} worker processes, one thread each")
-        dask = _DaskTier(bench.dask_workers, top_tier.verifier, dict(top_tier.params))
+        # The ladder's params (the suite's verifier_params applied: the run's chemistry space), not the config's raw
+        # ones, as arl run's tier tasks get them: the workers' verdicts must match what the step asked for.
+        ladder = build_ladder(base)
+        top_tier, top_params = base.tiers[-1], ladder[-1].params.model_dump(mode="json")
+        for verifier in ladder:
+            if isinstance(verifier, Closable):
+                verifier.close()
+        cluster = bench_cluster(bench)
+        if cluster.kind == "local":
+            progress(f"starting a local Dask cluster: {bench.dask_workers} worker processes, one thread each")
+        else:
+            progress(f"starting the top tier's Dask workers on {cluster.kind} ({cluster.min_jobs}-{cluster.max_jobs} jobs)")
+        dask = _DaskTier(bench.dask_workers, top_tier.verifier, top_params, cluster)
     t0 = time.perf_counter()
     recorders: dict[str, _Recorder] = {}
     rows: dict[str, dict[str, Any]] = {}
@@ -461,12 +564,15 @@ def pipeline_benchmark(
             progress(f"{mode}: {rows[mode]['steps']} steps in {rows[mode]['wall_s']:.0f} s")
     finally:
         if dask is not None:
+            cluster_report = dask.describe()
             dask.close()
     # Audit every recorded top-k with the truth, after the runs (no wall time of either mode).
     learning = LearningBenchConfig(budget=bench.budget, top_k=bench.top_k, audit_points=bench.audit_points)
     report: dict[str, Any] = {}
     for mode, rec in recorders.items():
         keys = sorted({k for _, _, ks in rec.snapshots for k in ks})
+        for v in rec.top_verdicts:  # what the mode paid the audit tier for already (same identity) is not paid again
+            memo.verdicts.setdefault(v.cache_key, v.model_copy(update={"id": None}))
         progress(f"{mode}: auditing {len(keys)} molecules with {audit_top.name}")
         values = {v.candidate_key: _top_value(v) for v in memo.get(audit_top, [rec.candidates[k] for k in keys])}
         for k in keys:
@@ -478,7 +584,6 @@ def pipeline_benchmark(
         rec.out.seconds = rows[mode]["wall_s"]
         # The pipeline audits only its snapshots' top-k (no novel-k audits): novelty is marked on what was audited,
         # and the learning benchmark's novel curve, which it does not draw, is left out of its report.
-        space = space_of(overrides)
         rec.out.novel_keys = {k for k in rec.out.truth if is_novel_key(k, space)}
         metrics = _regime_metrics(rec.out, learning, low, high, softness)
         for key in ("hit_keys", "novel_topk_auc", "final_novel_topk", "novel_curve", "audit_spend",
@@ -492,6 +597,7 @@ def pipeline_benchmark(
     report["settings"] = bench.model_dump(mode="json") | {"run_overrides": overrides}
     report["top_tier"] = base.tiers[-1].model_dump(mode="json")
     report["audit_tier"] = audit_top.name
+    report["cluster"] = cluster_report if dask is not None else None
     report["held_out"] = len(held_out)
     report["wall_s"] = round(time.perf_counter() - t0, 1)
     report["ratios"] = _ratios(report)
