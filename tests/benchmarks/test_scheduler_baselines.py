@@ -4,29 +4,17 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
 from benchmarks.baselines import CascadePolicy, OraclePolicy
-from verifiers.scheduler import Observation, Scheduler, SchedulerConfig
+from verifiers.scheduler import Scheduler, SchedulerConfig
+from tests.helpers.synthetic_ladder import ladder_and_pool, verified_by_tier
 
 WINDOW = {"target_low": 3.0, "target_high": 4.0}
 
 
-def _ladder_and_pool(ladder_factory, pool_factory, n=150):
-    pool, truth = pool_factory(n, seed=7)
-    _, hist_truth = pool_factory(300, seed=8, prefix="h")
-    ladder = ladder_factory({**truth, **hist_truth}, seed=3)
-    held_out = [Observation(k, np.zeros(0), {v.name: v.values[k] for v in ladder}) for k in hist_truth]
-    return pool, truth, ladder, held_out
-
-
-def _by_tier(result, ladder):
-    return {v.name: {x.candidate_key for x in result.verdicts if x.verifier == v.name} for v in ladder}
-
-
-def test_cascade_is_tuned_on_the_held_out_split_and_obeys_its_thresholds(ladder_factory, pool_factory) -> None:
-    pool, truth, ladder, held_out = _ladder_and_pool(ladder_factory, pool_factory)
+def test_cascade_is_tuned_on_the_held_out_split_and_obeys_its_thresholds() -> None:
+    pool, truth, ladder, held_out = ladder_and_pool()
     names = [v.name for v in ladder]
     loose = CascadePolicy.tune(held_out, names[:-1], names[-1], 3.0, 4.0, keep=1.0)
     tight = CascadePolicy.tune(held_out, names[:-1], names[-1], 3.0, 4.0, keep=0.8)
@@ -38,7 +26,7 @@ def test_cascade_is_tuned_on_the_held_out_split_and_obeys_its_thresholds(ladder_
         if 3.0 <= o.values[names[-1]] <= 4.0:
             assert all(loose.thresholds[n][0] <= o.values[n] <= loose.thresholds[n][1] for n in names[:-1])
     result = Scheduler(ladder, SchedulerConfig(**WINDOW), policy=tight).run_step(pool)
-    tiers = _by_tier(result, ladder)
+    tiers = verified_by_tier(result, ladder)
     lo, hi = tight.thresholds[names[0]]
     assert tiers[names[1]] == {k for k in tiers[names[0]] if lo <= ladder[0].values[k] <= hi}
     lo, hi = tight.thresholds[names[1]]
@@ -46,19 +34,19 @@ def test_cascade_is_tuned_on_the_held_out_split_and_obeys_its_thresholds(ladder_
     assert 0 < len(tiers[names[2]]) < len(pool)
 
 
-def test_cascade_needs_hits_in_the_held_out_split(ladder_factory, pool_factory) -> None:
-    _, _, ladder, held_out = _ladder_and_pool(ladder_factory, pool_factory)
+def test_cascade_needs_hits_in_the_held_out_split() -> None:
+    _, _, ladder, held_out = ladder_and_pool()
     names = [v.name for v in ladder]
     with pytest.raises(ValueError, match="no hits"):
         CascadePolicy.tune(held_out, names[:-1], names[-1], 30.0, 40.0)
 
 
-def test_oracle_asks_the_top_tier_about_true_hits_only(ladder_factory, pool_factory) -> None:
-    pool, truth, ladder, _ = _ladder_and_pool(ladder_factory, pool_factory)
+def test_oracle_asks_the_top_tier_about_true_hits_only() -> None:
+    pool, truth, ladder, _ = ladder_and_pool()
     config = SchedulerConfig(**WINDOW)
     oracle = OraclePolicy(truth, config)
     result = Scheduler(ladder, config, policy=oracle).run_step(pool, budget=math.inf)
-    tiers = _by_tier(result, ladder)
+    tiers = verified_by_tier(result, ladder)
     hits = {k for k, y in truth.items() if 3.0 <= y <= 4.0}
     assert hits and tiers[ladder[-1].name] == hits
     assert not tiers[ladder[0].name] and not tiers[ladder[1].name]

@@ -14,7 +14,7 @@ import numpy as np
 from storage.records import Status, Tier, Verdict
 from verifiers.base import Candidate, CostModel, Verifier
 
-__all__ = ["SyntheticTier", "make_ladder", "make_pool"]
+__all__ = ["SyntheticTier", "ladder_and_pool", "make_ladder", "make_pool", "verified_by_tier"]
 
 
 class SyntheticTier(Verifier):
@@ -81,3 +81,19 @@ def make_pool(n: int, seed: int = 0, prefix: str = "m") -> tuple[list[Candidate]
     rng = np.random.default_rng(seed)
     truth = {f"{prefix}{i}": float(rng.normal(5.0, 1.2)) for i in range(n)}
     return [Candidate(key=k, suite="syn", payload=k) for k in truth], truth
+
+
+def ladder_and_pool(n: int = 150):  # noqa: ANN201 - (pool, truth, ladder, held-out observations)
+    """A pool of ``n``, its truth, a ladder that knows it and 300 held-out molecules with every tier known."""
+    from verifiers.scheduler import Observation
+
+    pool, truth = make_pool(n, seed=7)
+    _, hist_truth = make_pool(300, seed=8, prefix="h")
+    ladder = make_ladder({**truth, **hist_truth}, seed=3)
+    held_out = [Observation(k, np.zeros(0), {v.name: v.values[k] for v in ladder}) for k in hist_truth]
+    return pool, truth, ladder, held_out
+
+
+def verified_by_tier(result, ladder: Sequence[SyntheticTier]) -> dict[str, set[str]]:  # noqa: ANN001
+    """The candidate keys each tier of ``ladder`` gave a verdict on in a step's ``result``."""
+    return {v.name: {x.candidate_key for x in result.verdicts if x.verifier == v.name} for v in ladder}

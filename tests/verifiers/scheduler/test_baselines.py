@@ -3,46 +3,34 @@ knows nothing of the benchmarks' baselines (oracle, cascade: tests/benchmarks/te
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from verifiers.scheduler import Observation, Scheduler, SchedulerConfig, make_policy
+from verifiers.scheduler import Scheduler, SchedulerConfig, make_policy
+from tests.helpers.synthetic_ladder import ladder_and_pool, verified_by_tier
 
 WINDOW = {"target_low": 3.0, "target_high": 4.0}
 
 
-def _ladder_and_pool(ladder_factory, pool_factory, n=150):
-    pool, truth = pool_factory(n, seed=7)
-    _, hist_truth = pool_factory(300, seed=8, prefix="h")
-    ladder = ladder_factory({**truth, **hist_truth}, seed=3)
-    held_out = [Observation(k, np.zeros(0), {v.name: v.values[k] for v in ladder}) for k in hist_truth]
-    return pool, truth, ladder, held_out
-
-
-def _by_tier(result, ladder):
-    return {v.name: {x.candidate_key for x in result.verdicts if x.verifier == v.name} for v in ladder}
-
-
-def test_all_sends_every_candidate_through_every_tier(ladder_factory, pool_factory) -> None:
-    pool, _, ladder, _ = _ladder_and_pool(ladder_factory, pool_factory)
+def test_all_sends_every_candidate_through_every_tier() -> None:
+    pool, _, ladder, _ = ladder_and_pool()
     result = Scheduler(ladder, SchedulerConfig(policy="all", **WINDOW)).run_step(pool)
     keys = {c.key for c in pool}
-    assert all(got == keys for got in _by_tier(result, ladder).values())
+    assert all(got == keys for got in verified_by_tier(result, ladder).values())
     assert result.rounds == 4  # fast, sim, top, then nothing left
     assert all(e.fidelity.value == "high_fidelity" and e.std == 0.0 for e in result.estimates)
 
 
-def test_fast_only_stops_at_the_fast_tier(ladder_factory, pool_factory) -> None:
-    pool, _, ladder, _ = _ladder_and_pool(ladder_factory, pool_factory)
+def test_fast_only_stops_at_the_fast_tier() -> None:
+    pool, _, ladder, _ = ladder_and_pool()
     result = Scheduler(ladder, SchedulerConfig(policy="fast-only", **WINDOW)).run_step(pool)
-    tiers = _by_tier(result, ladder)
+    tiers = verified_by_tier(result, ladder)
     assert tiers[ladder[0].name] == {c.key for c in pool}
     assert not tiers[ladder[1].name] and not tiers[ladder[2].name]
     assert all(e.fidelity.value == "fast" and e.std > 0 for e in result.estimates)
 
 
-def test_random_spends_the_same_budget_reproducibly(ladder_factory, pool_factory) -> None:
-    pool, _, ladder, _ = _ladder_and_pool(ladder_factory, pool_factory)
+def test_random_spends_the_same_budget_reproducibly() -> None:
+    pool, _, ladder, _ = ladder_and_pool()
     picks = []
     for seed in (1, 1, 2):
         result = Scheduler(ladder, SchedulerConfig(policy="random", seed=seed, **WINDOW)).run_step(pool, budget=60.0)
