@@ -566,6 +566,11 @@ def pipeline_benchmark(
         if dask is not None:
             cluster_report = dask.describe()
             dask.close()
+    # What the runs measured, before the audit: an audit stopped part way (B3LYP at drug size is minutes a molecule)
+    # leaves the wall times, utilisation, spend and staleness here, and what it paid in the verdict cache.
+    unaudited = workdir / f"pipeline-modes-s{bench.seed}.json"
+    write_json({"settings": bench.model_dump(mode="json"), "audited": False} | rows, unaudited)
+    progress(f"the modes' measurements before the audit: {unaudited}")
     # Audit every recorded top-k with the truth, after the runs (no wall time of either mode).
     learning = LearningBenchConfig(budget=bench.budget, top_k=bench.top_k, audit_points=bench.audit_points)
     report: dict[str, Any] = {}

@@ -38,6 +38,11 @@ def test_sync_and_async_spend_the_same_budget_and_both_learn(flow_home, override
     assert set(report["sync"]["staleness"]) == {"0"}  # the synchronous step learns on-policy only
     assert {"async/sync wall", "async/sync top10_auc"} <= set(report["ratios"])
     assert report["ratios"]["async/sync wall"] == pytest.approx(report["async"]["wall_s"] / report["sync"]["wall_s"])
+    # The runs' measurements were written before the audit, so an audit stopped part way does not lose them.
+    unaudited = json.loads((tmp_path / "work" / "pipeline-modes-s0.json").read_text())
+    assert unaudited["audited"] is False and "provenance" in unaudited
+    for mode in MODES:
+        assert unaudited[mode]["wall_s"] == report[mode]["wall_s"] and "top10_auc" not in unaudited[mode]
 
 
 def test_the_command_is_registered_and_says_what_the_cluster_models() -> None:
