@@ -290,8 +290,9 @@ def test_pinned_memory_is_bounded_and_released(world, name, task, code):
 def test_without_the_cgroup_processes_pin_past_the_limit_together(world):
     """The check above can fail: with per-process limits only, six children hold 900 MiB at once."""
     code = dict((n, c) for n, _, c in by_category("memory-pinning"))["fork-allocate-total"]
-    r = run_sandboxed(world, code, wall_s=10, memory_cgroup=False)
-    assert max(int(n) for n in re.findall(r"PINNED (\d+)", r.stdout)) > 256 << 20
+    r = run_sandboxed(world, code, wall_s=60, memory_cgroup=False)  # 10 s was too short at a load of 12
+    pinned = [int(n) for n in re.findall(r"PINNED (\d+)", r.stdout)]
+    assert pinned and max(pinned) > 256 << 20, (r.outcome, r.stdout[-2000:], r.stderr[-2000:])
 
 
 @needs_seccomp
