@@ -145,3 +145,16 @@ def test_the_prior_sampled_under_it_never_ends_open_and_its_logps_are_the_constr
             assert mol is not None and mol.GetNumAtoms() > 0, text
     rescored = policy.completion_logprobs(rollout, constraint=grammar)
     torch.testing.assert_close(rescored, rollout.logps, atol=1e-4, rtol=0)
+
+
+def test_a_run_samples_under_its_space_s_grammar_unless_the_config_turns_it_off(tokenizer):
+    from arl_flows.config import build_config
+    from arl_flows.suites import suite_for
+    from arl_flows.suites.capabilities import decoding_constraint
+
+    on = decoding_constraint(suite_for(build_config({"suite": "molecules", "options": {"space": "druglike"}})), tokenizer)
+    off = suite_for(build_config({"suite": "molecules", "options": {"space": "druglike", "grammar": False}}))
+    assert isinstance(on, SmilesGrammar)
+    assert not bool(on.allowed(on.start())[tokenizer.convert_tokens_to_ids("P")])  # druglike has no phosphorus
+    assert decoding_constraint(off, tokenizer) is None
+    assert decoding_constraint(object(), tokenizer) is None  # a suite without the capability samples unconstrained
