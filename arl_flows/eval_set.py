@@ -103,6 +103,7 @@ def evaluate(ledger: Ledger, run_id: str, samples: int | None = None, budget: fl
     from arl_flows.config import ConfigError, build_config
     from arl_flows.tiered_reward import TieredReward
     from arl_flows.suites import suite_for
+    from arl_flows.suites.capabilities import decoding_constraint
     from policies import Policy, PolicyConfig
 
     t0 = time.monotonic()
@@ -144,6 +145,7 @@ def evaluate(ledger: Ledger, run_id: str, samples: int | None = None, budget: fl
         rollout = policy.sample(
             [suite.prompt_ids(policy, p) for p in prompts], group_size=group, temperature=config.trainer.temperature,
             top_p=config.trainer.top_p, max_new_tokens=config.trainer.max_new_tokens, seed=seed,
+            constraint=decoding_constraint(suite, policy.tokenizer),  # as the run sampled
         )
         texts[side] = list(rollout.texts)[:samples]
         prompt_of = [int(i) for i in rollout.prompt_index[:samples].tolist()]  # the same rows for both sides

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from arl_flows.suites import Lab, Suite
-from policies import Policy, Rollout, collate
+from policies import DecodingConstraint, Policy, Rollout, collate
 from storage.ledger import Ledger
 from storage.records import Prompt, Trajectory
 from verifiers import Candidate
@@ -104,10 +104,12 @@ def rollout_from_tokens(
     *,
     group_size: int,
     logps: list[list[float]] | None = None,
+    constraint: DecodingConstraint | None = None,
 ) -> Rollout:
     """A Rollout of given completions (groups of ``group_size`` consecutive rows), no sampling.
 
-    Its old log-probs are ``logps`` (the behaviour policy's, recorded at sampling), else computed under ``policy``.
+    Its old log-probs are ``logps`` (the behaviour policy's, recorded at sampling), else computed under ``policy``
+    (and ``constraint``, the run's decoding constraint, where it has one).
     """
     pad = policy.tokenizer.pad_token_id
     p = collate([prompts[i] for i in prompt_index], [[0.0] * len(prompts[i]) for i in prompt_index], pad, padding_side="left")
@@ -129,5 +131,5 @@ def rollout_from_tokens(
             rollout.logps[row, : len(values)] = torch.tensor(values, dtype=rollout.logps.dtype)
         return rollout
     with torch.no_grad():
-        rollout.logps = policy.completion_logprobs(rollout).detach().cpu() * rollout.completion_mask
+        rollout.logps = policy.completion_logprobs(rollout, constraint=constraint).detach().cpu() * rollout.completion_mask
     return rollout

@@ -38,6 +38,7 @@ from arl_flows.config import RunConfig
 from arl_flows.ladder import build_ladder
 from arl_flows.recording import Completion, has_behaviour, record_batch, rollout_from_tokens, teach_from_ledger
 from arl_flows.suites import Failure, Hindsight, Prior, Suite, suite_for
+from arl_flows.suites.capabilities import decoding_constraint
 from policies import Policy, PolicyConfig, PolicyTrainer, Rollout
 from storage.ledger import Ledger, LedgerError
 from storage.settings import settings
@@ -128,7 +129,9 @@ class RunSession:
         self.run = run
         self.policy = policy
         self.ladder = ladder
-        self.trainer = PolicyTrainer(policy, config.trainer)
+        # The suite's grammar (if any) is the policy: sampling and every GRPO log-prob go through it.
+        self.constraint = decoding_constraint(self.suite, policy.tokenizer)
+        self.trainer = PolicyTrainer(policy, config.trainer, constraint=self.constraint)
         self.scheduler = Scheduler(
             ladder, config.scheduler, featurize=self.suite.featurize,
             learner=self.suite.surrogate_learner if isinstance(self.suite, Prior) else None,
@@ -216,6 +219,7 @@ class RunSession:
             top_p=cfg.trainer.top_p,
             max_new_tokens=cfg.trainer.max_new_tokens,
             seed=cfg.seed * 1_000_003 + step,
+            constraint=self.constraint,
         )
         lengths = [int(n) for n in rollout.completion_mask.sum(1).tolist()]
         completions = []
@@ -286,6 +290,7 @@ class RunSession:
             self.config.trainer.temperature,
             group_size=self.config.trainer.group_size,
             logps=[list(t.behaviour_logprobs or []) for t in trajectories] if recorded else None,
+            constraint=self.constraint,
         )
         if candidates is None:
             candidates = [self.suite.completion(prompts[t.prompt_id], t.final_answer)[0] for t in trajectories]

@@ -14,6 +14,7 @@ from .hindsight import HintedExample, RelabeledExample, achieved_value, feedback
 
 if TYPE_CHECKING:
     from .losses import *  # noqa: F403 - the names of _TORCH_NAMES, for type checkers
+    from .constraints import ConstrainedRows, DecodingConstraint, completion_masks  # noqa: F401 - re-exported
     from .model import Policy, Rollout, TokenBatch, collate  # noqa: F401 - re-exported
     from .trainer import PolicyTrainer  # noqa: F401 - re-exported
 
@@ -30,6 +31,9 @@ _TORCH_NAMES = {
     "staleness_histogram": "losses",
     "staleness_weights": "losses",
     "uncertainty_weights": "losses",
+    "ConstrainedRows": "constraints",
+    "DecodingConstraint": "constraints",
+    "completion_masks": "constraints",
     "Policy": "model",
     "Rollout": "model",
     "TokenBatch": "model",

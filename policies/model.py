@@ -10,7 +10,10 @@ loaded from a directory, never downloaded.
 Log-prob convention (the same as TRL and vLLM): the log-prob of a token is
 ``log_softmax(logits / temperature)`` *before* top-p truncation. ``sample``
 returns exactly what ``logprobs(..., temperature=same)`` returns for the same
-weights, so on the first GRPO inner iteration the ratio is 1.
+weights, so on the first GRPO inner iteration the ratio is 1. With a
+:class:`~policies.constraints.DecodingConstraint` the same holds for the constrained
+distribution: ``sample(..., constraint=c)`` and ``completion_logprobs(..., constraint=c)``
+both renormalise over the ids ``c`` allows.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PretrainedConfig, PreTrainedModel
@@ -30,6 +33,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PretrainedConfig, 
 from storage.records import CheckpointRecord, Turn
 
 from .config import PolicyConfig
+from .constraints import ConstrainedRows, completion_masks
+
+if TYPE_CHECKING:
+    from .constraints import DecodingConstraint
 
 __all__ = ["Policy", "PolicyConfig", "Rollout", "TokenBatch", "collate"]
 
@@ -222,14 +229,19 @@ class Policy:
         return out.logits.float()
 
     def logprobs(
-        self, batch: TokenBatch, temperature: float = 1.0, with_entropy: bool = False
+        self, batch: TokenBatch, temperature: float = 1.0, with_entropy: bool = False, allowed: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor] | tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per-token log-probs ``out[b, t] = log p(x_t | x_<t)`` and the loss mask, both (B, T).
 
         The first real token of each row has no context; its log-prob and mask are 0. With
         ``with_entropy`` also returns the per-token entropy of the predictive distribution (B, T).
+        ``allowed`` (B, T, V) bool, where given, says which ids may stand at each position: the others
+        are masked out of the distribution before it is normalised (constrained decoding).
         """
         logits = self.forward_logits(batch.input_ids, batch.attention_mask)[:, :-1] / temperature  # (B, T-1, V)
+        if allowed is not None:
+            allowed = allowed[:, 1:].to(logits.device)  # (B, T-1, V): position t predicts x_{t+1}
+            logits = logits.masked_fill(~allowed, float("-inf"))
         targets = batch.input_ids[:, 1:].to(logits.device)  # (B, T-1)
         # gather - logsumexp avoids materialising a full log_softmax for large vocabularies
         token_logps = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logits.logsumexp(-1)  # (B, T-1)
@@ -243,12 +255,27 @@ class Policy:
         if not with_entropy:
             return logps, mask
         p = logits.softmax(-1)  # (B, T-1, V)
-        ent = -(p * logits.log_softmax(-1)).sum(-1)  # (B, T-1)
+        log_p = logits.log_softmax(-1)  # (B, T-1, V)
+        if allowed is not None:
+            log_p = log_p.masked_fill(~allowed, 0.0)  # 0 * -inf would be nan; banned ids carry no probability
+        ent = -(p * log_p).sum(-1)  # (B, T-1)
         return logps, mask, torch.cat([zero, ent], dim=1) * scored
 
-    def completion_logprobs(self, rollout: Rollout, temperature: float | None = None) -> torch.Tensor:
-        """Log-probs (N, C) of a rollout's completion tokens under the current weights."""
-        logps, _ = self.logprobs(rollout.token_batch(), temperature or rollout.temperature)
+    def completion_logprobs(
+        self, rollout: Rollout, temperature: float | None = None, constraint: DecodingConstraint | None = None
+    ) -> torch.Tensor:
+        """Log-probs (N, C) of a rollout's completion tokens under the current weights.
+
+        With ``constraint``, under the constrained distribution :meth:`sample` drew from with it.
+        """
+        batch = rollout.token_batch()
+        allowed = None
+        if constraint is not None:
+            width = self.model.get_output_embeddings().weight.shape[0]
+            masks = completion_masks(constraint, rollout.completion_ids, rollout.completion_mask, width)  # (N, C, V)
+            prompt_part = torch.ones(masks.shape[0], rollout.prompt_ids.shape[1], width, dtype=torch.bool)  # (N, P, V)
+            allowed = torch.cat([prompt_part, masks], dim=1)  # (N, P + C, V)
+        logps, _ = self.logprobs(batch, temperature or rollout.temperature, allowed=allowed)
         c = rollout.completion_ids.shape[1]
         return logps[:, -c:] * rollout.completion_mask.to(logps.device)  # (N, C)
 
@@ -279,11 +306,14 @@ class Policy:
         top_p: float = 1.0,
         max_new_tokens: int = 64,
         seed: int | None = None,
+        constraint: DecodingConstraint | None = None,
     ) -> Rollout:
         """``group_size`` completions per prompt with a KV-cached sampling loop.
 
         Returns tokens, per-token log-probs under ``temperature`` (before top-p, see the
         module docstring) and whether each completion hit ``max_new_tokens`` without eos.
+        With ``constraint``, each step samples only ids it allows, and the log-probs are those
+        of the constrained (renormalised) distribution.
         """
         if temperature <= 0:
             raise ValueError("temperature must be > 0 for sampling (use a small value like 1e-3 for near-greedy)")
@@ -312,8 +342,12 @@ class Policy:
         finished = torch.zeros(n, dtype=torch.bool, device=device)
         tokens, logps, masks = [], [], []
         pos = pos[:, -1:]  # (N, 1)
+        constrained = ConstrainedRows(constraint, n, out.logits.shape[-1]) if constraint is not None else None
         for _ in range(max_new_tokens):
             logits = out.logits[:, -1, :].float() / temperature  # (N, V)
+            if constrained is not None:
+                active = (~finished).tolist()
+                logits = logits.masked_fill(~constrained.masks(active).to(device), float("-inf"))  # (N, V)
             logp_all = logits.log_softmax(-1)  # (N, V)
             probs = _top_p_filter(logits, top_p).softmax(-1)  # (N, V)
             nxt = torch.multinomial(probs, 1, generator=gen).squeeze(-1)  # (N,)
@@ -321,6 +355,8 @@ class Policy:
             masks.append((~finished).float())
             logps.append(logp_all.gather(-1, nxt.unsqueeze(-1)).squeeze(-1) * (~finished))
             tokens.append(nxt)
+            if constrained is not None:
+                constrained.advance(nxt.tolist(), active)
             finished = finished | (nxt == eos)
             if bool(finished.all()):
                 break

@@ -11,6 +11,7 @@ as a convenience for tests and benchmarks where the reward is cheap.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -29,16 +30,27 @@ from .losses import (
 )
 from .model import Policy, Rollout, collate
 
+if TYPE_CHECKING:
+    from .constraints import DecodingConstraint
+
 __all__ = ["PolicyTrainer", "TrainerConfig"]
 
 
 class PolicyTrainer:
-    """Owns the optimizer of a :class:`Policy` and performs GRPO and distillation steps."""
+    """Owns the optimizer of a :class:`Policy` and performs GRPO and distillation steps.
 
-    def __init__(self, policy: Policy, config: TrainerConfig | None = None, ref_policy: Policy | None = None):
+    With a ``constraint`` the policy is the constrained distribution: rollouts sample under it and every
+    GRPO log-prob (current, proximal, reference) is scored under it, so the ratio compares like with like.
+    """
+
+    def __init__(
+        self, policy: Policy, config: TrainerConfig | None = None, ref_policy: Policy | None = None,
+        constraint: DecodingConstraint | None = None,
+    ):
         self.policy = policy
         self.config = config or TrainerConfig()
         self.ref_policy = ref_policy
+        self.constraint = constraint
         if self.config.loss.beta > 0 and ref_policy is None:
             raise ValueError("loss.beta > 0 needs a reference policy (ref_policy=...)")
         self.optimizer = torch.optim.AdamW(
@@ -53,7 +65,7 @@ class PolicyTrainer:
         c = self.config
         return self.policy.sample(
             prompts, group_size=c.group_size, temperature=c.temperature, top_p=c.top_p,
-            max_new_tokens=c.max_new_tokens, seed=seed,
+            max_new_tokens=c.max_new_tokens, seed=seed, constraint=self.constraint,
         )
 
     def train_step(
@@ -125,13 +137,13 @@ class PolicyTrainer:
         ref_logps = None
         if c.loss.beta > 0:
             with torch.no_grad():
-                ref_logps = self.ref_policy.completion_logprobs(batch)  # type: ignore[union-attr]
+                ref_logps = self.ref_policy.completion_logprobs(batch, constraint=self.constraint)  # type: ignore[union-attr]
         prox_logps = None
         if weights is not None:
             weights = weights[rows]
             # The proximal policy: these weights before the update (the behaviour policy sampled).
             with torch.no_grad():
-                prox_logps = (self.policy.completion_logprobs(batch).detach().cpu() * batch.completion_mask)  # (K, C)
+                prox_logps = (self.policy.completion_logprobs(batch, constraint=self.constraint).detach().cpu() * batch.completion_mask)  # (K, C)
 
         # loss and step, num_iterations times over the same old_logps (the sampling log-probs)
         micro = c.micro_batch_size or len(rows)
@@ -147,7 +159,7 @@ class PolicyTrainer:
             self.optimizer.zero_grad(set_to_none=True)
             for idx in chunks:
                 sub = batch.select(idx)
-                logps = self.policy.completion_logprobs(sub)  # (m, C)
+                logps = self.policy.completion_logprobs(sub, constraint=self.constraint)  # (m, C)
                 dev = logps.device
                 if prox_logps is None:
                     loss, loss_metrics = grpo_loss(

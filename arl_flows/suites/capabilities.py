@@ -11,6 +11,7 @@ need not name them) and runtime-checkable:
 - :class:`Report`: a picture of candidates in the run report;
 - :class:`Prior`: a learned model the scheduler's surrogate stacks on its linear one;
 - :class:`Calibration`: candidates worth verifying on every tier when the scheduler has no history;
+- :class:`ConstrainedDecoding`: a grammar the policy samples (and is scored) under, e.g. SMILES syntax;
 - :class:`Commands`: command groups the suite adds to ``arl``;
 - :class:`Profiles`: named variants of a run config (``arl run --profile``);
 - :class:`Disagreements`: the suite's own test of tiers that disagree (else a pass/fail one);
@@ -32,7 +33,7 @@ from verifiers.disagreement import pass_fail_disagreement
 if TYPE_CHECKING:  # annotations only: policies loads torch, and the suite base imports this module
     import typer
 
-    from policies import HintedExample, Policy, RelabeledExample
+    from policies import DecodingConstraint, HintedExample, Policy, RelabeledExample
 
     from arl_flows.config import RunConfig
     from arl_flows.suites import Failure
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # annotations only: policies loads torch, and the suite base 
 __all__ = [
     "Calibration",
     "Commands",
+    "ConstrainedDecoding",
     "Disagreements",
     "GoalColumns",
     "GoalWindow",
@@ -56,6 +58,7 @@ __all__ = [
     "Report",
     "Rerank",
     "flag_disagreements",
+    "decoding_constraint",
     "goal_columns",
     "goal_from_ground_truth",
     "objective_window",
@@ -77,6 +80,17 @@ class Lab(Protocol):
     """A candidate rebuilt from a cache key (None: that key is not one of this suite's candidates)."""
 
     def history_candidate(self, key: str) -> Candidate | None: ...
+
+
+@runtime_checkable
+class ConstrainedDecoding(Protocol):
+    """The ids a completion may continue with, for the suite's tokenizer; None: the run samples unconstrained.
+
+    A run samples and scores its GRPO log-probs under it (``PolicyTrainer(constraint=)``), so the
+    constrained distribution is the policy that training moves.
+    """
+
+    def decoding_constraint(self, tokenizer: Any) -> DecodingConstraint | None: ...
 
 
 @runtime_checkable
@@ -177,6 +191,11 @@ def suite_commands(suite: object) -> list[tuple[str, typer.Typer]]:
 def suite_profiles(suite: object) -> dict[str, Callable[[RunConfig], RunConfig]]:
     """A suite's own run-config profiles; none without :class:`Profiles`."""
     return dict(suite.profiles) if isinstance(suite, Profiles) else {}
+
+
+def decoding_constraint(suite: object, tokenizer: Any) -> DecodingConstraint | None:
+    """The suite's decoding constraint for ``tokenizer`` (:class:`ConstrainedDecoding`); None without one."""
+    return suite.decoding_constraint(tokenizer) if isinstance(suite, ConstrainedDecoding) else None
 
 
 def goal_columns(suite: object) -> tuple[str, ...]:

@@ -129,7 +129,7 @@ SPECS: dict[str, Spec] = {
     }, ["--workdir", "<EMPTY>"], None),
     "prior show": ({"--config": FILE, "--profile": TEXT, "--json": FLAG, "--space": _SPACE}, None, None),
     "prior evaluate": ({"--config": FILE, "--profile": TEXT, "--space": _SPACE, "--samples": NUMBER, "--update-report": FLAG,
-                        "--json": FLAG}, ["--dir", "<EMPTY>"], None),
+                        "--grammar": FLAG, "--no-grammar": FLAG, "--json": FLAG}, ["--dir", "<EMPTY>"], None),
     "config show": ({"--config": FILE, "--profile": TEXT}, None, None),
     "rerank": ({
         "--suite": st.one_of(st.sampled_from(["molecules", "code"]), TEXT), "--input": st.sampled_from([*FILES, "<RERANK_INPUT>"]),

@@ -104,6 +104,8 @@ def show(
         console.print(_moses_metrics_line(report), markup=False)
         if report.get("invalid_kinds"):
             console.print(_invalid_line(report["invalid_kinds"]), markup=False)
+        if report.get("grammar"):
+            console.print(_grammar_line(report["grammar"], report["samples"]), markup=False)
         for row in report.get("goal_steering") or []:
             console.print(f"goal {row['goal'][0]:g}-{row['goal'][1]:g} eV: {row['ok']}/{row['samples']} samples verified by the "
                           f"fast tier, median gap {row['median_gap_ev']} eV, {row['in_goal']:.0%} in the goal bin", markup=False)
@@ -124,6 +126,14 @@ def _moses_metrics_line(report: dict) -> str:
     return f"internal diversity {value('internal_diversity')}, scaffold novelty {value('scaffold_novelty')}, {fcd}"
 
 
+def _grammar_line(metrics: dict, samples: int) -> str:
+    """The report's metrics under the SMILES grammar (how runs sample), beside the unconstrained ones above it."""
+    invalid = _invalid_line(metrics["invalid_kinds"]) if metrics.get("invalid_kinds") else ""
+    return (f"under the SMILES grammar (runs' default): validity {metrics['validity']:.1%}, uniqueness "
+            f"{metrics['uniqueness']:.1%}, novelty {metrics['novelty']:.1%} on the same {samples} prompts and seeds"
+            + (f"; {invalid}" if invalid else ""))
+
+
 def _invalid_line(kinds: dict[str, float]) -> str:
     """Why the invalid samples failed, largest share first ("invalid: aromaticity 8.6%, unclosed_ring 5.9%")."""
     shares = sorted(((share, kind) for kind, share in kinds.items() if share > 0), reverse=True)
@@ -139,7 +149,13 @@ def evaluate_command(
         None, "--dir", help="A prior's directory (written by `arl prior pretrain`); default: the config's shipped or cached prior."
     ),
     samples: int | None = typer.Option(None, "--samples", min=2, max=100_000, help="Samples to draw (default: the prior's eval_samples)."),
-    update_report: bool = typer.Option(False, "--update-report", help="Write the metrics into the directory's pretrain_report.json."),
+    update_report: bool = typer.Option(
+        False, "--update-report",
+        help="Write the metrics into the directory's pretrain_report.json (under --grammar: its 'grammar' block).",
+    ),
+    grammar: bool = typer.Option(
+        True, "--grammar/--no-grammar", help="Sample under the space's SMILES grammar (as runs do) or unconstrained (as MOSES does)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Recompute a prior's sample metrics (validity ... FCD) from its directory, without retraining."""
@@ -164,17 +180,23 @@ def evaluate_command(
             PretrainReport.model_validate(report)
         except (OSError, ValueError) as exc:
             raise UserError(f"--update-report: {report_file} is not a prior's report ({' '.join(str(exc).split())[:160]})") from None
-    prior_config, metrics = evaluate_prior(directory, samples)
+    prior_config, metrics = evaluate_prior(directory, samples, grammar=grammar)
     if update_report:
         partial = report_file.with_name(report_file.name + ".partial")
-        partial.write_text(json.dumps(report | metrics, indent=2) + "\n")  # the report's own keys, in its order, plus the metrics
+        if grammar:  # the report's top level stays unconstrained (comparable with MOSES); the grammar's metrics are a block
+            updated = report | {"grammar": {k: v for k, v in metrics.items() if k not in ("fcd_reference", "samples")}}
+        else:
+            updated = report | metrics  # the report's own keys, in its order, plus the metrics
+        partial.write_text(json.dumps(updated, indent=2) + "\n")
         partial.replace(report_file)
-    info = {"space": prior_config.space, "path": str(directory), "updated": str(report_file) if update_report else None} | metrics
+    info = {"space": prior_config.space, "path": str(directory), "grammar": grammar,
+            "updated": str(report_file) if update_report else None} | metrics
     if as_json:
         print_json(info)
         return
     console.print(
-        f"{prior_config.space} prior ({directory}), {metrics['samples']} samples: validity {metrics['validity']:.1%}, "
+        f"{prior_config.space} prior ({directory}), {metrics['samples']} samples "
+        f"{'under the SMILES grammar' if grammar else 'unconstrained'}: validity {metrics['validity']:.1%}, "
         f"uniqueness {metrics['uniqueness']:.1%}, novelty {metrics['novelty']:.1%}", markup=False,
     )
     console.print(_moses_metrics_line(metrics), markup=False)

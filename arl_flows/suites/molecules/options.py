@@ -126,6 +126,11 @@ class MoleculeOptions(BaseModel):
         default=None, ge=1, le=200, description="Largest molecule in heavy atoms; None: the space's own (qm9: 9, druglike: 40)."
     )
     prior: PretrainConfig = Field(default_factory=PretrainConfig, description="The SMILES prior (shipped; pretrained once and cached if the config differs).")
+    grammar: bool = Field(
+        default=True,
+        description="Sample SMILES under the space's grammar (grammar.py: no unclosed ring or branch, no syntax error, "
+        "only the space's elements), and score GRPO's log-probs under it; false: decode unconstrained.",
+    )
     goal_windows: list[tuple[float, float]] = Field(
         default_factory=list,
         max_length=1000,

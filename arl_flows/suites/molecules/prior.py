@@ -42,6 +42,7 @@ from policies import Policy, PolicyConfig, collate
 from storage.records import params_hash
 from storage.settings import settings
 
+from arl_flows.suites.molecules.grammar import space_grammar
 from arl_flows.suites.molecules.options import PretrainConfig
 from arl_flows.suites.molecules.sample_quality import sample_metrics, space_references
 
@@ -115,6 +116,11 @@ class PretrainReport(BaseModel):
     invalid_kinds: dict[str, float] | None = Field(
         default=None, description="Why invalid samples fail, as shares of all samples (unclosed_ring, unbalanced_branch, "
         "syntax, valence, aromaticity, other); None: a report written before it was measured."
+    )
+    grammar: dict | None = Field(
+        default=None, description="The same metrics (same prompts, seeds and sample count) sampled under the space's SMILES "
+        "grammar (grammar.py), as runs sample by default; the fields above decode unconstrained, as MOSES's baselines do. "
+        "None: not measured.",
     )
     samples: int
     config_hash: str
@@ -315,12 +321,15 @@ def _train(config: PretrainConfig, policy: Policy, next_batch) -> tuple[int, flo
     return step, loss_ema, (clock() - start) / 60.0, (time.monotonic() - wall_start) / 60.0
 
 
-def _sample_goals(policy: Policy, config: PretrainConfig, goals: list[tuple[float, float]], seed: int) -> list[str]:
+def _sample_goals(policy: Policy, config: PretrainConfig, goals: list[tuple[float, float]], seed: int,
+                  grammar: bool = False) -> list[str]:
+    """Samples for ``goals``, 250 a batch; with ``grammar``, under the space's SMILES grammar (``grammar.py``)."""
     prompts = [goal_prompt_ids(policy.tokenizer, *goal) for goal in goals]
+    constraint = space_grammar(policy.tokenizer, config.space) if grammar else None
     texts: list[str] = []
     for b in range(0, len(prompts), 250):
         rollout = policy.sample(prompts[b : b + 250], temperature=config.eval_temperature,
-                                max_new_tokens=config.n_positions - 8, seed=seed + b)
+                                max_new_tokens=config.n_positions - 8, seed=seed + b, constraint=constraint)
         texts += rollout.texts
     return texts
 
@@ -369,25 +378,32 @@ def _pretrain_qm9(config: PretrainConfig) -> tuple[Policy, PretrainReport]:
 
     step, loss_ema, minutes, wall_minutes = _train(config, policy, next_batch)
     texts, metrics = _evaluate(policy, config, data)
+    _, grammar = _evaluate(policy, config, data, grammar=True)
     return policy, _report(config, policy, step, loss_ema, minutes, wall_minutes, _data_digest(data), len(data), texts, metrics,
-                           start_steps=start_steps)
+                           start_steps=start_steps, grammar=_without_reference(grammar))
 
 
 def _evaluate(policy: Policy, config: PretrainConfig, goal_data: list[tuple[str, float]],
-              samples: int | None = None) -> tuple[list[str], dict]:
+              samples: int | None = None, grammar: bool = False) -> tuple[list[str], dict]:
     """Sample ``samples`` (default ``config.eval_samples``) and measure them (:func:`sample_metrics`).
 
     Each prompt is the goal bin of a molecule of ``goal_data`` (qm9: the table; druglike: the labeled
     subset), drawn with the config's seed: the same config and policy give the same samples, so a prior's
-    report can be recomputed from its directory (:func:`evaluate_prior`).
+    report can be recomputed from its directory (:func:`evaluate_prior`). With ``grammar`` the same prompts
+    and seeds sample under the space's SMILES grammar.
     """
     training_set, scaffolds, reference = space_references(config.space, [smi for smi, _ in goal_data])  # a missing index fails first
     eval_rng = random.Random(config.seed + 1)
     goals = [_goal_window(eval_rng.choice(goal_data)[1], eval_rng, 0.0) for _ in range(samples or config.eval_samples)]
-    texts = _sample_goals(policy, config, goals, config.seed)
+    texts = _sample_goals(policy, config, goals, config.seed, grammar=grammar)
     metrics = sample_metrics(texts, training_set, scaffolds, reference)
     rounded = {k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()}
     return texts, rounded | {"fcd_reference": reference.source if reference is not None else None}
+
+
+def _without_reference(metrics: dict) -> dict:
+    """A report's ``grammar`` block: the metrics without ``fcd_reference`` (the report's own names it)."""
+    return {k: v for k, v in metrics.items() if k != "fcd_reference"}
 
 
 def read_pretrain_config(directory: str | Path) -> PretrainConfig:
@@ -405,18 +421,19 @@ def read_pretrain_config(directory: str | Path) -> PretrainConfig:
         raise ValueError(f"{config_file}: not a prior's pretrain config ({' '.join(str(exc).split())[:200]})") from None
 
 
-def evaluate_prior(directory: str | Path, samples: int | None = None) -> tuple[PretrainConfig, dict]:
+def evaluate_prior(directory: str | Path, samples: int | None = None, grammar: bool = False) -> tuple[PretrainConfig, dict]:
     """The sample metrics of the prior saved in ``directory``, recomputed without training (``arl prior evaluate``).
 
     The directory is one :func:`save_prior` wrote (its ``pretrain_config.json`` says the space and the
-    sampling); ``samples`` defaults to the config's ``eval_samples``. A bad directory is one ValueError line.
+    sampling); ``samples`` defaults to the config's ``eval_samples``; ``grammar`` samples under the space's
+    SMILES grammar. A bad directory is one ValueError line.
     """
     config = read_pretrain_config(directory)
     goal_data = druglike_goal_labels() if config.space == "druglike" else load_qm9_gaps()
     if config.space != "druglike" and config.max_molecules:
         goal_data = goal_data[: config.max_molecules]
     policy = Policy.load(Path(directory).expanduser())
-    texts, metrics = _evaluate(policy, config, goal_data, samples)
+    texts, metrics = _evaluate(policy, config, goal_data, samples, grammar=grammar)
     return config, metrics | {"samples": len(texts)}
 
 
@@ -496,13 +513,15 @@ def _pretrain_druglike(config: PretrainConfig) -> tuple[Policy, PretrainReport]:
 
     step, loss_ema, minutes, wall_minutes = _train(config, policy, next_batch)
     texts, metrics = _evaluate(policy, config, labeled)
+    _, grammar = _evaluate(policy, config, labeled, grammar=True)
     digest = hashlib.sha256()
     for smi in moses:
         digest.update(smi.encode() + b"\n")
     digest.update(_data_digest(labeled).encode())
     steering = goal_steering(policy, config, labeled)
     return policy, _report(config, policy, step, loss_ema, minutes, wall_minutes, digest.hexdigest(), len(moses), texts,
-                           metrics, labeled_molecules=len(labeled), goal_steering=steering, start_steps=start_steps)
+                           metrics, labeled_molecules=len(labeled), goal_steering=steering, start_steps=start_steps,
+                           grammar=_without_reference(grammar))
 
 
 def goal_steering(policy: Policy, config: PretrainConfig, labeled: list[tuple[str, float]], per_goal: int = 60) -> list[dict]:

@@ -178,6 +178,12 @@ class MoleculeSuite(Suite):
 
         return f"{self.name}:" if self.options.space == DEFAULT_SPACE else f"{self.name}:{self.options.space}:"
 
+    def decoding_constraint(self, tokenizer):  # noqa: ANN001, ANN201 - see capabilities.ConstrainedDecoding
+        """The space's SMILES grammar (``grammar.py``), unless ``[options] grammar = false``."""
+        from arl_flows.suites.molecules.grammar import space_grammar
+
+        return space_grammar(tokenizer, self.options.space) if self.options.grammar else None
+
     def prompt_ids(self, policy: Policy, prompt: Prompt) -> list[int]:
         from arl_flows.suites.molecules.smiles import goal_prompt_ids
 
@@ -258,18 +264,20 @@ class MoleculeSuite(Suite):
         return Prompt(id=f"{self.name}:ext:{digest}:{chosen['low']:g}-{chosen['high']:g}", suite=self.name, text=text, goal=chosen)
 
     def sampler(self, policy_path: str | None = None, max_new_tokens: int = 48, temperature: float = 1.0):  # noqa: ANN201
-        """The shipped SMILES prior (or a local model), goal-prompted by the goal's window (default: the run's)."""
+        """The shipped SMILES prior (or a local model), goal-prompted by the goal's window (default: the run's), under the
+        space's grammar unless ``[options] grammar = false``."""
         from arl_flows.suites.molecules.prior import load_or_pretrain
         from arl_flows.suites.molecules.smiles import goal_prompt_ids
         from policies import Policy
 
         policy = Policy.load(policy_path) if policy_path else load_or_pretrain(self.options.prior)[0]
         sched = self.config.scheduler
+        constraint = self.decoding_constraint(policy.tokenizer)
 
         def sample(goal: dict[str, Any], n: int, seed: int) -> list[str]:
             low, high = self.objective_window(goal) or (sched.target_low, sched.target_high)
             rollout = policy.sample([goal_prompt_ids(policy.tokenizer, low, high)], group_size=n, temperature=temperature,
-                                    max_new_tokens=max_new_tokens, seed=seed)
+                                    max_new_tokens=max_new_tokens, seed=seed, constraint=constraint)
             return ["".join(t.split()) for t in rollout.texts]
 
         return sample

@@ -122,13 +122,24 @@ def test_evaluate_recomputes_a_saved_prior_and_updates_its_report(tmp_path: Path
     config, metrics = evaluate_prior(prior, samples=12)
     assert config.space == "qm9" and metrics["samples"] == 12 and METRIC_KEYS <= set(metrics)
     assert metrics["fcd"] is None and metrics["fcd_reference"] is None  # no FCD reference for QM9
-    code, out, err = arl(["prior", "evaluate", "--dir", str(prior), "--samples", "12", "--update-report", "--json"])
+    code, out, err = arl(["prior", "evaluate", "--dir", str(prior), "--samples", "12", "--update-report", "--json",
+                          "--no-grammar"])
     assert_no_traceback(code, out, err)
     assert code == 0, err[-2000:]
     shown = json.loads(out)
     assert {k: shown[k] for k in METRIC_KEYS} == {k: metrics[k] for k in METRIC_KEYS}  # seeded: the same samples
     report = json.loads((prior / "pretrain_report.json").read_text())
     assert report["internal_diversity"] == metrics["internal_diversity"] and report["samples"] == 12
+    # by default the CLI samples under the SMILES grammar, as runs do, and writes the report's grammar block
+    _, constrained = evaluate_prior(prior, samples=12, grammar=True)
+    code, out, err = arl(["prior", "evaluate", "--dir", str(prior), "--samples", "12", "--update-report", "--json"])
+    assert code == 0, err[-2000:]
+    shown = json.loads(out)
+    assert shown["grammar"] is True
+    assert {k: shown[k] for k in METRIC_KEYS} == {k: constrained[k] for k in METRIC_KEYS}
+    updated = json.loads((prior / "pretrain_report.json").read_text())
+    assert {k: updated["grammar"][k] for k in METRIC_KEYS} == {k: constrained[k] for k in METRIC_KEYS}
+    assert {k: updated[k] for k in METRIC_KEYS} == {k: report[k] for k in METRIC_KEYS}  # the top level stays unconstrained
 
 
 @pytest.mark.parametrize("make", ["missing", "empty", "file"])
