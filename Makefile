@@ -12,6 +12,11 @@ PYTEST_ARGS ?=
 # in 45 wall minutes at load 22), so 4 workers overlap more of it on 2 cores. WORKERS=0 runs in one process.
 WORKERS ?= 4
 XDIST := $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile)
+# Python caches the bytecode of what it imports, whatever the shell says: with PYTHONDONTWRITEBYTECODE=1 (set on
+# this project's machines) every `arl` process and test subprocess compiled torch, transformers, prefect and ARL from
+# source again. Measured 2026-12-03: `arl run --profile quick --steps 1` took 85 CPU-s with the variable set, 45 CPU-s
+# once the bytecode was cached (a third of the samples were in source_to_code).
+PY_ENV := env -u PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup setup-dev run test test-fast test-slurm test-all clean
 
@@ -33,25 +38,25 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 
 run: setup
 	$(BIN)/arl db upgrade
-	$(BIN)/arl run
+	$(PY_ENV) $(BIN)/arl run
 
 # CI's command: everything but the soak runs and the SLURM tests (`make test-slurm`): 1,333 tests in about 16 minutes on 2 idle cores, setup aside.
 test: setup-dev
-	$(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
+	$(PY_ENV) $(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
 
 # The DFT tier on SLURM (a cluster that answers sinfo: .ci/slurm-up starts one); CI's own step after `make test`.
 test-slurm: setup-dev
-	$(BIN)/pytest -m slurm $(PYTEST_ARGS) tests/arl_flows/test_slurm.py
+	$(PY_ENV) $(BIN)/pytest -m slurm $(PYTEST_ARGS) tests/arl_flows/test_slurm.py
 
 # Skips the slow tests (each over about 5 s on an idle machine) too. Measured 2026-12-03 with the default two
 # workers on 2 cores (load 2-5, one DFT benchmark running beside it): 1,402 tests in 5 min 45 s of wall time
 # (9.6 CPU-min); most of the rest is waiting on subprocesses, sandboxes and servers, which the workers overlap.
 test-fast: setup-dev
-	$(BIN)/pytest $(XDIST) -m 'not slow and not soak' $(PYTEST_ARGS)
+	$(PY_ENV) $(BIN)/pytest $(XDIST) -m 'not slow and not soak' $(PYTEST_ARGS)
 
 # Everything, soak runs included (random SIGKILL trials, the 2,000-candidate fault run, 20k fuzzed inputs).
 test-all: setup-dev
-	$(BIN)/pytest $(XDIST) -m '' $(PYTEST_ARGS)
+	$(PY_ENV) $(BIN)/pytest $(XDIST) -m '' $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
