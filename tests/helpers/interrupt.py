@@ -1,7 +1,7 @@
 """What the interrupt tests share: a run of the counting top tier under a global limit of 1, and its slots.
 
 Ctrl-C and SIGTERM sent to the whole process group of ``arl run``, temporary Prefect server included
-(``tests/arl_flows/test_interrupt_signals.py`` and ``test_interrupt_sigkill.py``, two files so that xdist runs them side by side).
+(``tests/arl_flows/test_interrupt_signals.py``, ``test_interrupt_sigterm.py`` and ``test_interrupt_sigkill.py``, three files so that xdist runs them side by side).
 
 Each test starts real ``arl run`` subprocesses in a session of their own, on
 the temporary Prefect server (no ``PREFECT_API_URL``), with the counting top
