@@ -82,9 +82,10 @@ TINY_PRIOR_DIR = ROOT / "tests" / "data" / "tiny_prior"
 PROMPTS_PER_STEP = 3
 GROUP_SIZE = 4
 # The asynchronous pipeline's settings in async mode: two top-tier calls out at once, groups taken after
-# 1.5 s as they stand (so calls are still in flight when a step is learned, and late verdicts and the
-# final drain happen), two batches sampled ahead.
-ASYNC_STREAMING = {"max_ahead": 2, "max_group_wait_s": 1.5, "slots": {TOP_TIER: 2, "rdkit-eht": 2}, "progress_every_s": 0.5}
+# 4 s as they stand (so calls can still be in flight when a step is learned, and late verdicts and the
+# final drain happen), two batches sampled ahead. At 1.5 s a CI run at a high load handed step 0's groups out
+# while the fast tier was still answering: no top-tier call was ever sent, and the kill aimed at one found none.
+ASYNC_STREAMING = {"max_ahead": 2, "max_group_wait_s": 4.0, "slots": {TOP_TIER: 2, "rdkit-eht": 2}, "progress_every_s": 0.5}
 ASYNC_SECONDS_PER_CALL = 0.4  # each top-tier call: long enough for kills to find calls in flight
 SIGNALS = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "int": signal.SIGINT}
 
