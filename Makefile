@@ -40,7 +40,7 @@ run: setup
 	$(BIN)/arl db upgrade
 	$(PY_ENV) $(BIN)/arl run
 
-# CI's command: everything but the soak runs and the SLURM tests (`make test-slurm`): 1,536 tests in 19.8 minutes on a fresh clone (2026-12-03, docs/benchmarks.md "Test suite time").
+# CI's command: everything but the soak runs and the SLURM tests (`make test-slurm`): 1,536 tests in 16.6 minutes on a fresh clone (2026-12-03, docs/benchmarks.md "Test suite time").
 test: setup-dev
 	$(PY_ENV) $(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
 
