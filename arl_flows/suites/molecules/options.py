@@ -70,6 +70,12 @@ class PretrainConfig(BaseModel):
         description="druglike only: share of each batch drawn from the gap-labeled subset with a goal prompt; the rest "
         "are MOSES molecules with the goal-free prompt <bos> <sep>.",
     )
+    smiles_form: Literal["aromatic", "kekule"] = Field(
+        default="aromatic",
+        description="druglike only: how the training SMILES are written: 'aromatic' (RDKit canonical, lowercase aromatic "
+        "atoms) or 'kekule' (RDKit canonical Kekule SMILES: explicit single and double bonds, no aromatic atoms, so "
+        "a sample can never fail kekulization). Sampling under the grammar then bans aromatic atoms too.",
+    )
     warm_start: PretrainConfig | None = Field(
         default=None,
         description="The prior this one continues (its config; its architecture and space must match): it is loaded from "

@@ -63,6 +63,7 @@ __all__ = [
     "pretrain",
     "sample_metrics",
     "druglike_goal_labels",
+    "kekule_smiles",
     "druglike_training_smiles",
     "evaluate_prior",
     "read_pretrain_config",
@@ -81,7 +82,7 @@ DRUGLIKE_LABELS = Path(__file__).parent / "data" / "druglike_prior_labels.csv.gz
 # produces: they are left out of the cache key.
 _RUN_ONLY_FIELDS = {"max_minutes", "budget_clock", "num_threads", "min_validity", "data"}
 # Fields a qm9 prior leaves out of its key (they do not apply to it), so the shipped qm9 prior keeps its hash.
-_DRUGLIKE_ONLY_FIELDS = {"space", "labeled_share"}
+_DRUGLIKE_ONLY_FIELDS = {"space", "labeled_share", "smiles_form"}
 
 
 class LowQualityPrior(UserWarning):
@@ -178,6 +179,8 @@ def _start_policy(config: PretrainConfig, tokenizer) -> tuple[Policy, int]:  # n
 def prior_cache_key(config: PretrainConfig) -> str:
     """Hash of the fields that decide the prior (architecture, optimisation, steps, seed, data)."""
     exclude = _RUN_ONLY_FIELDS | {"warm_start"} | (_DRUGLIKE_ONLY_FIELDS if config.space == "qm9" else set())
+    if config.smiles_form == "aromatic":  # the form every prior had before Kekule priors: their hashes stand
+        exclude = exclude | {"smiles_form"}
     fields = config.model_dump(mode="json", exclude=exclude)
     if config.warm_start is not None:  # the prior it continues enters by its own key (a prior from scratch keeps its hash)
         fields["warm_start"] = prior_cache_key(config.warm_start)
@@ -249,6 +252,24 @@ def druglike_training_smiles(config: PretrainConfig) -> list[str]:
         raise ValueError(f"MOSES training data {str(path)!r} is not a file; pass --data path/to/moses/train.csv.gz")
     smiles = list(smiles_column(path))
     return smiles[: config.max_molecules] if config.max_molecules else smiles
+
+
+def kekule_smiles(smiles: list[str]) -> list[str]:
+    """RDKit's canonical Kekule SMILES of each molecule (explicit single and double bonds, no aromatic atoms).
+
+    A SMILES RDKit cannot parse or kekulize is a one-line ValueError naming it: training data must be valid.
+    """
+    from rdkit import Chem, RDLogger
+
+    RDLogger.DisableLog("rdApp.*")
+    out = []
+    for smi in smiles:
+        mol = Chem.MolFromSmiles(smi)
+        if mol is None:
+            raise ValueError(f"training SMILES {smi[:80]!r} does not parse; the prior trains on valid molecules only")
+        Chem.Kekulize(mol, clearAromaticFlags=True)
+        out.append(Chem.MolToSmiles(mol, kekuleSmiles=True))
+    return out
 
 
 def druglike_goal_labels() -> list[tuple[str, float]]:
@@ -325,7 +346,7 @@ def _sample_goals(policy: Policy, config: PretrainConfig, goals: list[tuple[floa
                   grammar: bool = False) -> list[str]:
     """Samples for ``goals``, 250 a batch; with ``grammar``, under the space's SMILES grammar (``grammar.py``)."""
     prompts = [goal_prompt_ids(policy.tokenizer, *goal) for goal in goals]
-    constraint = space_grammar(policy.tokenizer, config.space) if grammar else None
+    constraint = space_grammar(policy.tokenizer, config.space, kekule=config.smiles_form == "kekule") if grammar else None
     texts: list[str] = []
     for b in range(0, len(prompts), 250):
         rollout = policy.sample(prompts[b : b + 250], temperature=config.eval_temperature,
@@ -464,6 +485,9 @@ def _pretrain_druglike(config: PretrainConfig) -> tuple[Policy, PretrainReport]:
     moses = druglike_training_smiles(config)
     space_references("druglike")  # a missing shipped index fails here, before training, not after it
     labeled = druglike_goal_labels()
+    if config.smiles_form == "kekule":
+        moses = kekule_smiles(moses)
+        labeled = list(zip(kekule_smiles([smi for smi, _ in labeled]), (gap for _, gap in labeled)))
     tokenizer = build_smiles_tokenizer([*moses, *(s for s, _ in labeled)])
     policy, start_steps = _start_policy(config, tokenizer)
     rng = random.Random(config.seed)

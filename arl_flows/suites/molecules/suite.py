@@ -182,7 +182,8 @@ class MoleculeSuite(Suite):
         """The space's SMILES grammar (``grammar.py``), unless ``[options] grammar = false``."""
         from arl_flows.suites.molecules.grammar import space_grammar
 
-        return space_grammar(tokenizer, self.options.space) if self.options.grammar else None
+        kekule = self.options.prior.smiles_form == "kekule"
+        return space_grammar(tokenizer, self.options.space, kekule=kekule) if self.options.grammar else None
 
     def prompt_ids(self, policy: Policy, prompt: Prompt) -> list[int]:
         from arl_flows.suites.molecules.smiles import goal_prompt_ids

@@ -186,12 +186,13 @@ ATTACKS2: list[tuple[str, str, str, str]] = [
      # Each child holds its memory until the parent is done (not for a fixed time, which on a busy machine can
      # end before the next child has touched its pages) and reports its pid; the parent reaps the children the
      # OOM killer took (it picks the largest, often an earlier child that had already reported), so every
-     # PINNED line counts the memory of children alive at once.
+     # PINNED line counts the memory of children alive at once. It waits up to 50 s for the first report and 5 s
+     # for each next one: at a load of 5 no child had touched its 150 MiB within 3 s and nothing was printed.
      "import os, select\nr, w = os.pipe()\nhold_r, hold_w = os.pipe()\nfor _ in range(6):\n    if os.fork() == 0:\n"
      "        os.close(hold_w)\n        b = bytearray(150 << 20)\n        for j in range(0, len(b), 4096):\n"
      "            b[j] = 1\n        os.write(w, b'%8d' % os.getpid())\n        os.read(hold_r, 1)\n        os._exit(0)\n"
-     "os.close(w)\nos.close(hold_r)\nalive = set()\nwhile select.select([r], [], [], 3)[0]:\n"
-     "    msg = os.read(r, 8)\n    if not msg:\n        break\n    alive.add(int(msg))\n    while True:\n"
+     "os.close(w)\nos.close(hold_r)\nalive = set()\nseen = 0\nwhile select.select([r], [], [], 5 if seen else 50)[0]:\n"
+     "    msg = os.read(r, 8)\n    if not msg:\n        break\n    seen += 1\n    alive.add(int(msg))\n    while True:\n"
      "        try:\n            pid, _ = os.waitpid(-1, os.WNOHANG)\n        except ChildProcessError:\n            break\n"
      "        if pid == 0:\n            break\n        alive.discard(pid)\n"
      "    print('PINNED', len(alive) * (150 << 20), flush=True)\n"),

@@ -89,6 +89,11 @@ _BANNED = [
     ("C.", ".", "C..C"), ("C.", "1", "C.1CC1"), ("C.", "<eos>", "C."), ("C1", "1", "C11"), ("C1C", "1", "C1C1"),
     ("C12CC1", "2", "C12CC12"), ("C1CC", "<eos>", "C1CC"), ("C(C", "<eos>", "C(C"), ("Cc", "<eos>", "Cc"),
     ("C", "+", "C+C"), ("C", "@", "C@C"),
+    # valence: an aliphatic atom's bonds never exceed its largest valence, a bond's order never an atom's capacity
+    ("CF", "C", "CFC"), ("CF", "(", "CF(C)"), ("C=", "F", "C=F"), ("C#", "O", "C#O"), ("CO", "=", "CO=C"),
+    ("CC(C)(C)(C)", "(", "CC(C)(C)(C)(C)"), ("CC(C)(C)(C)", "C", "CC(C)(C)(C)C"), ("C=C=", "1", "C=C=1CC1"),
+    # liveness: an open ring-bond label keeps an atom that can still bond within reach
+    ("C1CC", "F", "C1CCF1"), ("CO", "1", "CO1CC1"), ("C1CC(C)(C)(C", ")", "C1CC(C)(C)(C)C1"),
 ]
 
 
@@ -124,6 +129,19 @@ def test_elements_outside_the_space_and_special_tokens_never_come(tokenizer):
         assert not bool(g.allowed(g.start())[sep])
     assert bool(anything.allowed(anything.start())[p]) and not bool(druglike.allowed(druglike.start())[p])
     assert not bool(druglike.allowed(druglike.start())[i])
+
+
+def test_a_kekule_grammar_bans_aromatic_atoms(tokenizer):
+    kekule = space_grammar(tokenizer, "druglike", kekule=True)
+    c, n, big_c = tokenizer.convert_tokens_to_ids(["c", "n", "C"])
+    allowed = kekule.allowed(kekule.start())
+    assert not bool(allowed[c]) and not bool(allowed[n]) and bool(allowed[big_c])
+    for s in _moses_smiles()[:300]:
+        mol = Chem.MolFromSmiles(s)
+        Chem.Kekulize(mol, clearAromaticFlags=True)
+        ids = _ids(tokenizer, Chem.MolToSmiles(mol, kekuleSmiles=True))
+        if tokenizer.unk_token_id not in ids:
+            assert _first_banned(kekule, ids) is None, s
 
 
 def test_a_banned_token_is_an_error_when_replayed(grammar, tokenizer):
