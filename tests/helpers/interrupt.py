@@ -13,11 +13,10 @@ block the next one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from benchmarks import crash
@@ -47,17 +46,17 @@ def in_verify(lines: list[tuple[float, str]]) -> bool:
 
 
 def active_slots(env: dict[str, str]) -> dict[str, int]:
-    """Active slots of every ``arl-tier-*`` limit, read through a temporary server of the same PREFECT_HOME."""
-    code = (
-        "from prefect import get_client\n"
-        "with get_client(sync_client=True) as c:\n"
-        "    for l in c.read_global_concurrency_limits(limit=100):\n"
-        "        print(l.name, l.active_slots)\n"
-    )
-    prefect_home = Path(env["ARL_HOME"]) / "prefect"
-    out = subprocess.run([sys.executable, "-c", code], env=env | {"PREFECT_HOME": str(prefect_home)},
-                         capture_output=True, text=True, timeout=600, check=True).stdout
-    return {name: int(n) for name, n in (line.split() for line in out.splitlines() if line.startswith("arl-tier-"))}
+    """Active slots of every ``arl-tier-*`` limit, as this home's Prefect database holds them.
+
+    Read from the SQLite file itself (the table the server's API reads), not through a temporary server of the same
+    PREFECT_HOME: starting one costs seconds of CPU each time on a busy machine, and no run is alive to serve it.
+    """
+    import sqlite3
+
+    database = Path(env["ARL_HOME"]) / "prefect" / "prefect.db"
+    with contextlib.closing(sqlite3.connect(database, timeout=60)) as db:
+        rows = db.execute("SELECT name, active_slots FROM concurrency_limit_v2 WHERE name LIKE 'arl-tier-%'").fetchall()
+    return {name: int(n) for name, n in rows}
 
 
 def resume_completes(run_id: str, env: dict[str, str], log: Path) -> str:

@@ -259,16 +259,18 @@ def kekule_smiles(smiles: list[str]) -> list[str]:
 
     A SMILES RDKit cannot parse or kekulize is a one-line ValueError naming it: training data must be valid.
     """
-    from rdkit import Chem, RDLogger
+    from rdkit import Chem, rdBase
 
-    RDLogger.DisableLog("rdApp.*")
     out = []
-    for smi in smiles:
-        mol = Chem.MolFromSmiles(smi)
-        if mol is None:
-            raise ValueError(f"training SMILES {smi[:80]!r} does not parse; the prior trains on valid molecules only")
-        Chem.Kekulize(mol, clearAromaticFlags=True)
-        out.append(Chem.MolToSmiles(mol, kekuleSmiles=True))
+    # BlockLogs, not RDLogger.DisableLog: that is process-wide, and the evaluation after training reads why a sample
+    # is invalid ("unclosed ring") from RDKit's log.
+    with rdBase.BlockLogs():
+        for smi in smiles:
+            mol = Chem.MolFromSmiles(smi)
+            if mol is None:
+                raise ValueError(f"training SMILES {smi[:80]!r} does not parse; the prior trains on valid molecules only")
+            Chem.Kekulize(mol, clearAromaticFlags=True)
+            out.append(Chem.MolToSmiles(mol, kekuleSmiles=True))
     return out
 
 
@@ -613,7 +615,7 @@ def load_or_pretrain(
     report_file = directory / "pretrain_report.json"
     if report_file.exists() and (directory / "config.json").exists():
         report = PretrainReport.model_validate(json.loads(report_file.read_text()))
-        if report.validity < config.min_validity:  # a shipped prior below its gate (druglike's: see its report)
+        if report.validity < config.min_validity:  # a shipped prior below its gate (druglike's was until its Kekule retraining)
             warnings.warn(
                 f"the {config.space} SMILES prior {report.config_hash} ({directory}) is below the quality gate: only "
                 f"{report.validity:.0%} of its samples are valid (the gate is {config.min_validity:.0%}); it is used as "
