@@ -82,10 +82,12 @@ TINY_PRIOR_DIR = ROOT / "tests" / "data" / "tiny_prior"
 PROMPTS_PER_STEP = 3
 GROUP_SIZE = 4
 # The asynchronous pipeline's settings in async mode: two top-tier calls out at once, groups taken after
-# 4 s as they stand (so calls can still be in flight when a step is learned, and late verdicts and the
-# final drain happen), two batches sampled ahead. At 1.5 s a CI run at a high load handed step 0's groups out
-# while the fast tier was still answering: no top-tier call was ever sent, and the kill aimed at one found none.
-ASYNC_STREAMING = {"max_ahead": 2, "max_group_wait_s": 4.0, "slots": {TOP_TIER: 2, "rdkit-eht": 2}, "progress_every_s": 0.5}
+# 12 s as they stand (so calls can still be in flight when a step is learned, and late verdicts and the
+# final drain happen), two batches sampled ahead. At 1.5 s, and again at 4 s, a fresh-clone CI run at a high load
+# (5 workers on 2 cores) handed both steps' groups out while the fast tier's worker processes were still starting
+# (11 of 24 fast verdicts in the whole run): no top-tier call was ever sent, and the kill aimed at one found none.
+# A group whose rewards settle is handed out at once, so the longer bound costs only a slow machine time.
+ASYNC_STREAMING = {"max_ahead": 2, "max_group_wait_s": 12.0, "slots": {TOP_TIER: 2, "rdkit-eht": 2}, "progress_every_s": 0.5}
 ASYNC_SECONDS_PER_CALL = 0.4  # each top-tier call: long enough for kills to find calls in flight
 SIGNALS = {"kill": signal.SIGKILL, "term": signal.SIGTERM, "int": signal.SIGINT}
 

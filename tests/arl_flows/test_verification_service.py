@@ -237,3 +237,50 @@ def _resume_and_drain(service: VerificationService) -> None:
         if not service.busy:
             break
     service.close()
+
+
+def test_a_resumed_call_holds_its_cost_from_the_run_budget_until_it_lands(ledger) -> None:
+    """A resumed call is in no plan: before, a resumed run bought new calls with the budget it held, and overspent."""
+    import threading
+
+    suite, run, trajs, cands, _, _ = _setup(ledger)
+    release, hold = threading.Event(), threading.Event()
+
+    def hangs(verifier, candidate):  # noqa: ANN001, ANN202 - the process dies while this call is out
+        release.wait(60)
+        raise RuntimeError("the process died")
+
+    def scheduler(budget: float = 1000.0) -> Scheduler:
+        ladder = [ToyLength(), ToyLabVowels({"cost_per_call": 5.0})]
+        return Scheduler(ladder, _config(budget).scheduler, featurize=suite.featurize)
+
+    slots = {"toy-length": 4, "toy-lab-vowels": 1}
+    first = VerificationService(ledger, scheduler(), suite, run.id, slots=slots,
+                                execute=lambda v, c: hangs(v, c) if v.name == "toy-lab-vowels" else v.verify_batch([c])[0])
+    first.open_batch(0, trajs, cands)
+    for _ in range(200):
+        first.pump(0.02)
+        if first.in_flight["toy-lab-vowels"] == 1 and first.in_flight["toy-length"] == 0:
+            break
+    first.close()
+    release.set()
+
+    def held(verifier, candidate):  # noqa: ANN001, ANN202 - the resumed call stays out until the batch is planned
+        if verifier.name == "toy-lab-vowels":
+            hold.wait(60)
+        return verifier.verify_batch([candidate])[0]
+
+    second = VerificationService(ledger, scheduler(12.0), suite, run.id, slots=slots, execute=held)
+    assert second.resume_in_flight() == 1
+    assert second.committed() == pytest.approx(5.0)  # held while out
+    plan = second.open_batch(1, trajs, cands)
+    assert plan.budget == pytest.approx(7.0)  # 12 of run budget, 5 held by the resumed call
+    hold.set()
+    for _ in range(400):
+        second.pump(0.05)
+        second.take_settled()
+        if not second.busy:
+            break
+    second.close()
+    assert ledger.spend_by_tier(run.id)["lab"] <= 12.0 + 1e-9  # the resumed call and what the 7 left could buy
+    assert second.scheduler.run_spent >= 5.0  # the resumed call's cost counts once it lands
