@@ -92,7 +92,6 @@ class _Call:
     ended: float = 0.0
     verdict: Verdict | None = None
     error: BaseException | None = None
-    reserved_s: float = 0.0  # a resumed call: the run budget it holds while out (its expected cost)
 
 
 class VerificationService:
@@ -134,7 +133,7 @@ class VerificationService:
         self.late: queue.Queue[LateVerdict] = queue.Queue()
         self.started = time.monotonic()
         self._sent: set[str] = set()  # request ids of the calls this service sent or resumed
-        self._resumed_s = 0.0  # the expected cost of resumed calls still out: in no plan, held from the run budget
+        self._held: dict[str, float] = {}  # resumed calls still out (request id -> expected cost): in no plan's budget
         self._lock = threading.Lock()  # guards in_flight / busy_s for readers on other threads
 
     # ------------------------------------------------------------------ batches in
@@ -143,7 +142,7 @@ class VerificationService:
     ) -> StepPlan:
         """Plan a sampled batch (already in the ledger) and start filling slots with its calls."""
         cfg = self.scheduler.config
-        reserved = sum(b.plan.budget for b in self.batches if not b.closed) + self._resumed_s
+        reserved = sum(b.plan.budget for b in self.batches if not b.closed) + sum(self._held.values())
         budget = max(min(cfg.budget_per_step, cfg.budget_per_run - self.scheduler.run_spent - reserved), 0.0)
         names = [v.name for v in self.scheduler.ladder]
         plan = self.scheduler.plan_step(
@@ -177,10 +176,8 @@ class VerificationService:
             candidate = self.suite.history_candidate(req.candidate_key) if isinstance(self.suite, Lab) else None
             if candidate is None:
                 continue
-            call = _Call(None, verifier, candidate, req.id, req.created_at.timestamp(),
-                         reserved_s=float(verifier.expected_cost(candidate)))
-            self._resumed_s += call.reserved_s  # committed before the stop, paid when it lands: no batch may spend it
-            self._submit(call)
+            self._held[req.id] = float(verifier.expected_cost(candidate))  # committed before the stop, paid on landing
+            self._submit(_Call(None, verifier, candidate, req.id, req.created_at.timestamp()))
             resumed += 1
         return resumed
 
@@ -238,7 +235,7 @@ class VerificationService:
     def committed(self) -> float:
         """CPU-seconds of the run's budget paid or held: closed batches' spend, open plans' spend, calls in flight
         (resumed ones included)."""
-        return self.scheduler.run_spent + self._resumed_s + sum(b.plan.committed for b in self.batches if not b.closed)
+        return self.scheduler.run_spent + sum(self._held.values()) + sum(b.plan.committed for b in self.batches if not b.closed)
 
     def budget_committed(self) -> bool:
         """Whether what the run's budget has left cannot pay one more top-tier call (at the newest batch's cheapest)."""
@@ -322,7 +319,7 @@ class VerificationService:
             self.calls[name] += 1
         b = call.batch
         if b is None:
-            self._resumed_s = max(self._resumed_s - call.reserved_s, 0.0)
+            self._held.pop(call.request_id or "", None)
         if call.verdict is None:
             if b is not None:
                 b.plan.abandon(call.candidate.key, name, f"the call raised {type(call.error).__name__}: {call.error}")

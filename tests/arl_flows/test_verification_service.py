@@ -150,31 +150,11 @@ def test_groups_taken_before_their_verdicts_get_them_late(ledger) -> None:
 def test_a_computed_lab_tier_call_in_flight_at_a_crash_is_run_again_and_billed_once(ledger) -> None:
     """A tier on the lab tier that computes its answer (as a reference table does): resume runs it again, it does not
     wait for `arl lab submit`."""
-    import threading
-
     suite, run, trajs, cands, _, _ = _setup(ledger)
-    release = threading.Event()
-
-    def hangs(verifier, candidate):  # noqa: ANN001, ANN202 - the process dies while this call is out
-        release.wait(60)
-        raise RuntimeError("the process died")
-
-    def scheduler():  # noqa: ANN202
-        ladder = [ToyLength(), ToyLabVowels({"cost_per_call": 5.0})]
-        return Scheduler(ladder, _config().scheduler, featurize=suite.featurize)
-
-    first = VerificationService(ledger, scheduler(), suite, run.id, slots={"toy-length": 4, "toy-lab-vowels": 1},
-                                execute=lambda v, c: hangs(v, c) if v.name == "toy-lab-vowels" else v.verify_batch([c])[0])
-    first.open_batch(0, trajs, cands)
-    for _ in range(200):
-        first.pump(0.02)
-        if first.in_flight["toy-lab-vowels"] == 1 and first.in_flight["toy-length"] == 0:
-            break
+    _die_with_a_lab_call_out(ledger, suite, run, trajs, cands)
     (req,) = ledger.lab_requests(Status.pending, run_id=run.id)
-    first.close()
-    release.set()
 
-    second = VerificationService(ledger, scheduler(), suite, run.id, slots={"toy-length": 4, "toy-lab-vowels": 1})
+    second = VerificationService(ledger, _lab_scheduler(suite), suite, run.id, slots=LAB_SLOTS)
     _resume_and_drain(second)
     (final,) = [v for v in ledger.verdicts_for([req.candidate_key]) if v.verifier == "toy-lab-vowels"]
     assert final.status == Status.ok and final.request_id == req.id
@@ -229,6 +209,36 @@ def test_groups_sampled_too_many_versions_ago_are_taken_as_they_stand(ledger) ->
     service.close()
 
 
+LAB_SLOTS = {"toy-length": 4, "toy-lab-vowels": 1}
+
+
+def _lab_scheduler(suite, budget: float = 1000.0) -> Scheduler:  # noqa: ANN001
+    """The toy length tier, then a lab tier that computes its answer at 5 CPU-s a call."""
+    ladder = [ToyLength(), ToyLabVowels({"cost_per_call": 5.0})]
+    return Scheduler(ladder, _config(budget).scheduler, featurize=suite.featurize)
+
+
+def _die_with_a_lab_call_out(ledger, suite, run, trajs, cands) -> None:  # noqa: ANN001
+    """A service that plans the batch, then 'dies' with one lab-tier call out (its request left pending)."""
+    import threading
+
+    release = threading.Event()
+
+    def hangs(verifier, candidate):  # noqa: ANN001, ANN202 - the process dies while this call is out
+        release.wait(60)
+        raise RuntimeError("the process died")
+
+    first = VerificationService(ledger, _lab_scheduler(suite), suite, run.id, slots=LAB_SLOTS,
+                                execute=lambda v, c: hangs(v, c) if v.name == "toy-lab-vowels" else v.verify_batch([c])[0])
+    first.open_batch(0, trajs, cands)
+    for _ in range(200):
+        first.pump(0.02)
+        if first.in_flight["toy-lab-vowels"] == 1 and first.in_flight["toy-length"] == 0:
+            break
+    first.close()
+    release.set()
+
+
 def _resume_and_drain(service: VerificationService) -> None:
     """Resume the one request the ledger holds in flight and pump the service until it is idle, then close it."""
     assert service.resume_in_flight() == 1
@@ -244,33 +254,15 @@ def test_a_resumed_call_holds_its_cost_from_the_run_budget_until_it_lands(ledger
     import threading
 
     suite, run, trajs, cands, _, _ = _setup(ledger)
-    release, hold = threading.Event(), threading.Event()
-
-    def hangs(verifier, candidate):  # noqa: ANN001, ANN202 - the process dies while this call is out
-        release.wait(60)
-        raise RuntimeError("the process died")
-
-    def scheduler(budget: float = 1000.0) -> Scheduler:
-        ladder = [ToyLength(), ToyLabVowels({"cost_per_call": 5.0})]
-        return Scheduler(ladder, _config(budget).scheduler, featurize=suite.featurize)
-
-    slots = {"toy-length": 4, "toy-lab-vowels": 1}
-    first = VerificationService(ledger, scheduler(), suite, run.id, slots=slots,
-                                execute=lambda v, c: hangs(v, c) if v.name == "toy-lab-vowels" else v.verify_batch([c])[0])
-    first.open_batch(0, trajs, cands)
-    for _ in range(200):
-        first.pump(0.02)
-        if first.in_flight["toy-lab-vowels"] == 1 and first.in_flight["toy-length"] == 0:
-            break
-    first.close()
-    release.set()
+    _die_with_a_lab_call_out(ledger, suite, run, trajs, cands)
+    hold = threading.Event()
 
     def held(verifier, candidate):  # noqa: ANN001, ANN202 - the resumed call stays out until the batch is planned
         if verifier.name == "toy-lab-vowels":
             hold.wait(60)
         return verifier.verify_batch([candidate])[0]
 
-    second = VerificationService(ledger, scheduler(12.0), suite, run.id, slots=slots, execute=held)
+    second = VerificationService(ledger, _lab_scheduler(suite, 12.0), suite, run.id, slots=LAB_SLOTS, execute=held)
     assert second.resume_in_flight() == 1
     assert second.committed() == pytest.approx(5.0)  # held while out
     plan = second.open_batch(1, trajs, cands)
