@@ -61,11 +61,16 @@ class Decoy:
 
 
 def host_ipc() -> dict[str, list[str]]:
-    """The host's IPC objects: SysV (from /proc/sysvipc) and POSIX message queues (if /dev/mqueue is mounted)."""
+    """The host's IPC objects: SysV (from /proc/sysvipc) and POSIX message queues (if /dev/mqueue is mounted).
+
+    A SysV object is named by its key and id (the first two columns): its attach count, last pid and times change
+    whenever another host process (PostgreSQL's backends attach to its 56-byte segment) touches it.
+    """
     out = {}
     for kind in ("shm", "msg", "sem"):
         try:
-            out[kind] = sorted(Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:])
+            lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]
+            out[kind] = sorted(" ".join(line.split()[:2]) for line in lines)
         except OSError:
             out[kind] = []
     out["mqueue"] = sorted(os.listdir("/dev/mqueue")) if os.path.isdir("/dev/mqueue") else []
