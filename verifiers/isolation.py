@@ -298,10 +298,16 @@ class WorkerPool:
     def _spawn(self) -> _Worker:
         return _Worker(self.threads, self.memory_mb, self.preload)
 
-    def run(self, fn: Callable[[Any], Any], args: Sequence[Any], timeout_s: float) -> list[TaskOutcome]:
-        """Run ``fn(arg)`` for every arg in the workers; one outcome per arg, in order."""
+    def run(self, fn: Callable[[Any], Any], args: Sequence[Any], timeout_s: float | Sequence[float]) -> list[TaskOutcome]:
+        """Run ``fn(arg)`` for every arg in the workers; one outcome per arg, in order.
+
+        ``timeout_s`` is one limit for every arg, or one per arg (a call sized by its own input).
+        """
         if self._closed:
             raise RuntimeError("worker pool is closed")
+        limits = [float(timeout_s)] * len(args) if isinstance(timeout_s, (int, float)) else [float(t) for t in timeout_s]
+        if len(limits) != len(args):
+            raise ValueError(f"{len(limits)} timeouts for {len(args)} tasks: give one timeout, or one per task")
         # Pickled once, here: an unpicklable argument is the caller's error, raised before any work starts.
         payloads = [pickle.dumps((fn, arg)) for arg in args]
         outcomes: list[TaskOutcome | None] = [None] * len(args)
@@ -323,7 +329,7 @@ class WorkerPool:
                     worker.task = index
                     worker.running = False
                     worker.started = time.perf_counter()
-                    worker.deadline = worker.started + STARTUP_TIMEOUT_S + timeout_s
+                    worker.deadline = worker.started + STARTUP_TIMEOUT_S + limits[index]
                     busy.append(worker)
                 now = time.perf_counter()
                 wait_for = max(min(w.deadline for w in busy) - now, 0.0)
@@ -341,7 +347,7 @@ class WorkerPool:
                             if message == _STARTED:
                                 worker.running = True
                                 worker.started = now
-                                worker.deadline = now + timeout_s
+                                worker.deadline = now + limits[index]
                                 continue
                             kind, result, error, cpu_s, wall_s = message
                             outcomes[index] = TaskOutcome(kind, result, error, cpu_s, wall_s, worker.pid)
@@ -360,7 +366,7 @@ class WorkerPool:
                     elif now >= worker.deadline:
                         outcomes[index] = TaskOutcome(
                             "timeout",
-                            error=f"no answer within {timeout_s:g} s; worker killed"
+                            error=f"no answer within {limits[index]:g} s; worker killed"
                             if worker.running
                             else f"worker did not start within {STARTUP_TIMEOUT_S:g} s; worker killed",
                             wall_s=now - worker.started,
@@ -466,6 +472,10 @@ class IsolatedVerifier(Verifier[Any]):
         """Argument for the work function, or a finished :class:`Verdict`."""
         return candidate.payload
 
+    def timeout_for(self, candidate: Candidate) -> float:
+        """Wall-clock limit of one candidate's call (default: ``timeout_s`` for every candidate)."""
+        return float(self.params.timeout_s)  # type: ignore[attr-defined]
+
     def interpret(self, candidate: Candidate, result: Any, outcome: TaskOutcome) -> Verdict:
         """Turn a successful work-function result into a verdict."""
         return self.verdict(candidate, Status.ok, value=float(result), cost_s=outcome.cpu_s, wall_s=outcome.wall_s)
@@ -481,7 +491,8 @@ class IsolatedVerifier(Verifier[Any]):
                 todo.append((i, prepared))
         if todo:
             fn = type(self).work_function
-            outcomes = self.pool.run(fn, [arg for _, arg in todo], timeout_s=self.params.timeout_s)  # type: ignore[attr-defined]
+            limits = [self.timeout_for(candidates[i]) for i, _ in todo]
+            outcomes = self.pool.run(fn, [arg for _, arg in todo], timeout_s=limits)
             for (i, _), outcome in zip(todo, outcomes, strict=True):
                 verdicts[i] = self._verdict_from(candidates[i], outcome)
         return [v for v in verdicts if v is not None]

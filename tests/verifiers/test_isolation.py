@@ -47,6 +47,15 @@ def test_pool_sets_thread_counts_and_runs_in_parallel() -> None:
     assert len({o.result["pid"] for o in outcomes}) <= 2
 
 
+def test_each_task_can_have_its_own_timeout() -> None:
+    with WorkerPool(workers=1, threads=1) as pool:
+        hang, ok = pool.run(misbehave, ["hang", "a"], timeout_s=[HANG_TIMEOUT_S, 600.0])
+        assert (hang.kind, ok.kind) == ("timeout", "ok")
+        assert f"no answer within {HANG_TIMEOUT_S:g} s" in hang.error
+        with pytest.raises(ValueError, match="2 timeouts for 1 tasks"):
+            pool.run(misbehave, ["a"], timeout_s=[1.0, 2.0])
+
+
 def test_closed_pool_refuses_work() -> None:
     pool = WorkerPool()
     pool.close()

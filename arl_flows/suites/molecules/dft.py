@@ -21,7 +21,17 @@ defaults its ladder was measured with); a value the params give always wins:
 
 - ``timeout_s``: ``TIMEOUT_FACTOR`` times the predicted wall time of the space's
   largest molecule on ``threads`` threads (druglike, 40 heavy atoms, 1 thread:
-  an hour), so only a call far off the cost model is killed;
+  an hour), the most any call may take;
+- ``timeout_factor``: each call is killed at ``CALL_TIMEOUT_FACTOR`` times the
+  predicted wall time of *its own* molecule (at least ``MIN_CALL_TIMEOUT_S``),
+  never past ``timeout_s``: a 23-heavy-atom molecule predicted at 170 s gets
+  17 minutes, not the hour a 40-atom one may need. Two 23-atom SCFs that had not
+  converged after 25 CPU-minutes held both DFT jobs of a SLURM benchmark
+  (docs/benchmarks.md, "Third run");
+- ``max_scf_cycles`` and ``newton_max_cycles``: 30 DIIS cycles, then at most 5
+  Newton macro iterations. The 29 MOSES molecules of 12-20 heavy atoms in the
+  druglike reference pool converged in 10-14 DIIS cycles; one still moving by
+  a Hartree after 60 is not converging, and says so in minutes;
 - ``memory_mb``: room for the density-fitted 3-index integrals of the largest
   molecule inside PySCF's budget (60% of the worker's limit; PySCF goes to disk
   beyond it rather than fail);
@@ -59,7 +69,12 @@ __all__ = ["DFT_COST_MODEL", "DFTGapVerifier", "DFTParams", "dft_gap", "dft_limi
 # Worker CPU seconds, 1 thread, B3LYP/6-31G* with density fitting, MMFF geometry (docs/tiers.md):
 # 0.3 s for water, 4.4 s for pyridine (6 heavy atoms), median 10.5 s (7-17 s) at 7-9.
 DFT_COST_MODEL = CostModel(base=0.3, per_unit=0.014, exponent=3.0)
-TIMEOUT_FACTOR = 4.0  # a call is killed at this multiple of its predicted wall time (the machine may be shared)
+TIMEOUT_FACTOR = 4.0  # the hard limit: this multiple of the space's largest molecule's predicted wall time
+# A call is killed at this multiple of its own molecule's predicted wall time: the cost model is for 6-31G (6-31G*
+# costs 2-2.5x more at 18-20 heavy atoms, docs/tiers.md) and the machine may be shared (wall time above CPU time).
+CALL_TIMEOUT_FACTOR = 6.0
+MIN_CALL_TIMEOUT_S = 600.0
+DRUG_SIZE_SCF = {"max_scf_cycles": 30, "newton_max_cycles": 5}  # MOSES molecules converge in 10-14 DIIS cycles
 BASIS_PER_HEAVY_ATOM = 17  # 6-31G* functions per heavy atom, its hydrogens included (measured n_basis / n)
 AUX_PER_BASIS = 3.5  # density-fitting auxiliary functions per basis function (PySCF's default auxbasis)
 
@@ -76,8 +91,10 @@ def dft_limits(space: str, threads: int = 1) -> dict[str, float | int]:
     memory = df_tensor_mb / 0.6 + 1024  # PySCF gets 60% of the worker's limit (job_settings); 1 GiB for the rest
     return {
         "timeout_s": max(900.0, 60.0 * math.ceil(timeout / 60.0)),
+        "timeout_factor": CALL_TIMEOUT_FACTOR,
         "memory_mb": max(4096, 1024 * math.ceil(memory / 1024)),
         "latency_s": round(DFT_COST_MODEL.expected(float(chem.typical_heavy_atoms)) / threads, 1),
+        **DRUG_SIZE_SCF,
     }
 
 
@@ -97,9 +114,17 @@ class DFTParams(MoleculeJobParams):
     newton_fallback: bool = Field(
         default=True, description="If the SCF does not converge, retry with second-order (Newton) SCF."
     )
+    newton_max_cycles: int = Field(
+        default=50, ge=1, description="Macro iterations of the Newton fallback (default: PySCF's 50; 5 at drug size)."
+    )
     timeout_s: float = Field(
         default=900.0, gt=0,
         description="Hard wall-clock limit per candidate, in seconds (default: 900, or sized by the space, see dft_limits).",
+    )
+    timeout_factor: float | None = Field(
+        default=None, gt=0,
+        description="Kill each call at this multiple of its own molecule's predicted wall time (at least 600 s, "
+        "never past timeout_s); none: timeout_s for every molecule (default; 6 in a space with a typical size).",
     )
     latency_s: float | None = Field(
         default=None, gt=0,
@@ -158,6 +183,7 @@ def dft_gap(job: dict[str, Any]) -> dict[str, Any]:
     method = "DIIS"
     if not mf.converged and job.get("newton_fallback", True):
         mf = mf.newton()
+        mf.max_cycle = int(job.get("newton_max_cycles", 50))
         energy = mf.kernel(mf.mo_coeff, mf.mo_occ)
         method = "DIIS then Newton"
     n_occupied = molecule.nelectron // 2
@@ -200,10 +226,19 @@ class DFTGapVerifier(MoleculeJobVerifier):
             "conv_tol": p.conv_tol,
             "max_scf_cycles": p.max_scf_cycles,
             "newton_fallback": p.newton_fallback,
+            "newton_max_cycles": p.newton_max_cycles,
             "threads": p.threads,
             # PySCF's own budget for integrals, kept below the worker's address-space limit.
             "max_memory_mb": int((p.memory_mb or 8000) * 0.6),
         }
+
+    def timeout_for(self, candidate: Candidate) -> float:
+        """``timeout_factor`` times this molecule's predicted wall time (at least 600 s), within ``timeout_s``."""
+        p = self.params
+        if p.timeout_factor is None:
+            return p.timeout_s
+        predicted = self.expected_cost(candidate) / p.threads
+        return min(p.timeout_s, max(MIN_CALL_TIMEOUT_S, p.timeout_factor * predicted))
 
     def interpret(self, candidate: Candidate, result: dict[str, Any], outcome: TaskOutcome) -> Verdict:
         costs = {"cost_s": outcome.cpu_s, "wall_s": outcome.wall_s}

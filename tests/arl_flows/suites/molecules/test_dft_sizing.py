@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from arl_flows.suites.molecules.dft import DFT_COST_MODEL, TIMEOUT_FACTOR, DFTGapVerifier, dft_limits
+from arl_flows.suites.molecules.chemistry import make_candidate
+from arl_flows.suites.molecules.dft import (
+    CALL_TIMEOUT_FACTOR,
+    DFT_COST_MODEL,
+    MIN_CALL_TIMEOUT_S,
+    TIMEOUT_FACTOR,
+    DFTGapVerifier,
+    dft_limits,
+)
 from arl_flows.suites.molecules.spaces import get_space
 
 
@@ -43,6 +51,47 @@ def test_more_threads_shorten_the_hint_and_given_values_win() -> None:
 def test_the_hint_is_not_part_of_the_cache_key() -> None:
     assert _druglike().params_hash == _druglike(latency_s=5).params_hash
     assert _druglike().params_hash != DFTGapVerifier().params_hash  # another space, other verdicts
+
+
+# 24 heavy atoms (drug size, like the SLURM benchmark's two unconverged 23-atom calls) and 6.
+DRUG_SIZE = "Cc1ccc(cc1)C(=O)NCC(N2CCN(C)CC2)c1cccs1"
+SMALL = "c1ccncc1"
+
+
+def test_each_drug_size_call_is_killed_at_a_multiple_of_its_own_predicted_time() -> None:
+    v = _druglike()
+    big, small = make_candidate(DRUG_SIZE), make_candidate(SMALL)
+    assert (big.size, small.size) == (24.0, 6.0)
+    predicted = DFT_COST_MODEL.expected(24.0)
+    assert v.timeout_for(big) == pytest.approx(CALL_TIMEOUT_FACTOR * predicted)
+    assert v.timeout_for(big) < v.params.timeout_s / 2  # not the hour the space's largest molecule may take
+    assert v.timeout_for(small) == MIN_CALL_TIMEOUT_S  # a floor: start-up and a loaded machine
+    # Two threads halve the prediction; timeout_s stays the ceiling; none gives every molecule timeout_s.
+    assert _druglike(threads=2).timeout_for(big) == pytest.approx(max(MIN_CALL_TIMEOUT_S, CALL_TIMEOUT_FACTOR * predicted / 2))
+    assert _druglike(timeout_s=700).timeout_for(big) == 700.0
+    assert _druglike(timeout_factor=None).timeout_for(big) == v.params.timeout_s
+    assert DFTGapVerifier().timeout_for(big) == 900.0  # QM9's ladder: one limit, as measured
+    assert _druglike().params_hash != _druglike(timeout_factor=None).params_hash  # a limit decides a verdict
+
+
+def test_drug_size_bounds_the_scf_and_qm9_keeps_pyscf_s_newton_default() -> None:
+    limits = dft_limits("druglike")
+    assert (limits["max_scf_cycles"], limits["newton_max_cycles"]) == (30, 5)
+    v = _druglike()
+    assert (v.job_settings()["max_scf_cycles"], v.job_settings()["newton_max_cycles"]) == (30, 5)
+    assert (DFTGapVerifier().params.max_scf_cycles, DFTGapVerifier().params.newton_max_cycles) == (100, 50)
+    assert _druglike(max_scf_cycles=60).params.max_scf_cycles == 60  # a given value wins
+
+
+def test_the_newton_fallback_stops_at_its_cap() -> None:
+    """Before the cap, the fallback ran as many Newton iterations as DIIS cycles (max_scf_cycles, 100)."""
+    settings = {"max_scf_cycles": 2, "basis": "sto-3g"}
+    with DFTGapVerifier(settings | {"newton_max_cycles": 1}) as capped:
+        (stopped,) = capped.verify_batch([make_candidate("CC(=O)O")])
+    with DFTGapVerifier(settings | {"newton_max_cycles": 50}) as free:
+        (converged,) = free.verify_batch([make_candidate("CC(=O)O")])
+    assert stopped.status.value == "failed" and "DIIS then Newton" in stopped.feedback
+    assert converged.status.value == "ok" and converged.values["scf_method"] == "DIIS then Newton"
 
 
 def test_an_unknown_space_names_the_known_ones() -> None:
