@@ -181,7 +181,7 @@ def bench_pipeline(
         bool,
         typer.Option(
             "--real",
-            help="Top tier: real PySCF B3LYP/6-31G DFT on a local Dask cluster of --dask-workers processes on this "
+            help="Top tier: real PySCF B3LYP DFT (the space's basis) on a local Dask cluster of --dask-workers processes on this "
             "machine's cores, instead of the simulated cluster.",
         ),
     ] = False,

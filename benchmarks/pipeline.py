@@ -13,7 +13,7 @@ The top tier is, by default, the ``simulated-cluster`` verifier: it models a
 *remote* DFT queue or lab (each call answers from the QM9 table after
 ``latency_s`` wall seconds on one of ``slots`` parallel slots, uses no CPU
 here, and is charged ``cost_per_call``). With ``real = True`` it is a real
-PySCF B3LYP/6-31G calculation (``pyscf-b3lyp``) sent to a local Dask cluster
+PySCF B3LYP calculation (``pyscf-b3lyp``, in the space's basis: 6-31G in qm9, 6-31G* in druglike) sent to a local Dask cluster
 (``distributed.LocalCluster``) through the pipeline's ``call_tier`` hook and
 the step's ``run_tier`` hook alike. With ``cluster.kind = "slurm"`` (or ``"pbs"``, or
 ``"dask"`` and an address) those calls go instead to Dask workers started as batch jobs by the
@@ -87,7 +87,7 @@ class PipelineBenchConfig(BaseModel):
     modes: list[str] = Field(default_factory=lambda: list(MODES), min_length=1, description="Modes to run, in order.")
     real: bool = Field(
         default=False,
-        description="Top tier: real PySCF B3LYP/6-31G on a local Dask cluster instead of the simulated remote cluster.",
+        description="Top tier: real PySCF B3LYP (the space's basis) on a local Dask cluster instead of the simulated remote cluster.",
     )
     latency_s: float = Field(default=10.0, gt=0, description="Simulated cluster: wall seconds per call.")
     slots: int = Field(default=16, ge=1, description="Simulated cluster: calls it runs at once.")
@@ -126,7 +126,7 @@ class PipelineBenchConfig(BaseModel):
 def base_run_overrides(bench: PipelineBenchConfig) -> dict[str, Any]:
     """The run config both modes share: the shipped prior, the fast tier under the chosen top tier, the budget."""
     if bench.real:
-        top = {"verifier": "pyscf-b3lyp", "params": {"basis": "6-31g", "threads": 1, "workers": 1}}
+        top = {"verifier": "pyscf-b3lyp", "params": {"threads": 1, "workers": 1}}  # basis: the space's (the suite's)
     else:
         top = {"verifier": "simulated-cluster",
                "params": {"latency_s": bench.latency_s, "slots": bench.slots, "cost_per_call": bench.cost_per_call}}

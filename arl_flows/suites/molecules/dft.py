@@ -29,9 +29,10 @@ defaults its ladder was measured with); a value the params give always wins:
   converged after 25 CPU-minutes held both DFT jobs of a SLURM benchmark
   (docs/benchmarks.md, "Third run");
 - ``max_scf_cycles`` and ``newton_max_cycles``: 30 DIIS cycles, then at most 5
-  Newton macro iterations. The 29 MOSES molecules of 12-20 heavy atoms in the
-  druglike reference pool converged in 10-14 DIIS cycles; one still moving by
-  a Hartree after 60 is not converging, and says so in minutes;
+  Newton macro iterations. The first 29 MOSES molecules of 12-20 heavy atoms in
+  the druglike reference pool converged in 10-14 DIIS cycles, and all 147 of it
+  computed so far converged; one still moving by a Hartree after 60 is not
+  converging, and says so in minutes;
 - ``memory_mb``: room for the density-fitted 3-index integrals of the largest
   molecule inside PySCF's budget (60% of the worker's limit; PySCF goes to disk
   beyond it rather than fail);
@@ -43,6 +44,7 @@ defaults its ladder was measured with); a value the params give always wins:
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, ClassVar, Literal
 
@@ -147,6 +149,35 @@ class DFTParams(MoleculeJobParams):
         except (TypeError, ValueError):
             return data  # the field checks name the problem (an unknown space, a bad thread count)
         return limits | data
+
+    @model_validator(mode="after")
+    def _basis_covers_the_elements(self) -> DFTParams:
+        missing = basis_missing(self.basis, tuple(self.constraints.elements))
+        if missing:
+            raise ValueError(
+                f"basis {self.basis!r} has no functions for {', '.join(missing)}, an element the constraints allow; "
+                f"use a basis that covers it (e.g. basis = \"6-31G*\") or leave {', '.join(missing)} out of the "
+                "constraints' elements"
+            )
+        return self
+
+
+@functools.lru_cache(maxsize=64)
+def basis_missing(basis: str, elements: tuple[str, ...]) -> tuple[str, ...]:
+    """The elements PySCF's basis library has no ``basis`` functions for (PySCF's 6-31G stops before Br)."""
+    import warnings
+
+    from pyscf.gto import basis as library
+
+    missing = []
+    for element in elements:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "may be available in basis-set-exchange": not installed here
+                library.load(basis, element)
+        except Exception:  # noqa: BLE001 - BasisNotFoundError, or a name PySCF cannot parse: the SCF would fail too
+            missing.append(element)
+    return tuple(missing)
 
 
 def dft_gap(job: dict[str, Any]) -> dict[str, Any]:

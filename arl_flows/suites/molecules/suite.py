@@ -80,7 +80,7 @@ class MoleculeSuite(Suite):
         "tiers": [
             {"verifier": "rdkit-eht"},
             {"verifier": "gfn2-xtb", "params": {"threads": 1}},
-            {"verifier": "pyscf-b3lyp", "params": {"basis": "6-31g", "threads": 1, "workers": 2}},
+            {"verifier": "pyscf-b3lyp", "params": {"threads": 1, "workers": 2}},  # basis: the space's dft_basis
         ],
         "scheduler": {
             "policy": "voi", "voi_target": "advantage", "target_low": 3.0, "target_high": 4.0, "window_softness": 0.5,
@@ -119,6 +119,10 @@ class MoleculeSuite(Suite):
         if "constraints" not in fields:
             return params
         options = self.options
+        if getattr(verifier, "name", None) == "pyscf-b3lyp" and "basis" not in params:  # the space's DFT basis
+            from arl_flows.suites.molecules.spaces import get_space
+
+            params = {"basis": get_space(options.space).dft_basis} | params
         constraints = {"space": options.space} | dict(params.get("constraints") or {})
         if options.max_heavy_atoms is not None:
             constraints.setdefault("max_heavy_atoms", options.max_heavy_atoms)

@@ -39,7 +39,9 @@ def test_a_tier_name_selects_the_ladders_rung_with_its_params() -> None:
     (top,) = [t for t in suite.config.tiers if t.verifier == "pyscf-b3lyp"]
     chosen = _resolve_verifiers(suite, "high_fidelity")
     # With the run's chemistry space passed down (the default space: the params hash is unchanged).
-    assert [(cls.name, params) for cls, params in chosen] == [("pyscf-b3lyp", top.params | {"constraints": {"space": "qm9"}})]
+    # The default DFT tier names no basis: it gets the space's (qm9: 6-31G, the basis every published run had).
+    expected = {"basis": "6-31g"} | top.params | {"constraints": {"space": "qm9"}}
+    assert [(cls.name, params) for cls, params in chosen] == [("pyscf-b3lyp", expected)]
     # A tier the ladder leaves out still finds the suite's verifiers registered at it.
     assert {cls.name for cls, _ in _resolve_verifiers(suite, "lab")} == {"lab", "reference-table"}
     # A verifier by name runs with its own defaults, in the run's chemistry space.
@@ -79,7 +81,10 @@ def test_the_molecule_examples_use_the_default_ladders_dft_basis() -> None:
         (dft,) = [t for t in tiers if t["verifier"] == "pyscf-b3lyp"]
         return dft.get("params", {}).get("basis", "")
 
-    default = basis(build_config({"suite": "molecules"}).model_dump()["tiers"])
+    from arl_flows.suites.molecules.spaces import get_space
+
+    # The default ladder names no basis and gets the space's; the examples name that one.
+    default = basis(build_config({"suite": "molecules"}).model_dump()["tiers"]) or get_space("qm9").dft_basis
     for name in ("molecules.toml", "objective.toml"):
         assert basis(tomllib.loads((ROOT / "examples" / name).read_text(encoding="utf-8"))["tiers"]) == default, name
 

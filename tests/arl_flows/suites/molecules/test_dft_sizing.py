@@ -116,3 +116,32 @@ def test_more_conformers_keep_the_lowest_mmff_energy_and_one_conformer_keeps_the
     assert mmff_energy(many) <= mmff_energy(one) + 1e-6  # ETKDG's first conformer (same seed) is among the ten
     assert DFTGapVerifier().params_hash == DFTGapVerifier({"geometry": {"conformers": 1}}).params_hash
     assert DFTGapVerifier().params_hash != DFTGapVerifier({"geometry": {"conformers": 10}}).params_hash
+
+
+def test_a_basis_without_functions_for_an_allowed_element_is_refused_in_one_line() -> None:
+    """PySCF's 6-31G stops before Br: at drug size every bromide's SCF would fail, so the tier says so up front."""
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=r"basis '6-31g' has no functions for Br.*6-31G\*"):
+        _druglike(basis="6-31g")
+    assert _druglike(basis="6-31g", constraints={"space": "druglike", "elements": ["C", "N", "O", "H"]})
+    assert DFTGapVerifier({"basis": "6-31g"}).params.basis == "6-31g"  # QM9's elements are covered
+
+
+def test_the_suites_default_dft_tier_takes_the_spaces_basis() -> None:
+    from arl_flows.config import build_config
+    from arl_flows.ladder import build_ladder
+
+    def dft_basis(config: dict) -> str:
+        ladder = build_ladder(build_config(config))
+        try:
+            return next(v for v in ladder if v.name == "pyscf-b3lyp").params.basis
+        finally:
+            for v in ladder:
+                getattr(v, "close", lambda: None)()
+
+    assert dft_basis({"suite": "molecules"}) == "6-31g"  # every published qm9 run's
+    assert dft_basis({"suite": "molecules", "options": {"space": "druglike"}}) == "6-31g*"
+    named = {"suite": "molecules", "options": {"space": "druglike"},
+             "tiers": [{"verifier": "rdkit-eht"}, {"verifier": "pyscf-b3lyp", "params": {"basis": "def2-svp"}}]}
+    assert dft_basis(named) == "def2-svp"  # a config that names one keeps it
