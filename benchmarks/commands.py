@@ -232,7 +232,7 @@ def scheduler(
 ) -> None:
     """``arl bench scheduler``: retrieval from a pool, the cost for each policy to confirm 50/80/95% of the hits."""
     from arl_flows.suites.molecules.features import molecule_features
-    from arl_flows.suites.molecules.suite import MoleculeSuite
+    from arl_flows.suites.molecules.learner import learner_for
     from verifiers.scheduler.config import LearnedSurrogateConfig
 
     low, high, space, pool, top_cost = _pool_inputs(window, space, pool, top_cost)
@@ -274,7 +274,7 @@ def scheduler(
             learned=learned_config,
             objective=objective,
             progress=progress,
-            learner=MoleculeSuite.surrogate_learner,
+            learner=learner_for(space),
         )
     except ValueError as exc:  # no hits in the pool or the held-out split: the user must widen or enlarge
         raise UserError(str(exc)) from None
@@ -360,7 +360,7 @@ def advantages(
 ) -> None:
     """``arl bench advantages``: groups of G molecules, estimated against true GRPO advantages per cost."""
     from arl_flows.suites.molecules.features import molecule_features
-    from arl_flows.suites.molecules.suite import MoleculeSuite
+    from arl_flows.suites.molecules.learner import learner_for
     from verifiers.scheduler.config import LearnedSurrogateConfig
 
     low, high, space, pool, top_cost = _pool_inputs(window, space, pool, top_cost)
@@ -401,7 +401,7 @@ def advantages(
         seed=seed,
         learned=LearnedSurrogateConfig(enabled=learned, shipped=learned and shipped),
         progress=progress,
-        learner=MoleculeSuite.surrogate_learner,
+        learner=learner_for(space),
     )
     report["top_cost"] = top_cost
     report["space"] = space

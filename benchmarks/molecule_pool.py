@@ -117,6 +117,7 @@ class MoleculePool:
     pool_observations: list[Observation]
     live: list[Verifier]
     tables: list[dict[str, Verdict]]
+    space: str = "qm9"  # the molecules suite's chemistry space (its tiers' rules and shipped surrogate)
 
 
 def molecule_pool(
@@ -200,6 +201,7 @@ def molecule_pool(
         pool_observations=[observe(c) for c, _ in eval_items],
         live=live,
         tables=tables,
+        space=space,
     )
 
 
@@ -236,18 +238,21 @@ def molecules_window() -> dict[str, float]:
     return {key: MoleculeSuite.defaults["scheduler"][key] for key in ("target_low", "target_high")}
 
 def calibration(
-    data: MoleculePool, seed: int, learned: bool | LearnedSurrogateConfig
+    data: MoleculePool, seed: int, learned: bool | LearnedSurrogateConfig, learner_space: str | None = None
 ) -> tuple[dict[str, dict[str, float]], int]:
-    """Coverage of voi's surrogate's intervals on the pool, trained on the held-out split only."""
+    """Coverage of voi's surrogate's intervals on the pool, trained on the held-out split only.
+
+    ``learner_space``: whose shipped surrogate to start from (default: the pool's space).
+    """
     from arl_flows.suites.molecules.features import molecule_features
-    from arl_flows.suites.molecules.suite import MoleculeSuite
+    from arl_flows.suites.molecules.learner import learner_for
 
     names = [v.name for v in data.ladder]
     if isinstance(learned, bool):
         learned = LearnedSurrogateConfig(enabled=learned, shipped=learned)
     # The same scheduler settings as voi's, so the network (if any) is the one voi used (trained once per process).
     config = SchedulerConfig(seed=seed, learned=learned, **molecules_window())
-    scheduler = Scheduler(data.ladder, config, featurize=molecule_features, learner=MoleculeSuite.surrogate_learner)
+    scheduler = Scheduler(data.ladder, config, featurize=molecule_features, learner=learner_for(learner_space or data.space))
     scheduler.add_history(data.held_out)
     surrogate = scheduler.surrogate
     coverage = {

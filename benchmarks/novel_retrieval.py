@@ -6,7 +6,7 @@ by the project's own DFT tier); each seed shuffles it into a history of at most 
 surrogate's history and the cascade's tuning data) and the evaluated rest. Per seed and policy it prints the
 CPU-seconds to confirm 80% of the hits, and the ratios the issue's targets name: voi / oracle, voi / cascade and
 shipped / cold (the shipped start mixed with the cold Δ-model by stacking, the default, and by pseudo-BMA
-weights: ``shipped_pbma``); then the coverage of the shipped and cold surrogates' 50% and 90% intervals on the evaluated
+weights: ``shipped_pbma``; in a space other than qm9 also ``shipped_qm9``, the QM9 network in the space's place); then the coverage of the shipped and cold surrogates' 50% and 90% intervals on the evaluated
 molecules (trained on the history only).
 
     PYTHONPATH=. python -m benchmarks.novel_retrieval --pool qm9_novel --history 49 --seeds 0 1 2 --minimize 0.1
@@ -39,7 +39,7 @@ def run(pool: str, history: int, seeds: list[int], top_fraction: float, directio
         top_cost: float = 10.5, space: str | None = None) -> dict[str, Any]:
     from arl_flows.cli._common import open_ledger
     from arl_flows.suites.molecules.features import molecule_features
-    from arl_flows.suites.molecules.suite import MoleculeSuite
+    from arl_flows.suites.molecules.learner import learner_for
     from benchmarks.commands import _top_fraction
     from verifiers.scheduler.config import LearnedSurrogateConfig
 
@@ -55,19 +55,23 @@ def run(pool: str, history: int, seeds: list[int], top_fraction: float, directio
                                        ledger=ledger, low=-math.inf, high=math.inf, space=space)
             low, high, objective, target = _top_fraction(data.truth, direction, top_fraction)
             common = dict(low=low, high=high, featurize=molecule_features, step_budget=10 * top_cost, seed=seed,
-                          objective=objective, learner=MoleculeSuite.surrogate_learner)
+                          objective=objective)
             row: dict[str, Any] = {"seed": seed, "pool": len(data.pool), "history": len(data.held_out)}
-            starts = (("shipped", True, ["voi", "cascade", "oracle"], "stacking"), ("cold", False, ["voi"], "stacking"),
-                      ("shipped_pbma", True, ["voi"], "pseudo-bma"))
-            for label, shipped, policies, blend in starts:
+            starts = [("shipped", True, ["voi", "cascade", "oracle"], "stacking", data.space),
+                      ("cold", False, ["voi"], "stacking", data.space),
+                      ("shipped_pbma", True, ["voi"], "pseudo-bma", data.space)]
+            if data.space != "qm9":  # the space's own shipped surrogate against QM9's network, side by side
+                starts.append(("shipped_qm9", True, ["voi"], "stacking", "qm9"))
+            for label, shipped, policies, blend, learner_space in starts:
                 config = LearnedSurrogateConfig(enabled=True, shipped=shipped, blend=blend)
                 report = replay.retrieval_benchmark(data.ladder, data.pool, data.truth, data.held_out,
-                                                    policies=policies, learned=config, **common)
+                                                    policies=policies, learned=config,
+                                                    learner=learner_for(learner_space), **common)
                 row["hits"] = report["hits"]
                 for name in policies:
                     key = f"voi_{label}" if name == "voi" else name
                     row[key] = report["policies"][name]["cost_to_recall"]["0.8"]
-                cal, _ = pools.calibration(data, seed, config)
+                cal, _ = pools.calibration(data, seed, config, learner_space=learner_space)
                 kept = ("coverage_50", "coverage_90", "mean_abs_error")
                 row[f"calibration_{label}"] = {p: {k: round(c[k], 3) for k in kept} for p, c in cal.items()}
             row["ratios"] = {
@@ -79,6 +83,10 @@ def run(pool: str, history: int, seeds: list[int], top_fraction: float, directio
                 "shipped_pbma_x_oracle": _ratio(row["voi_shipped_pbma"], row["oracle"]),
                 "cascade_x_oracle": _ratio(row["cascade"], row["oracle"]),
             }
+            if "voi_shipped_qm9" in row:
+                row["ratios"]["shipped_qm9_x_oracle"] = _ratio(row["voi_shipped_qm9"], row["oracle"])
+                row["ratios"]["shipped_qm9_x_cold"] = _ratio(row["voi_shipped_qm9"], row["voi_cold"])
+                row["ratios"]["shipped_x_shipped_qm9"] = _ratio(row["voi_shipped"], row["voi_shipped_qm9"])
             rows.append(row)
             print(json.dumps(row))
     finally:
@@ -86,7 +94,9 @@ def run(pool: str, history: int, seeds: list[int], top_fraction: float, directio
     keys = rows[0]["ratios"].keys()
     mean = {k: float(np.mean([r["ratios"][k] for r in rows if r["ratios"][k] is not None])) for k in keys}
     cover = {}
-    for label in ("shipped", "cold", "shipped_pbma"):
+    for label in ("shipped", "cold", "shipped_pbma", "shipped_qm9"):
+        if f"calibration_{label}" not in rows[0]:
+            continue
         for p in rows[0][f"calibration_{label}"]:
             cover[f"{label} {p}"] = float(np.mean([r[f"calibration_{label}"][p]["coverage_90"] for r in rows]))
     return {"pool": pool, "history": history, "target": {direction: top_fraction}, "seeds": rows,
@@ -104,13 +114,19 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--maximize", type=float, default=None, help="hits: the pool's top FRACTION of the value")
     parser.add_argument("--cache", type=Path, default=Path("artifacts/bench/novel_verdicts.db"))
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--top-cost", type=float, default=None,
+                        help="CPU-s charged per top-tier call (default: the space's DFT call, as arl bench scheduler)")
     args = parser.parse_args(argv)
     if args.maximize is not None:
         direction, fraction = "maximize", args.maximize
     else:
         direction, fraction = "minimize", args.minimize or 0.1
+    from benchmarks.commands import _space_defaults
+
     try:
-        out = with_provenance(run(args.pool, args.history, args.seeds, fraction, direction, args.cache, space=args.space))
+        _, top_cost = _space_defaults(args.space or "qm9", None, args.top_cost)
+        out = with_provenance(run(args.pool, args.history, args.seeds, fraction, direction, args.cache,
+                                  top_cost=top_cost, space=args.space))
     except ValueError as exc:
         parser.exit(2, f"error: {exc}\n")
     print("mean ratios at 80% recall:", {k: round(v, 2) for k, v in out["mean_ratios"].items()})

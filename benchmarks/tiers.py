@@ -5,6 +5,7 @@
     python -m benchmarks.tiers --make-sample 32 --seed 7               # re-draw the sample from the molecules suite's data
     python -m benchmarks.tiers --verifiers pyscf-b3lyp:basis=sto-3g    # a tier with other params (key=value+...)
     OMP_NUM_THREADS=1 python -m benchmarks.tiers --space druglike --dft-limit 8 --out druglike.json
+    python -m benchmarks.tiers --space druglike --pool benchmarks/data/pools/druglike_moses.csv  # from a DFT pool
     python -m benchmarks.tiers --space druglike --make-sample 300 --seed 7  # re-draw the drug-like sample from MOSES test
 
 ``--space druglike`` measures the ladder at drug size: MOSES test molecules of
@@ -14,7 +15,9 @@ the high-fidelity tiers run only on ``--dft-limit`` molecules spread over the
 sizes (the cheap tiers on all). Reported per tier: failure rate, cost per call
 (median and by size), and agreement: Spearman rank correlation of the gaps with
 every other tier on the molecules both answered, and MAE against DFT after a
-linear calibration.
+linear calibration. ``--pool`` reads a reference pool instead (``benchmarks/data/pools``:
+every tier already computed here, DFT included, one molecule at a time): the same
+tables over its hundreds of DFT calls, and a DFT cost model whose exponent is fitted.
 
 For each verifier: mean absolute error and Pearson correlation of its gap
 against QM9's (B3LYP/6-31G(2df,p)), the MAE after a linear recalibration
@@ -344,9 +347,10 @@ def druglike_tables(results: list[dict[str, Any]], pairs: list[dict[str, Any]]) 
     ]
     for r in results:
         sizes = ", ".join(f"{n}: {c:.3g}" for n, c in r["median_cost_by_size"].items())
+        median, most = (f"{c:.3g}" if math.isfinite(c) else "not kept" for c in (r["median_cost_s"], r["max_cost_s"]))
         lines.append(
             f"| {r['verifier']} | {r['tier']} | {r['n']} | {r['n_ok']} | {r['failure_rate']:.1%} | "
-            f"{r['median_cost_s']:.3g} | {r['max_cost_s']:.3g} | {sizes} |"
+            f"{median} | {most} | {sizes or 'not kept'} |"
         )
     lines += ["", "| tier A | tier B | both ok | Spearman | Pearson | MAE of B from A after linear calibration (eV) | mean B - A (eV) |",
               "|---|---|---|---|---|---|---|"]
@@ -358,12 +362,54 @@ def druglike_tables(results: list[dict[str, Any]], pairs: list[dict[str, Any]]) 
     return "\n".join(lines)
 
 
-def print_druglike(results: list[dict[str, Any]], header: str) -> list[dict[str, Any]]:
-    """The report's tables and the fitted cost models; returns the agreement rows."""
+_POOL_TIERS = (("rdkit-eht", "fast", "eht_gap_ev", None), ("gfn2-xtb", "simulation", "xtb_gap_ev", "xtb_cpu_s"),
+               ("pyscf-b3lyp", "high_fidelity", "dft_gap_ev", "dft_cpu_s"))
+
+
+def pool_results(path: Path) -> list[dict[str, Any]]:
+    """Per-tier results (as ``run_tier_druglike`` gives) read from a reference pool CSV: every row has each tier ok.
+
+    A pool keeps no EHT cost, so that tier's cost fields are NaN and it gets no fitted model.
+    """
+    if not path.is_file():
+        raise SystemExit(f"--pool: no such file {path}")
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    needed = {"smiles", "heavy_atoms", *(gap for _, _, gap, _ in _POOL_TIERS)}
+    if not rows or not needed <= set(rows[0]):
+        raise SystemExit(f"--pool: {path} is not a reference pool (needs the columns {', '.join(sorted(needed))})")
+    results = []
+    for name, tier, gap, cost in _POOL_TIERS:
+        per = [{"smiles": r["smiles"], "heavy_atoms": int(r["heavy_atoms"]), "status": "ok", "gap_ev": float(r[gap]),
+                "cost_s": float(r[cost]) if cost and r.get(cost) else math.nan} for r in rows]
+        costs = [m["cost_s"] for m in per if math.isfinite(m["cost_s"])]
+        by_size: dict[int, list[float]] = {}
+        for m in per:
+            if math.isfinite(m["cost_s"]):
+                by_size.setdefault(m["heavy_atoms"], []).append(m["cost_s"])
+        declared = _LADDER[name].cost_model.model_dump()
+        results.append({
+            "verifier": name, "tier": tier, "n": len(per), "n_planned": len(per), "n_ok": len(per),
+            "statuses": {"ok": len(per)}, "failure_rate": 0.0,
+            "median_cost_s": statistics.median(costs) if costs else math.nan,
+            "max_cost_s": max(costs, default=math.nan),
+            "median_cost_by_size": {str(n): statistics.median(c) for n, c in sorted(by_size.items())},
+            "cost_model": declared, "per_molecule": per,
+        })
+    return results
+
+
+def print_druglike(results: list[dict[str, Any]], header: str, fit_dft_exponent: bool = False) -> list[dict[str, Any]]:
+    """The report's tables and the fitted cost models; returns the agreement rows.
+
+    DFT keeps the n^3 of its declared model unless ``fit_dft_exponent`` (a pool's calls over many sizes can pin one;
+    a handful cannot); the cheap tiers' exponents are always fitted.
+    """
     pairs = agreement(results)
     for r in results:
-        # DFT: the n^3 of its declared model (a handful of sizes cannot pin an exponent); the cheap tiers: fitted.
-        r["fitted_cost_model"] = fit_cost_model(r["per_molecule"], 3.0 if r["tier"] in ("high_fidelity", "lab") else None)
+        costly = r["tier"] in ("high_fidelity", "lab") and not fit_dft_exponent
+        measured = [m for m in r["per_molecule"] if math.isfinite(m["cost_s"])]
+        r["fitted_cost_model"] = fit_cost_model(measured, 3.0 if costly else None) if measured else {}
     print()
     print(header)
     print(druglike_tables(results, pairs))
@@ -378,6 +424,16 @@ def print_druglike(results: list[dict[str, Any]], header: str) -> list[dict[str,
 
 
 def main_druglike(args: argparse.Namespace) -> None:
+    if args.pool:  # a reference pool: every tier computed already, DFT included
+        results = pool_results(args.pool)
+        sizes = sorted({m["heavy_atoms"] for m in results[0]["per_molecule"]})
+        pairs = print_druglike(results, f"reference pool {args.pool.name}: {results[0]['n']} molecules, heavy atoms "
+                                        f"{sizes[0]}-{sizes[-1]}, every tier computed here", fit_dft_exponent=True)
+        print(f"provenance: {format_provenance()}")
+        if args.out:
+            args.out.write_text(json.dumps(with_provenance({"space": "druglike", "pool": args.pool.name,
+                                                             "results": results, "agreement": pairs}), indent=2))
+        return
     if args.report:  # the tables of a saved (possibly interrupted) run, computing nothing
         if not args.report.is_file():
             raise SystemExit(f"--report: no such file {args.report}")
@@ -444,6 +500,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="druglike: molecules (spread over the sizes) the high-fidelity tiers run on")
     parser.add_argument("--resume", action="store_true", help="druglike: reuse the molecules already measured in --out")
     parser.add_argument("--report", type=Path, default=None, help="druglike: print the tables of a saved --out JSON and exit")
+    parser.add_argument("--pool", type=Path, default=None,
+                        help="druglike: the tables from a reference pool CSV (benchmarks/data/pools), computing nothing")
     parser.add_argument("--limit", type=int, default=None, help="only the first N molecules")
     parser.add_argument("--threads", type=int, default=1, help="threads per worker for xTB/DFT")
     parser.add_argument("--out", type=Path, default=None, help="write full results as JSON here")

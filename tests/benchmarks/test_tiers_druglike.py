@@ -52,3 +52,35 @@ def test_agreement_is_on_the_molecules_both_tiers_answered_and_a_saved_run_repor
     assert "| rdkit-eht | pyscf-b3lyp | 3 | 1.00 |" in out and "fitted cost model" in out
     with pytest.raises(SystemExit, match="no such file"):
         main(["--space", "druglike", "--report", str(tmp_path / "missing.json")])
+
+
+def test_a_reference_pool_gives_the_tables_and_a_fitted_dft_exponent(tmp_path, capsys) -> None:
+    from benchmarks.tiers import pool_results
+
+    pool = tmp_path / "pool.csv"
+    lines = ["smiles,heavy_atoms,eht_gap_ev,xtb_gap_ev,dft_gap_ev,dft_cpu_s,xtb_cpu_s"]
+    for i, n in enumerate(range(12, 21)):
+        xtb = 3.0 + 0.1 * i
+        lines.append(f"{'C' * n},{n},{xtb - 0.2 + 0.05 * (i % 2)},{xtb},{xtb + 2.0},{0.01 * n**2.5:.4f},{0.0002 * n**2:.5f}")
+    pool.write_text("\n".join(lines) + "\n")
+    results = pool_results(pool)
+    assert [r["verifier"] for r in results] == ["rdkit-eht", "gfn2-xtb", "pyscf-b3lyp"]
+    assert results[0]["median_cost_by_size"] == {} and results[2]["n"] == 9
+    out = tmp_path / "pool.json"
+    main(["--space", "druglike", "--pool", str(pool), "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert "| rdkit-eht | fast | 9 | 9 | 0.0% | not kept | not kept | not kept |" in printed
+    assert "| gfn2-xtb | pyscf-b3lyp | 9 | 1.00 | 1.00 | 0.00 | +2.00 |" in printed
+    saved = json.loads(out.read_text())
+    dft = next(r for r in saved["results"] if r["verifier"] == "pyscf-b3lyp")
+    assert dft["fitted_cost_model"]["exponent"] == pytest.approx(2.5, abs=0.02)  # fitted, not the declared n^3
+    assert saved["pool"] == "pool.csv" and saved["provenance"]
+
+
+def test_a_file_that_is_not_a_pool_gets_one_line(tmp_path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("smiles,gap_ev\nCCO,5.0\n")
+    with pytest.raises(SystemExit, match="is not a reference pool"):
+        main(["--space", "druglike", "--pool", str(bad)])
+    with pytest.raises(SystemExit, match="--pool: no such file"):
+        main(["--space", "druglike", "--pool", str(tmp_path / "missing.csv")])

@@ -30,10 +30,10 @@ def test_capabilities_by_table(name: str, expected: tuple[bool, bool, bool]) -> 
 
 def test_the_molecules_learner_is_a_pretrained_surrogate_learner() -> None:
     from arl_flows.suites.molecules.graph import GraphModel
-    from arl_flows.suites.molecules.suite import MoleculeSuite
+    from arl_flows.suites.molecules.learner import learner_for
     from verifiers.scheduler import SchedulerConfig
 
-    learner = MoleculeSuite.surrogate_learner(["rdkit-eht", "gfn2-xtb"], SchedulerConfig().learned, 0)
+    learner = learner_for("qm9")(["rdkit-eht", "gfn2-xtb"], SchedulerConfig().learned, 0)
     assert isinstance(learner, SurrogateLearner) and isinstance(learner, PretrainedLearner)
     assert not isinstance(object(), SurrogateLearner)
     assert issubclass(GraphModel, LearnedModel)

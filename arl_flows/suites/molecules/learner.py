@@ -14,20 +14,31 @@ import numpy as np
 from arl_flows.suites.molecules.graph import GraphModel, GraphModelConfig, fitted_model, mol_graph
 from arl_flows.suites.molecules.pretrained import load_shipped
 
-__all__ = ["GraphLearner"]
+__all__ = ["GraphLearner", "learner_for"]
+
+
+def learner_for(space: str = "qm9") -> Any:
+    """The molecules suite's ``surrogate_learner`` factory for a chemistry space (benchmarks, which run no suite)."""
+
+    def factory(tiers: Sequence[str], learned: Any, seed: int) -> GraphLearner:
+        return GraphLearner.from_settings(tiers, learned, seed, space=space)
+
+    return factory
 
 
 class GraphLearner:
     """The molecules suite's learned surrogate model (``capabilities.Prior``): a cached, fitted :class:`GraphModel`."""
 
-    def __init__(self, tiers: Sequence[str], config: GraphModelConfig | None = None, use_shipped: bool = True) -> None:
+    def __init__(self, tiers: Sequence[str], config: GraphModelConfig | None = None, use_shipped: bool = True,
+                 space: str = "qm9") -> None:
         self.tiers = list(tiers)
         self.config = config or GraphModelConfig()
         self.use_shipped = use_shipped
+        self.space = space
 
     @classmethod
-    def from_settings(cls, tiers: Sequence[str], learned: Any, seed: int) -> GraphLearner:
-        """From the scheduler's ``LearnedSurrogateConfig`` (width, depth, epochs, members, threads) and seed."""
+    def from_settings(cls, tiers: Sequence[str], learned: Any, seed: int, space: str = "qm9") -> GraphLearner:
+        """From the scheduler's ``LearnedSurrogateConfig`` (width, depth, epochs, members, threads), seed and space."""
         return cls(
             tiers,
             GraphModelConfig(
@@ -35,14 +46,16 @@ class GraphLearner:
                 seed=seed, threads=learned.threads,
             ),
             use_shipped=getattr(learned, "shipped", True),
+            space=space,
         )
 
     def pretrained(self) -> Any:
-        """The network shipped with the suite (trained once on the QM9 subset), or None if its shape differs.
+        """The surrogate shipped for the space (see ``load_shipped``), or None if its tiers or shape differ.
 
-        A scheduler starts every run from it (``Surrogate.attach_learned``): see ``pretrained.py``.
+        A scheduler starts every run from it (``Surrogate.attach_learned``): see ``pretrained.py`` (qm9) and
+        ``multifidelity.py`` (druglike).
         """
-        return load_shipped(self.tiers, self.config) if self.use_shipped else None
+        return load_shipped(self.tiers, self.config, self.space) if self.use_shipped else None
 
     def fit(self, payloads: Sequence[str], values: np.ndarray, target: np.ndarray, progress=None) -> GraphModel | None:  # noqa: ANN001
         """A model fitted on the pairs (or loaded, see :func:`fitted_model`); None if the payloads are not molecules."""

@@ -224,8 +224,18 @@ def _nearest_distance(smiles: Sequence[str], train_fps: list[Any]) -> np.ndarray
 _LOADED: dict[tuple, ShippedSurrogate | None] = {}
 
 
-def load_shipped(tiers: Sequence[str], config: Any) -> ShippedSurrogate | None:
-    """The shipped ensemble if it fits these lower tiers and this network shape (``GraphModelConfig``), else None."""
+def load_shipped(tiers: Sequence[str], config: Any, space: str = "qm9") -> Any:
+    """The shipped surrogate of ``space`` if it fits these lower tiers and this network shape (``GraphModelConfig``).
+
+    ``qm9``: the ensemble trained on QM9's DFT gaps (this module). ``druglike``: the multi-fidelity surrogate
+    (``multifidelity.py``), or QM9's where that is not shipped. None for another ladder or shape.
+    """
+    if space == "druglike":
+        from arl_flows.suites.molecules.multifidelity import load_druglike
+
+        got = load_druglike(tiers, config)
+        if got is not None:
+            return got
     key = (tuple(tiers), config.hidden, config.layers, config.members)
     if key in _LOADED:
         return _LOADED[key]

@@ -12,7 +12,7 @@ from verifiers.scheduler import Observation, Scheduler, Surrogate
 from verifiers.scheduler.config import LearnedSurrogateConfig
 from arl_flows.suites.molecules.graph import ATOM_DIM, BOND_DIM, GraphModel, GraphModelConfig, mol_graph
 from arl_flows.suites.molecules.learner import GraphLearner
-from arl_flows.suites.molecules.suite import MoleculeSuite
+from arl_flows.suites.molecules.learner import learner_for
 
 from arl_flows.suites.molecules.datasets import QM9_GAP_CSV as QM9  # noqa: E402
 
@@ -100,7 +100,7 @@ def test_scheduler_trains_the_network_once_history_is_large_enough(qm9: tuple[li
     names = [v.name for v in ladder]
     renamed = [Observation(o.key, o.features, {names[0]: o.values["fast"], names[-1]: o.values["top"]}, o.payload) for o in obs]
 
-    off = Scheduler(ladder, gap_window_config(learned=LearnedSurrogateConfig(enabled=False, min_pairs=100, epochs=1)), learner=MoleculeSuite.surrogate_learner)
+    off = Scheduler(ladder, gap_window_config(learned=LearnedSurrogateConfig(enabled=False, min_pairs=100, epochs=1)), learner=learner_for("qm9"))
     off.add_history(renamed)
     assert off.surrogate.learned is None
 
@@ -108,7 +108,7 @@ def test_scheduler_trains_the_network_once_history_is_large_enough(qm9: tuple[li
     without = Scheduler(ladder, config)  # no learner (a suite without a learned model): the linear surrogate only
     without.add_history(renamed)
     assert without.surrogate.learned is None
-    on = Scheduler(ladder, config, learner=MoleculeSuite.surrogate_learner)
+    on = Scheduler(ladder, config, learner=learner_for("qm9"))
     on.add_history(renamed[:200])
     assert on.surrogate.learned is None  # below min_pairs
     messages: list[str] = []

@@ -72,16 +72,16 @@ def test_the_runs_own_answers_refit_the_stack_but_training_molecules_do_not(tabl
 
 def test_a_scheduler_starts_from_the_shipped_network_and_fine_tunes_it_on_enough_answers(table) -> None:
     from arl_flows.suites.molecules import DFTGapVerifier, EHTGapVerifier, XTBGapVerifier
-    from arl_flows.suites.molecules.suite import MoleculeSuite
+    from arl_flows.suites.molecules.learner import learner_for
     from tests.helpers.scheduler import gap_window_config
     from verifiers.scheduler import Scheduler
     from verifiers.scheduler.config import LearnedSurrogateConfig
 
     ladder = [EHTGapVerifier(), XTBGapVerifier(), DFTGapVerifier()]
     cold = gap_window_config(learned=LearnedSurrogateConfig(shipped=False))
-    assert Scheduler(ladder, cold, learner=MoleculeSuite.surrogate_learner).surrogate.learned is None
+    assert Scheduler(ladder, cold, learner=learner_for("qm9")).surrogate.learned is None
     config = gap_window_config(learned=LearnedSurrogateConfig(finetune_pairs=60, finetune_epochs=3))
-    scheduler = Scheduler(ladder, config, learner=MoleculeSuite.surrogate_learner)
+    scheduler = Scheduler(ladder, config, learner=learner_for("qm9"))
     shipped = scheduler.surrogate.learned
     assert shipped is not None and scheduler.surrogate.n_pairs == 0  # from step 0, no history needed
     scheduler.add_history(_obs(table["test"][3000:3040], shift=1.0))  # fewer answers than finetune_pairs
