@@ -322,8 +322,13 @@ def compute(
     pool_dir: Path = POOL_DIR,
     limit: int | None = None,
     progress: Callable[[str], None] = lambda _: None,
+    shard: tuple[int, int] = (0, 1),
 ) -> dict[str, int]:
-    """Compute every tier on ``pool``'s candidates not yet in the ledger or an exported file; returns counts."""
+    """Compute every tier on ``pool``'s candidates not yet in the ledger or an exported file; returns counts.
+
+    ``shard = (k, n)``: only every n-th of those, from the k-th (0-based), so that n processes on the same ledger
+    (one core each) share the work without computing a molecule twice.
+    """
     from arl_flows.suites.molecules import make_candidate
     from storage.ledger import Ledger
     from verifiers import Closable
@@ -334,6 +339,10 @@ def compute(
     exported, failed = _exported(pool, pool_dir)
     todo = [r for r in rows if r["smiles"] not in exported and r["smiles"] not in failed]
     progress(f"{pool}: {len(rows)} candidates, {len(rows) - len(todo)} already exported, {len(todo)} to compute or read")
+    k, n = shard
+    if n > 1:
+        todo = todo[k::n]
+        progress(f"{pool}: shard {k}/{n}: {len(todo)} of them")
     candidates = [make_candidate(r["smiles"]) for r in todo]
     live = ladder(pool)
     try:
@@ -350,6 +359,18 @@ def compute(
         "dft_ok": sum(1 for c in candidates if c.key in top and top[c.key].status.value == "ok"),
         "dft_done": sum(1 for c in candidates if c.key in top),
     }
+
+
+def _shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` -> (K, N) with 0 <= K < N; a one-line error otherwise."""
+    k, _, n = text.partition("/")
+    try:
+        got = int(k), int(n)
+    except ValueError:
+        raise PoolsError(f"--shard {text!r}: give K/N, e.g. 0/2 and 1/2 for two processes") from None
+    if not 0 <= got[0] < got[1]:
+        raise PoolsError(f"--shard {text!r}: K must be in 0..N-1 and N at least 1")
+    return got
 
 
 # ---------------------------------------------------------------------------------------------------- export
@@ -539,6 +560,9 @@ def main(argv: list[str] | None = None) -> int:
         if name == "compute":
             p.add_argument("--then", nargs="*", default=[], choices=list(POOLS), help="pools to compute afterwards")
             p.add_argument("--limit", type=int, default=None, help="only the first N candidates (for a quick check)")
+            p.add_argument("--shard", default="0/1", metavar="K/N",
+                           help="only every N-th molecule still to compute, from the K-th (0-based): run N processes "
+                                "with K = 0..N-1 on the same ledger to use N cores (default 0/1: all)")
         if name == "select":
             p.add_argument("--seed", type=int, default=0, help="seed of the sampling and shuffling")
             p.add_argument("--limit", type=int, default=None, help="candidates to select (default: the pool's size)")
@@ -552,8 +576,9 @@ def main(argv: list[str] | None = None) -> int:
             path = select(args.pool, args.dir, args.seed, args.limit)
             say(f"wrote {path} ({len(load_selection(args.pool, args.dir))} candidates)")
         elif args.command == "compute":
+            shard = _shard(args.shard)
             for pool in [args.pool, *args.then]:
-                counts = compute(pool, _ledger_url(args.ledger), args.dir, args.limit, progress=say)
+                counts = compute(pool, _ledger_url(args.ledger), args.dir, args.limit, progress=say, shard=shard)
                 say(f"{pool}: {json.dumps(counts)}")
         elif args.command == "export":
             command = "python -m benchmarks.reference_pools " + " ".join(sys.argv[1:] if argv is None else argv)

@@ -130,3 +130,21 @@ def test_cli_names_the_fix_for_a_missing_selection(tmp_path: Path, capsys: pytes
     assert rp.main(["compute", "--pool", "qm9_novel", "--dir", str(tmp_path), "--ledger", str(tmp_path / "l.db")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "select --pool qm9_novel" in err and "\n" not in err
+
+
+def test_shards_split_the_work_between_processes_and_bad_shards_get_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _write_selection(tmp_path, TINY)
+    url = f"sqlite:///{tmp_path / 'pools.db'}"
+    said: list[str] = []
+    first = rp.compute("qm9_novel", url, tmp_path, progress=said.append, shard=(0, 2))
+    assert first["dft_done"] == 1 and any("shard 0/2: 1 of them" in line for line in said)
+    second = rp.compute("qm9_novel", url, tmp_path, progress=lambda _: None, shard=(1, 2))
+    assert second["dft_done"] == 1
+    assert rp.compute("qm9_novel", url, tmp_path)["dft_done"] == 2  # both shards landed in the one ledger
+    for bad in ("2/2", "x/2", "1"):
+        assert rp.main(["compute", "--pool", "qm9_novel", "--dir", str(tmp_path), "--ledger", str(tmp_path / "l.db"),
+                        "--shard", bad]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: --shard") and "\n" not in err
