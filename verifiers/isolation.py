@@ -38,6 +38,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 import weakref
@@ -109,8 +110,32 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _worker_main(fd: int, threads: int, memory_mb: int | None, preload: Sequence[str] = ()) -> None:
-    """Loop of one worker: receive ``(fn, arg)``, send back an outcome tuple."""
+def _exit_with_parent(parent: int, period_s: float = 1.0) -> None:
+    """Kill this worker as soon as its parent process is gone (the worker has been re-parented).
+
+    A worker reads its socket only between tasks, so without this a worker whose run was killed (SIGKILL, a
+    crashed Dask worker, a SLURM job's end) would go on computing its task, minutes of DFT nobody will read,
+    before it noticed. A daemon thread polls ``getppid`` instead: the native libraries release the GIL, so it
+    runs during a calculation. ``PR_SET_PDEATHSIG`` is not used: it fires when the parent *thread* that
+    started the worker exits, and pools are started from task threads that come and go.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(period_s)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="arl-exit-with-parent", daemon=True).start()
+
+
+def _worker_main(fd: int, threads: int, memory_mb: int | None, preload: Sequence[str] = (),
+                 parent: int | None = None) -> None:
+    """Loop of one worker: receive ``(fn, arg)``, send back an outcome tuple.
+
+    ``parent``: the pid of the process that started it; the worker dies with it (:func:`_exit_with_parent`).
+    """
+    if parent is not None:
+        _exit_with_parent(parent)
     conn = Connection(fd)
     # Thread pools read these when the native library loads (below, or when
     # the first work function's module is unpickled).
@@ -188,7 +213,8 @@ class _Worker:
         env = {**os.environ, **thread_env(threads)}
         # The child must import what the parent can (tests, plugins, scripts' folders).
         env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
-        code = f"from verifiers.isolation import _worker_main; _worker_main({child_sock.fileno()}, {threads}, {memory_mb!r}, {tuple(preload)!r})"
+        code = (f"from verifiers.isolation import _worker_main; _worker_main({child_sock.fileno()}, {threads}, "
+                f"{memory_mb!r}, {tuple(preload)!r}, {os.getpid()})")
         self.process = subprocess.Popen(
             [sys.executable, "-c", code], pass_fds=[child_sock.fileno()], env=env, stdin=subprocess.DEVNULL
         )

@@ -91,3 +91,49 @@ def test_execution_fields_do_not_change_the_cache_identity() -> None:
     assert one.params_hash == two.params_hash
     assert one.params_hash != slower.params_hash
     assert one.spec().params_hash == one.params_hash
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting for its reaper is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_worker_dies_with_its_parent_mid_task(tmp_path) -> None:
+    """A run killed with SIGKILL leaves no worker computing a task nobody will read (it used to run to its end)."""
+    import subprocess
+    import sys
+    import textwrap
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    script = tmp_path / "parent.py"
+    script.write_text(textwrap.dedent("""
+        from tests.helpers.faulty_work import misbehave
+        from verifiers.isolation import WorkerPool
+
+        pool = WorkerPool(workers=1, threads=1)
+        pool.run(misbehave, ["a"], timeout_s=300)  # the worker is up
+        print(pool.worker_pids[0], flush=True)
+        pool.run(misbehave, ["hang"], timeout_s=3600)  # an hour-long task, in flight when the parent dies
+    """))
+    import os
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    parent = subprocess.Popen([sys.executable, str(script)], cwd=root, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        worker = int(parent.stdout.readline())
+        time.sleep(1.0)
+        assert _running(worker)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 60  # the worker polls every second; a loaded machine may take a while
+    while _running(worker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _running(worker), f"worker {worker} outlived its parent"
