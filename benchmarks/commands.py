@@ -274,7 +274,7 @@ def scheduler(
             learned=learned_config,
             objective=objective,
             progress=progress,
-            learner=learner_for(space),
+            learner=learner_for(),
         )
     except ValueError as exc:  # no hits in the pool or the held-out split: the user must widen or enlarge
         raise UserError(str(exc)) from None
@@ -401,7 +401,7 @@ def advantages(
         seed=seed,
         learned=LearnedSurrogateConfig(enabled=learned, shipped=learned and shipped),
         progress=progress,
-        learner=learner_for(space),
+        learner=learner_for(),
     )
     report["top_cost"] = top_cost
     report["space"] = space

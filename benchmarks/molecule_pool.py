@@ -238,11 +238,11 @@ def molecules_window() -> dict[str, float]:
     return {key: MoleculeSuite.defaults["scheduler"][key] for key in ("target_low", "target_high")}
 
 def calibration(
-    data: MoleculePool, seed: int, learned: bool | LearnedSurrogateConfig, learner_space: str | None = None
+    data: MoleculePool, seed: int, learned: bool | LearnedSurrogateConfig, model: str = "qm9"
 ) -> tuple[dict[str, dict[str, float]], int]:
     """Coverage of voi's surrogate's intervals on the pool, trained on the held-out split only.
 
-    ``learner_space``: whose shipped surrogate to start from (default: the pool's space).
+    ``model``: the shipped surrogate to start from (``[options] surrogate``: ``qm9``, the default, or ``multifidelity``).
     """
     from arl_flows.suites.molecules.features import molecule_features
     from arl_flows.suites.molecules.learner import learner_for
@@ -252,7 +252,7 @@ def calibration(
         learned = LearnedSurrogateConfig(enabled=learned, shipped=learned)
     # The same scheduler settings as voi's, so the network (if any) is the one voi used (trained once per process).
     config = SchedulerConfig(seed=seed, learned=learned, **molecules_window())
-    scheduler = Scheduler(data.ladder, config, featurize=molecule_features, learner=learner_for(learner_space or data.space))
+    scheduler = Scheduler(data.ladder, config, featurize=molecule_features, learner=learner_for(model))
     scheduler.add_history(data.held_out)
     surrogate = scheduler.surrogate
     coverage = {

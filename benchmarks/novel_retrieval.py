@@ -6,7 +6,8 @@ by the project's own DFT tier); each seed shuffles it into a history of at most 
 surrogate's history and the cascade's tuning data) and the evaluated rest. Per seed and policy it prints the
 CPU-seconds to confirm 80% of the hits, and the ratios the issue's targets name: voi / oracle, voi / cascade and
 shipped / cold (the shipped start mixed with the cold Δ-model by stacking, the default, and by pseudo-BMA
-weights: ``shipped_pbma``; in a space other than qm9 also ``shipped_qm9``, the QM9 network in the space's place); then the coverage of the shipped and cold surrogates' 50% and 90% intervals on the evaluated
+weights: ``shipped_pbma``; in the druglike space also ``shipped_multifidelity``, the multi-fidelity surrogate of
+``[options] surrogate = "multifidelity"`` in the default QM9 network's place); then the coverage of the shipped and cold surrogates' 50% and 90% intervals on the evaluated
 molecules (trained on the history only).
 
     PYTHONPATH=. python -m benchmarks.novel_retrieval --pool qm9_novel --history 49 --seeds 0 1 2 --minimize 0.1
@@ -57,21 +58,21 @@ def run(pool: str, history: int, seeds: list[int], top_fraction: float, directio
             common = dict(low=low, high=high, featurize=molecule_features, step_budget=10 * top_cost, seed=seed,
                           objective=objective)
             row: dict[str, Any] = {"seed": seed, "pool": len(data.pool), "history": len(data.held_out)}
-            starts = [("shipped", True, ["voi", "cascade", "oracle"], "stacking", data.space),
-                      ("cold", False, ["voi"], "stacking", data.space),
-                      ("shipped_pbma", True, ["voi"], "pseudo-bma", data.space)]
-            if data.space != "qm9":  # the space's own shipped surrogate against QM9's network, side by side
-                starts.append(("shipped_qm9", True, ["voi"], "stacking", "qm9"))
-            for label, shipped, policies, blend, learner_space in starts:
+            starts = [("shipped", True, ["voi", "cascade", "oracle"], "stacking", "qm9"),
+                      ("cold", False, ["voi"], "stacking", "qm9"),
+                      ("shipped_pbma", True, ["voi"], "pseudo-bma", "qm9")]
+            if data.space == "druglike":  # the druglike multi-fidelity surrogate beside the default, side by side
+                starts.append(("shipped_multifidelity", True, ["voi"], "stacking", "multifidelity"))
+            for label, shipped, policies, blend, model in starts:
                 config = LearnedSurrogateConfig(enabled=True, shipped=shipped, blend=blend)
                 report = replay.retrieval_benchmark(data.ladder, data.pool, data.truth, data.held_out,
                                                     policies=policies, learned=config,
-                                                    learner=learner_for(learner_space), **common)
+                                                    learner=learner_for(model), **common)
                 row["hits"] = report["hits"]
                 for name in policies:
                     key = f"voi_{label}" if name == "voi" else name
                     row[key] = report["policies"][name]["cost_to_recall"]["0.8"]
-                cal, _ = pools.calibration(data, seed, config, learner_space=learner_space)
+                cal, _ = pools.calibration(data, seed, config, model=model)
                 kept = ("coverage_50", "coverage_90", "mean_abs_error")
                 row[f"calibration_{label}"] = {p: {k: round(c[k], 3) for k in kept} for p, c in cal.items()}
             row["ratios"] = {
@@ -83,10 +84,10 @@ def run(pool: str, history: int, seeds: list[int], top_fraction: float, directio
                 "shipped_pbma_x_oracle": _ratio(row["voi_shipped_pbma"], row["oracle"]),
                 "cascade_x_oracle": _ratio(row["cascade"], row["oracle"]),
             }
-            if "voi_shipped_qm9" in row:
-                row["ratios"]["shipped_qm9_x_oracle"] = _ratio(row["voi_shipped_qm9"], row["oracle"])
-                row["ratios"]["shipped_qm9_x_cold"] = _ratio(row["voi_shipped_qm9"], row["voi_cold"])
-                row["ratios"]["shipped_x_shipped_qm9"] = _ratio(row["voi_shipped"], row["voi_shipped_qm9"])
+            if "voi_shipped_multifidelity" in row:
+                row["ratios"]["multifidelity_x_oracle"] = _ratio(row["voi_shipped_multifidelity"], row["oracle"])
+                row["ratios"]["multifidelity_x_cold"] = _ratio(row["voi_shipped_multifidelity"], row["voi_cold"])
+                row["ratios"]["multifidelity_x_shipped"] = _ratio(row["voi_shipped_multifidelity"], row["voi_shipped"])
             rows.append(row)
             print(json.dumps(row))
     finally:
@@ -94,7 +95,7 @@ def run(pool: str, history: int, seeds: list[int], top_fraction: float, directio
     keys = rows[0]["ratios"].keys()
     mean = {k: float(np.mean([r["ratios"][k] for r in rows if r["ratios"][k] is not None])) for k in keys}
     cover = {}
-    for label in ("shipped", "cold", "shipped_pbma", "shipped_qm9"):
+    for label in ("shipped", "cold", "shipped_pbma", "shipped_multifidelity"):
         if f"calibration_{label}" not in rows[0]:
             continue
         for p in rows[0][f"calibration_{label}"]:

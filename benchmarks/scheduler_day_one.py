@@ -75,7 +75,7 @@ def _test_split_csv(path: Path) -> int:
 def _coverage(data: Any, history: list[Any], learned: LearnedSurrogateConfig, overrides: dict[str, Any], seed: int) -> dict[str, float]:
     """Coverage of the 90% interval on the pool, the surrogate taught only the history (before the run's answers)."""
     config = SchedulerConfig(seed=seed, learned=learned, **{**molecules_window(), **overrides})
-    scheduler = Scheduler(data.ladder, config, featurize=molecule_features, learner=learner_for(data.space))
+    scheduler = Scheduler(data.ladder, config, featurize=molecule_features, learner=learner_for())
     scheduler.add_history(history)
     names = [v.name for v in data.ladder]
     out = {}
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
                 data.ladder, data.pool, data.truth, history, low=low, high=high,
                 policies=["voi", "oracle"] if i == 0 else ["voi"], featurize=molecule_features,
                 step_budget=10 * args.top_cost, seed=args.seed, learned=learned,
-                learner=learner_for(data.space), config_overrides=overrides,
+                learner=learner_for(), config_overrides=overrides,
             )
             if i == 0:
                 oracle = report["policies"]["oracle"]["cost_to_recall"]

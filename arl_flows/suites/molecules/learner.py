@@ -17,11 +17,12 @@ from arl_flows.suites.molecules.pretrained import load_shipped
 __all__ = ["GraphLearner", "learner_for"]
 
 
-def learner_for(space: str = "qm9") -> Any:
-    """The molecules suite's ``surrogate_learner`` factory for a chemistry space (benchmarks, which run no suite)."""
+def learner_for(model: str = "qm9") -> Any:
+    """The molecules suite's ``surrogate_learner`` factory starting from the shipped surrogate ``model`` (``qm9`` or
+    ``multifidelity``, as ``[options] surrogate``), for benchmarks, which run no suite."""
 
     def factory(tiers: Sequence[str], learned: Any, seed: int) -> GraphLearner:
-        return GraphLearner.from_settings(tiers, learned, seed, space=space)
+        return GraphLearner.from_settings(tiers, learned, seed, model=model)
 
     return factory
 
@@ -30,15 +31,16 @@ class GraphLearner:
     """The molecules suite's learned surrogate model (``capabilities.Prior``): a cached, fitted :class:`GraphModel`."""
 
     def __init__(self, tiers: Sequence[str], config: GraphModelConfig | None = None, use_shipped: bool = True,
-                 space: str = "qm9") -> None:
+                 model: str = "qm9") -> None:
         self.tiers = list(tiers)
         self.config = config or GraphModelConfig()
         self.use_shipped = use_shipped
-        self.space = space
+        self.model = model
 
     @classmethod
-    def from_settings(cls, tiers: Sequence[str], learned: Any, seed: int, space: str = "qm9") -> GraphLearner:
-        """From the scheduler's ``LearnedSurrogateConfig`` (width, depth, epochs, members, threads), seed and space."""
+    def from_settings(cls, tiers: Sequence[str], learned: Any, seed: int, model: str = "qm9") -> GraphLearner:
+        """From the scheduler's ``LearnedSurrogateConfig`` (width, depth, epochs, members, threads), seed and the
+        shipped model to start from."""
         return cls(
             tiers,
             GraphModelConfig(
@@ -46,16 +48,16 @@ class GraphLearner:
                 seed=seed, threads=learned.threads,
             ),
             use_shipped=getattr(learned, "shipped", True),
-            space=space,
+            model=model,
         )
 
     def pretrained(self) -> Any:
-        """The surrogate shipped for the space (see ``load_shipped``), or None if its tiers or shape differ.
+        """The shipped surrogate ``model`` (see ``load_shipped``), or None if its tiers or shape differ.
 
         A scheduler starts every run from it (``Surrogate.attach_learned``): see ``pretrained.py`` (qm9) and
-        ``multifidelity.py`` (druglike).
+        ``multifidelity.py`` (multifidelity).
         """
-        return load_shipped(self.tiers, self.config, self.space) if self.use_shipped else None
+        return load_shipped(self.tiers, self.config, self.model) if self.use_shipped else None
 
     def fit(self, payloads: Sequence[str], values: np.ndarray, target: np.ndarray, progress=None) -> GraphModel | None:  # noqa: ANN001
         """A model fitted on the pairs (or loaded, see :func:`fitted_model`); None if the payloads are not molecules."""

@@ -140,6 +140,13 @@ class MoleculeOptions(BaseModel):
         description="Sample SMILES under the space's grammar (grammar.py: no unclosed ring or branch, no syntax error, "
         "only the space's elements), and score GRPO's log-probs under it; false: decode unconstrained.",
     )
+    surrogate: Literal["qm9", "multifidelity"] = Field(
+        default="qm9",
+        description="The scheduler's shipped surrogate: 'qm9', the network trained on QM9's DFT gaps (every space's "
+        "default; on the druglike reference pool it retrieves hits at 0.89x the cold start's cost, the multi-fidelity "
+        "one at 1.05x: docs/benchmarks.md), or 'multifidelity', the druglike network trained on 20,000 MOSES molecules' "
+        "EHT and xTB gaps with a DFT correction fitted on 27 DFT labels (multifidelity.py).",
+    )
     goal_windows: list[tuple[float, float]] = Field(
         default_factory=list,
         max_length=1000,

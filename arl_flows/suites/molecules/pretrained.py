@@ -224,13 +224,14 @@ def _nearest_distance(smiles: Sequence[str], train_fps: list[Any]) -> np.ndarray
 _LOADED: dict[tuple, ShippedSurrogate | None] = {}
 
 
-def load_shipped(tiers: Sequence[str], config: Any, space: str = "qm9") -> Any:
-    """The shipped surrogate of ``space`` if it fits these lower tiers and this network shape (``GraphModelConfig``).
+def load_shipped(tiers: Sequence[str], config: Any, model: str = "qm9") -> Any:
+    """The shipped surrogate ``model`` if it fits these lower tiers and this network shape (``GraphModelConfig``).
 
-    ``qm9``: the ensemble trained on QM9's DFT gaps (this module). ``druglike``: the multi-fidelity surrogate
-    (``multifidelity.py``), or QM9's where that is not shipped. None for another ladder or shape.
+    ``qm9``: the ensemble trained on QM9's DFT gaps (this module), every space's default. ``multifidelity``: the
+    druglike network on MOSES molecules' cheap tiers with a DFT correction (``multifidelity.py``), or QM9's where
+    that is not shipped. None for another ladder or shape.
     """
-    if space == "druglike":
+    if model == "multifidelity":
         from arl_flows.suites.molecules.multifidelity import load_druglike
 
         got = load_druglike(tiers, config)

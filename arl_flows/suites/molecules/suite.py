@@ -106,10 +106,11 @@ class MoleculeSuite(Suite):
         return [("prior", prior_app), ("bench", bench_app)]
 
     def surrogate_learner(self, tiers: Sequence[str], learned: LearnedSurrogateConfig, seed: int) -> SurrogateLearner:
-        """A graph network on the molecule and the lower tiers' values (``graph.py``), from the space's shipped one."""
+        """A graph network on the molecule and the lower tiers' values (``graph.py``), from the shipped one that
+        ``[options] surrogate`` names."""
         from arl_flows.suites.molecules.learner import GraphLearner
 
-        return GraphLearner.from_settings(tiers, learned, seed, space=self.options.space)
+        return GraphLearner.from_settings(tiers, learned, seed, model=self.options.surrogate)
 
     def verifier_params(self, verifier: type, params: dict[str, Any]) -> dict[str, Any]:
         """A tier with validity rules checks the run's chemistry space, unless its own params name one."""

@@ -42,26 +42,33 @@ def _pool(n: int = 60) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))[:n]
 
 
-def test_each_space_loads_its_own_surrogate(shipped: MultiFidelitySurrogate) -> None:
-    assert isinstance(load_shipped(LOWER_TIERS, GraphModelConfig(), "druglike"), MultiFidelitySurrogate)
+def test_each_shipped_model_loads_by_its_name(shipped: MultiFidelitySurrogate) -> None:
+    assert isinstance(load_shipped(LOWER_TIERS, GraphModelConfig(), "multifidelity"), MultiFidelitySurrogate)
     assert isinstance(load_shipped(LOWER_TIERS, GraphModelConfig()), ShippedSurrogate)  # qm9, the default
-    assert load_shipped(("rdkit-eht",), GraphModelConfig(), "druglike") is None  # another ladder
+    assert load_shipped(("rdkit-eht",), GraphModelConfig(), "multifidelity") is None  # another ladder
     assert load_druglike(LOWER_TIERS, GraphModelConfig(hidden=32)) is None  # another shape
     for capability in (CalibratedModel, EnsembleModel, ShiftAwareModel, TrainingAwareModel):
         assert isinstance(shipped, capability)
     assert not isinstance(shipped, FineTunableModel)  # the run learns the correction in its stack instead
 
 
-def test_the_molecules_suite_starts_a_druglike_run_from_it() -> None:
+def test_a_run_starts_from_the_surrogate_its_options_name() -> None:
+    """QM9's network is every space's default (measured better on the druglike pool); the option picks the other."""
     from arl_flows.config import build_config
     from arl_flows.suites import suite_for
     from verifiers.scheduler import SchedulerConfig
 
     learned = SchedulerConfig().learned
-    druglike = suite_for(build_config({"suite": "molecules", "options": {"space": "druglike"}}))
-    qm9 = suite_for(build_config({"suite": "molecules"}))
-    assert isinstance(druglike.surrogate_learner(list(LOWER_TIERS), learned, 0).pretrained(), MultiFidelitySurrogate)
-    assert isinstance(qm9.surrogate_learner(list(LOWER_TIERS), learned, 0).pretrained(), ShippedSurrogate)
+
+    def start(options: dict) -> object:
+        suite = suite_for(build_config({"suite": "molecules", "options": options}))
+        return suite.surrogate_learner(list(LOWER_TIERS), learned, 0).pretrained()
+
+    assert isinstance(start({"space": "druglike", "surrogate": "multifidelity"}), MultiFidelitySurrogate)
+    assert isinstance(start({"space": "druglike"}), ShippedSurrogate)
+    assert isinstance(start({}), ShippedSurrogate)
+    with pytest.raises(ValueError, match="surrogate"):
+        build_config({"suite": "molecules", "options": {"surrogate": "chemprop"}})
 
 
 def test_given_xtb_the_prediction_is_the_dft_correction(shipped: MultiFidelitySurrogate) -> None:
@@ -86,7 +93,7 @@ def test_on_molecules_it_never_saw_it_predicts_dft_better_than_the_qm9_network()
     dft = np.array([float(r["dft_gap_ev"]) for r in rows])
     eht_only = np.array([[float(r["eht_gap_ev"]), math.nan] for r in rows])
     both = np.array([[float(r["eht_gap_ev"]), float(r["xtb_gap_ev"])] for r in rows])
-    druglike = load_shipped(LOWER_TIERS, GraphModelConfig(), "druglike")
+    druglike = load_shipped(LOWER_TIERS, GraphModelConfig(), "multifidelity")
     qm9 = load_shipped(LOWER_TIERS, GraphModelConfig(), "qm9")
     assert not any(druglike.seen(s) for s in smiles)
     for values in (eht_only, both):
