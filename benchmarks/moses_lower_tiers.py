@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.novelty_index import _smiles_of
-from benchmarks.provenance import with_provenance
+from benchmarks.provenance import format_provenance, with_provenance
 
 DRUGLIKE_SURROGATE_DIR = Path(__file__).resolve().parent.parent / "arl_flows" / "suites" / "molecules" / "data" / "surrogate_druglike"
 OUT_CSV = DRUGLIKE_SURROGATE_DIR / "moses_lower_tiers.csv.gz"
@@ -213,10 +213,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "compute":
         print(json.dumps(compute(data, args.n, args.seed, _ledger_url(args.ledger), say=lambda m: print(m, flush=True),
                                  dft_per_size=args.dft_per_size, dft_only=args.dft_only)))
+        print(f"provenance: {format_provenance()}")
     else:
         command = "python -m benchmarks.moses_lower_tiers " + " ".join(sys.argv[1:] if argv is None else argv)
         record = export(data, args.n, args.seed, _ledger_url(args.ledger), args.out, command=command)
         print(json.dumps({k: record[k] for k in ("drawn", "answered", "tiers")}))
+        print(f"provenance: {format_provenance(record['provenance'])}")
     return 0
 
 

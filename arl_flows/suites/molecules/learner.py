@@ -12,9 +12,26 @@ from typing import Any
 import numpy as np
 
 from arl_flows.suites.molecules.graph import GraphModel, GraphModelConfig, fitted_model, mol_graph
+from arl_flows.suites.molecules.multifidelity import load_druglike
 from arl_flows.suites.molecules.pretrained import load_shipped
 
-__all__ = ["GraphLearner", "learner_for"]
+__all__ = ["SHIPPED_MODELS", "GraphLearner", "learner_for", "shipped_model"]
+
+SHIPPED_MODELS = ("qm9", "multifidelity")  # ``[options] surrogate``
+
+
+def shipped_model(tiers: Sequence[str], config: GraphModelConfig, model: str = "qm9") -> Any:
+    """The shipped surrogate ``model`` if it fits these lower tiers and this network shape, else None.
+
+    ``qm9``: the ensemble trained on QM9's DFT gaps (``pretrained.py``), every space's default. ``multifidelity``:
+    the druglike network on MOSES molecules' cheap tiers with a DFT correction (``multifidelity.py``), or QM9's
+    where that is not shipped.
+    """
+    if model == "multifidelity":
+        got = load_druglike(tiers, config)
+        if got is not None:
+            return got
+    return load_shipped(tiers, config)
 
 
 def learner_for(model: str = "qm9") -> Any:
@@ -57,7 +74,7 @@ class GraphLearner:
         A scheduler starts every run from it (``Surrogate.attach_learned``): see ``pretrained.py`` (qm9) and
         ``multifidelity.py`` (multifidelity).
         """
-        return load_shipped(self.tiers, self.config, self.model) if self.use_shipped else None
+        return shipped_model(self.tiers, self.config, self.model) if self.use_shipped else None
 
     def fit(self, payloads: Sequence[str], values: np.ndarray, target: np.ndarray, progress=None) -> GraphModel | None:  # noqa: ANN001
         """A model fitted on the pairs (or loaded, see :func:`fitted_model`); None if the payloads are not molecules."""

@@ -224,19 +224,8 @@ def _nearest_distance(smiles: Sequence[str], train_fps: list[Any]) -> np.ndarray
 _LOADED: dict[tuple, ShippedSurrogate | None] = {}
 
 
-def load_shipped(tiers: Sequence[str], config: Any, model: str = "qm9") -> Any:
-    """The shipped surrogate ``model`` if it fits these lower tiers and this network shape (``GraphModelConfig``).
-
-    ``qm9``: the ensemble trained on QM9's DFT gaps (this module), every space's default. ``multifidelity``: the
-    druglike network on MOSES molecules' cheap tiers with a DFT correction (``multifidelity.py``), or QM9's where
-    that is not shipped. None for another ladder or shape.
-    """
-    if model == "multifidelity":
-        from arl_flows.suites.molecules.multifidelity import load_druglike
-
-        got = load_druglike(tiers, config)
-        if got is not None:
-            return got
+def load_shipped(tiers: Sequence[str], config: Any) -> ShippedSurrogate | None:
+    """The shipped ensemble if it fits these lower tiers and this network shape (``GraphModelConfig``), else None."""
     key = (tuple(tiers), config.hidden, config.layers, config.members)
     if key in _LOADED:
         return _LOADED[key]

@@ -18,6 +18,7 @@ from arl_flows.suites.molecules.multifidelity import (
     load_druglike,
     load_moses_lower_tiers,
 )
+from arl_flows.suites.molecules.learner import shipped_model
 from arl_flows.suites.molecules.pretrained import LOWER_TIERS, ShippedSurrogate, load_shipped, split_of
 from verifiers.scheduler.learned import (
     CalibratedModel,
@@ -43,9 +44,10 @@ def _pool(n: int = 60) -> list[dict[str, str]]:
 
 
 def test_each_shipped_model_loads_by_its_name(shipped: MultiFidelitySurrogate) -> None:
-    assert isinstance(load_shipped(LOWER_TIERS, GraphModelConfig(), "multifidelity"), MultiFidelitySurrogate)
-    assert isinstance(load_shipped(LOWER_TIERS, GraphModelConfig()), ShippedSurrogate)  # qm9, the default
-    assert load_shipped(("rdkit-eht",), GraphModelConfig(), "multifidelity") is None  # another ladder
+    assert isinstance(shipped_model(LOWER_TIERS, GraphModelConfig(), "multifidelity"), MultiFidelitySurrogate)
+    assert isinstance(shipped_model(LOWER_TIERS, GraphModelConfig()), ShippedSurrogate)  # qm9, the default
+    assert load_shipped(LOWER_TIERS, GraphModelConfig()) is shipped_model(LOWER_TIERS, GraphModelConfig(), "qm9")
+    assert shipped_model(("rdkit-eht",), GraphModelConfig(), "multifidelity") is None  # another ladder
     assert load_druglike(LOWER_TIERS, GraphModelConfig(hidden=32)) is None  # another shape
     for capability in (CalibratedModel, EnsembleModel, ShiftAwareModel, TrainingAwareModel):
         assert isinstance(shipped, capability)
@@ -93,8 +95,8 @@ def test_on_molecules_it_never_saw_it_predicts_dft_better_than_the_qm9_network()
     dft = np.array([float(r["dft_gap_ev"]) for r in rows])
     eht_only = np.array([[float(r["eht_gap_ev"]), math.nan] for r in rows])
     both = np.array([[float(r["eht_gap_ev"]), float(r["xtb_gap_ev"])] for r in rows])
-    druglike = load_shipped(LOWER_TIERS, GraphModelConfig(), "multifidelity")
-    qm9 = load_shipped(LOWER_TIERS, GraphModelConfig(), "qm9")
+    druglike = shipped_model(LOWER_TIERS, GraphModelConfig(), "multifidelity")
+    qm9 = shipped_model(LOWER_TIERS, GraphModelConfig(), "qm9")
     assert not any(druglike.seen(s) for s in smiles)
     for values in (eht_only, both):
         mae_druglike = float(np.mean(np.abs(druglike.predict(smiles, values)[0] - dft)))
