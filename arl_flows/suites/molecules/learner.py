@@ -15,9 +15,7 @@ from arl_flows.suites.molecules.graph import GraphModel, GraphModelConfig, fitte
 from arl_flows.suites.molecules.multifidelity import load_druglike
 from arl_flows.suites.molecules.pretrained import load_shipped
 
-__all__ = ["SHIPPED_MODELS", "GraphLearner", "learner_for", "shipped_model"]
-
-SHIPPED_MODELS = ("qm9", "multifidelity")  # ``[options] surrogate``
+__all__ = ["GraphLearner", "learner_for", "shipped_model"]
 
 
 def shipped_model(tiers: Sequence[str], config: GraphModelConfig, model: str = "qm9") -> Any:
@@ -69,7 +67,7 @@ class GraphLearner:
         )
 
     def pretrained(self) -> Any:
-        """The shipped surrogate ``model`` (see ``load_shipped``), or None if its tiers or shape differ.
+        """The shipped surrogate ``model`` (see :func:`shipped_model`), or None if its tiers or shape differ.
 
         A scheduler starts every run from it (``Surrogate.attach_learned``): see ``pretrained.py`` (qm9) and
         ``multifidelity.py`` (multifidelity).
