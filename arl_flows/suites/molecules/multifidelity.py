@@ -32,7 +32,6 @@ import gzip
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +90,13 @@ class MultiFidelitySurrogate:
         self._net_scale = {k: float(v["std_scale"]) for k, v in report["net_patterns"].items()}
         self._known: frozenset[str] | None = None
         self._reference: dict[str, Any] | None = None
+        self._table: list[dict[str, Any]] | None = None
+
+    def _rows(self) -> list[dict[str, Any]]:
+        """The shipped table, read once (``seen`` and the shift reference both need it)."""
+        if self._table is None:
+            self._table = load_moses_lower_tiers()
+        return self._table
 
     # -- prediction ---------------------------------------------------------
     def correction(self, xtb: np.ndarray, xtb_var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -143,7 +149,7 @@ class MultiFidelitySurrogate:
             return False
         if self._known is None:
             self._known = frozenset(
-                r["smiles"] for r in load_moses_lower_tiers() if split_of(r["smiles"]) != "test" or np.isfinite(r[TOP])
+                r["smiles"] for r in self._rows() if split_of(r["smiles"]) != "test" or np.isfinite(r[TOP])
             )
         return canonical in self._known
 
@@ -165,7 +171,7 @@ class MultiFidelitySurrogate:
 
     def _shift_reference(self) -> dict[str, Any]:
         if self._reference is None:
-            rows = load_moses_lower_tiers()
+            rows = self._rows()
             train = [r["smiles"] for r in rows if split_of(r["smiles"]) == "train" and not np.isfinite(r[TOP])]
             calibration = [r for r in rows if split_of(r["smiles"]) == "calibration" and not np.isfinite(r[TOP])]
             pick = np.random.default_rng(0).permutation(len(calibration))[:_REFERENCE_SIZE]
@@ -196,7 +202,7 @@ def load_druglike(tiers: Sequence[str], config: Any) -> MultiFidelitySurrogate |
         report = json.loads(REPORT.read_text())
         shape = report["config"]
         if (shape["hidden"], shape["layers"], shape["members"]) == (config.hidden, config.layers, config.members):
-            model = GraphModel(list(NET_TIERS), replace(config, threads=config.threads))
+            model = GraphModel(list(NET_TIERS), config)
             if model.load(WEIGHTS):
                 got = MultiFidelitySurrogate(model, report)
     _LOADED[key] = got
