@@ -67,6 +67,17 @@ class CascadePolicy(EscalationPolicy):
                 out.append(Action(int(i), int(nxt[i]), None, f"cascade: {here}={value:.3f} in [{lo:.3f}, {hi:.3f}]"))
         return out
 
+    @staticmethod
+    def untunable(held_out: Sequence[Observation], lower: Sequence[str], top: str, low: float, high: float) -> str | None:
+        """Why :meth:`tune` cannot tune a cascade on ``held_out`` (a tier with no pairs, or no hits), else None."""
+        for name in lower:
+            rows = [o.values[top] for o in held_out if name in o.values and top in o.values]
+            if not rows:
+                return f"held-out split has no pairs of {name!r} and {top!r}; cannot tune the cascade"
+            if not any(low <= v <= high for v in rows):
+                return f"held-out split has no hits in [{low}, {high}]; cannot tune the cascade"
+        return None
+
     @classmethod
     def tune(
         cls,
@@ -88,15 +99,14 @@ class CascadePolicy(EscalationPolicy):
         """
         if not 0 < keep <= 1:
             raise ValueError(f"keep must be in (0, 1], got {keep}")
+        reason = cls.untunable(held_out, lower, top, low, high)
+        if reason is not None:
+            raise ValueError(reason)
         thresholds: dict[str, tuple[float, float]] = {}
         for name in lower:
             rows = [(o.values[name], o.values[top]) for o in held_out if name in o.values and top in o.values]
-            if not rows:
-                raise ValueError(f"held-out split has no pairs of {name!r} and {top!r}; cannot tune the cascade")
             vals = np.array([r[0] for r in rows])
             hits = np.sort(vals[[low <= r[1] <= high for r in rows]])
-            if hits.size == 0:
-                raise ValueError(f"held-out split has no hits in [{low}, {high}]; cannot tune the cascade")
             need = max(int(np.ceil(keep * hits.size)), 1)
             best = (np.inf, hits[0], hits[-1])
             for a in range(hits.size - need + 1):  # every window of `need` consecutive hits
