@@ -143,6 +143,13 @@ class StreamingConfig(_Section):
         description="What the learner does while no group is settled: wait, or a hindsight distillation step on "
         "late verdicts and failures it has not distilled yet (never more than one per learned step).",
     )
+    lend_idle_slots: bool = Field(
+        default=True,
+        description="When a slot of an expensive tier (high-fidelity and up) is free and no open batch's plan wants "
+        "it within its step budget, lend the newest batch up to one more step's budget from what the run has not "
+        "reserved, so the slot takes the best candidate still worth its cost instead of waiting for the next batch "
+        "(the run's budget still holds). False: each batch spends only its own step budget, as a sync step does.",
+    )
     progress_every_s: float = Field(default=2.0, gt=0, description="Seconds between updates of the live progress report.")
 
     @field_validator("slots")

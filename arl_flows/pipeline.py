@@ -129,6 +129,7 @@ class PipelineReport:
     learner_idle_s: float = 0.0
     utilisation: dict[str, float] = field(default_factory=dict)  # slot-seconds busy / (slots x wall), per verifier
     calls: dict[str, int] = field(default_factory=dict)
+    loans: int = 0  # calls sent on budget lent to an open batch so an expensive slot did not sit idle
     staleness: dict[int, int] = field(default_factory=dict)  # policy versions behind -> trajectories learned
     late_verdicts: int = 0
     late_distilled: int = 0  # late-verdict trajectories handed to hindsight
@@ -146,7 +147,7 @@ class PipelineReport:
         return {
             "wall_s": self.wall_s, "steps": self.steps, "learner_idle_s": self.learner_idle_s,
             "learner_idle_share": self.learner_idle_share, "utilisation": dict(self.utilisation),
-            "calls": dict(self.calls), "staleness": {str(k): v for k, v in sorted(self.staleness.items())},
+            "calls": dict(self.calls), "loans": self.loans, "staleness": {str(k): v for k, v in sorted(self.staleness.items())},
             "late_verdicts": self.late_verdicts, "late_distilled": self.late_distilled,
             "idle_distill_steps": self.idle_distill_steps, "batches_sampled": self.batches_sampled,
             "resumed_groups": self.resumed_groups, "resumed_calls": self.resumed_calls,
@@ -187,6 +188,7 @@ class Pipeline:
         self.service = VerificationService(
             session.ledger, session.scheduler, session.suite, session.run.id,
             slots=self._slots(), settle_std=self.cfg.settle_std, max_group_wait_s=self.cfg.max_group_wait_s,
+            lend_idle_slots=self.cfg.lend_idle_slots,
             execute=lambda verifier, cand: self.hooks.call_tier(session, verifier, cand),
         )
 
@@ -237,6 +239,7 @@ class Pipeline:
             stats = self.service.stats()
             self.report.utilisation = stats["utilisation"]
             self.report.calls = stats["calls"]
+            self.report.loans = stats["loans"]
         return self.report
 
     def _thread(self, name: str, work: Callable[[], None]) -> threading.Thread:

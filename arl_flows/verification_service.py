@@ -9,6 +9,10 @@ at most ``slots[name]`` calls in flight, each on a thread of its own pool
 work in worker processes). Calls in flight hold their expected cost against
 the plan's budget, and each plan's budget is reserved from what the run has
 left when it opens, so the budget is never exceeded however many calls are out.
+With ``lend_idle_slots``, an expensive tier's slot that no plan wants within its own
+budget is not left idle until the next batch: the newest open batch is lent up to one
+more step's budget from what the run has not reserved (:meth:`StepPlan.request_on_loan`),
+and buys the best call still worth its cost at that budget, if there is one.
 
 A call on a tier at or above ``record_from`` (the expensive ones) is recorded
 before it is sent: a lab request row (its id, its submission time) and a
@@ -109,6 +113,7 @@ class VerificationService:
         max_group_wait_s: float | None = None,
         record_from: Tier = Tier.high_fidelity,
         execute: Callable[[Verifier, Candidate], Verdict] | None = None,
+        lend_idle_slots: bool = False,
     ) -> None:
         self.ledger = ledger
         self.scheduler = scheduler
@@ -123,6 +128,8 @@ class VerificationService:
         self.max_group_wait_s = max_group_wait_s
         self.record_from = tier_rank(record_from)
         self.execute = execute or verify_one
+        self.lend_idle_slots = lend_idle_slots
+        self.loans = 0  # calls sent on budget lent from the run's unreserved remainder
         self.draining = False  # set: no new calls are sent, the ones out finish
         self._pools = {n: ThreadPoolExecutor(self.slots[n], thread_name_prefix=f"arl-{n}") for n in names}
         self._done: queue.Queue[_Call] = queue.Queue()
@@ -135,6 +142,7 @@ class VerificationService:
         self._sent: set[str] = set()  # request ids of the calls this service sent or resumed
         self._held: dict[str, float] = {}  # resumed calls still out (request id -> expected cost): in no plan's budget
         self._lock = threading.Lock()  # guards in_flight / busy_s for readers on other threads
+        self._refused: dict[int, tuple[int, int]] = {}  # batch index -> (verdicts seen, headroom) when a loan bought nothing
 
     # ------------------------------------------------------------------ batches in
     def open_batch(
@@ -142,8 +150,7 @@ class VerificationService:
     ) -> StepPlan:
         """Plan a sampled batch (already in the ledger) and start filling slots with its calls."""
         cfg = self.scheduler.config
-        reserved = sum(b.plan.budget for b in self.batches if not b.closed) + sum(self._held.values())
-        budget = max(min(cfg.budget_per_step, cfg.budget_per_run - self.scheduler.run_spent - reserved), 0.0)
+        budget = max(min(cfg.budget_per_step, cfg.budget_per_run - self.committed_budget()), 0.0)
         names = [v.name for v in self.scheduler.ladder]
         plan = self.scheduler.plan_step(
             list(candidates),
@@ -257,6 +264,7 @@ class VerificationService:
                 "utilisation": {n: self.busy_s[n] / (self.slots[n] * wall) for n in self.slots},
                 "open_batches": sum(1 for b in self.batches if not b.closed),
                 "late_queue": self.late.qsize(),
+                "loans": self.loans,
             }
 
     def close(self) -> None:
@@ -273,11 +281,49 @@ class VerificationService:
             free = {n: self.slots[n] - self.in_flight[n] for n in self.slots}
             if not any(v > 0 for v in free.values()):
                 break
-            for name, batch in b.plan.request(free).items():
-                verifier = self.scheduler.verifier(name)
-                for cand in batch:
-                    self._submit(_Call(b, verifier, cand, self._record_in_flight(verifier, cand), time.time()))
+            self._send(b, b.plan.request(free))
             self._maybe_close(b)
+        if self.lend_idle_slots:
+            self._lend()
+
+    def _lend(self) -> None:
+        """Expensive slots still free after every plan asked within its own budget: lend the newest batches more.
+
+        A batch's plan spends at most one step's budget, so a slot that frees up between batches would wait for
+        the next batch worth a call. Instead the newest open batch is lent up to one more step's budget from what
+        the run has not yet reserved, and its plan buys what is worth its cost at that budget (nothing, if
+        nothing is). The run's budget holds: a loan is reserved like the plan's own budget until the batch closes.
+        """
+        expensive = [v.name for v in self.scheduler.ladder if tier_rank(v.tier) >= self.record_from]
+        cfg = self.scheduler.config
+        for b in reversed(self.batches):
+            while not b.closed and not b.plan.finished:  # the same batch again while it buys and slots are free
+                free = {n: self.slots[n] - self.in_flight[n] for n in expensive}
+                free = {n: k for n, k in free.items() if k > 0}
+                if not free:
+                    return
+                headroom = cfg.budget_per_run - self.committed_budget()
+                loan = min(cfg.budget_per_step, headroom)
+                seen = (len(b.plan.new_verdicts), int(headroom))
+                if loan <= 0 or self._refused.get(b.index) == seen:
+                    break  # nothing to lend, or this plan refused the same loan knowing what it knows now
+                requests, _ = b.plan.request_on_loan(free, loan)
+                if not requests:
+                    self._refused[b.index] = seen
+                    break
+                self.loans += sum(len(c) for c in requests.values())
+                self._send(b, requests)
+
+    def committed_budget(self) -> float:
+        """CPU-seconds of the run's budget spent or reserved: closed batches' spend, open plans' budgets (loans
+        included), resumed calls in flight."""
+        return self.scheduler.run_spent + sum(b.plan.budget for b in self.batches if not b.closed) + sum(self._held.values())
+
+    def _send(self, b: _Batch, requests: Mapping[str, Sequence[Candidate]]) -> None:
+        for name, batch in requests.items():
+            verifier = self.scheduler.verifier(name)
+            for cand in batch:
+                self._submit(_Call(b, verifier, cand, self._record_in_flight(verifier, cand), time.time()))
 
     def _record_in_flight(self, verifier: Verifier, cand: Candidate) -> str | None:
         """Write the request and a pending verdict before an expensive call is sent; returns the request id."""

@@ -276,3 +276,42 @@ def test_a_resumed_call_holds_its_cost_from_the_run_budget_until_it_lands(ledger
     second.close()
     assert ledger.spend_by_tier(run.id)["lab"] <= 12.0 + 1e-9  # the resumed call and what the 7 left could buy
     assert second.scheduler.run_spent >= 5.0  # the resumed call's cost counts once it lands
+
+
+def _one_call_steps(ledger, run_budget):
+    """A batch whose step budget buys one top-tier call, in a run whose budget buys more; the fast tier cached."""
+    suite, run, trajs, cands, cluster, _ = _setup(ledger)
+    config = load_config(overrides=toy_overrides(name="svc", scheduler={
+        "policy": "all", "target_low": 2.0, "target_high": 3.0, "budget_per_step": CALL_COST + 1.0,
+        "budget_per_run": run_budget}))
+    sched = Scheduler([ToyLength(), cluster], config.scheduler, featurize=suite.featurize)
+    ledger.put_verdicts(ToyLength().verify_batch(cands))
+    return suite, run, trajs, cands, cluster, sched
+
+
+@pytest.mark.parametrize("lend", [False, True])
+def test_a_free_expensive_slot_is_lent_budget_instead_of_waiting_for_the_next_batch(ledger, lend) -> None:
+    suite, run, trajs, cands, cluster, sched = _one_call_steps(ledger, run_budget=1000.0)
+    service = VerificationService(ledger, sched, suite, run.id, slots={"toy-length": 4, "toy-cluster": 3},
+                                  lend_idle_slots=lend)
+    service.open_batch(0, trajs, cands)
+    assert service.in_flight["toy-cluster"] == (3 if lend else 1)  # counted when sent, before any answers
+    taken = _drain(service)
+    service.close()
+    work = len({c.key for c in cands})  # 7 distinct valid words, each worth the top tier under policy "all"
+    assert cluster.calls == (work if lend else 1) and service.loans == (work - 1 if lend else 0)
+    assert sorted(g.group_id for g in taken) == ["g0", "g1"]
+    assert sched.run_spent == pytest.approx(sum(ledger.spend_by_tier(run.id).values()))
+
+
+def test_loans_never_take_the_run_past_its_budget(ledger) -> None:
+    suite, run, trajs, cands, cluster, sched = _one_call_steps(ledger, run_budget=3 * CALL_COST + 5.0)
+    service = VerificationService(ledger, sched, suite, run.id, slots={"toy-length": 4, "toy-cluster": 4},
+                                  lend_idle_slots=True)
+    service.open_batch(0, trajs, cands)
+    assert service.in_flight["toy-cluster"] == 3  # a fourth call would pass the run's budget: its slot stays free
+    _drain(service)
+    service.close()
+    assert cluster.calls == 3 and service.loans == 2
+    assert sum(ledger.spend_by_tier(run.id).values()) <= 3 * CALL_COST + 5.0
+    assert service.committed_budget() == pytest.approx(sched.run_spent)  # every loan returned with its batch

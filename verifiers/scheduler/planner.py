@@ -378,6 +378,25 @@ class StepPlan:
         self._idle = not requests and not self._wanted
         return {name: [self.cands[i] for i in idx] for name, idx in requests.items()}
 
+    def request_on_loan(self, capacity: Mapping[str, int], loan: float) -> tuple[dict[str, list[Candidate]], float]:
+        """:meth:`request` as if the plan had ``loan`` more CPU-seconds; returns the work and what it kept of the loan.
+
+        For a slot that would otherwise sit idle: the plan buys what the larger budget makes worth its cost
+        (the policy's marginal rate falls as the budget grows), and keeps only the expected cost of the calls it
+        sends (0 when it sends none). What the plan wanted with its own budget, and so which of its groups are
+        settled, is left as it was.
+        """
+        if self.finished or loan <= 0:
+            return {}, 0.0
+        own, wanted, idle, unplanned = self.budget, set(self._wanted), self._idle, set(self._unplanned)
+        self.budget = own + loan
+        requests = self.request(capacity)
+        self.budget = max(own, min(self.budget, self.committed))
+        self._wanted, self._idle = wanted, idle
+        if not requests:
+            self._unplanned = unplanned
+        return requests, self.budget - own
+
     def abandon(self, candidate_key: str, verifier: str, reason: str = "no verdict came back") -> None:
         """A call in flight will not answer (its worker died): free its budget and do not ask it again."""
         j = next(k for k, v in enumerate(self.ladder) if v.name == verifier)
