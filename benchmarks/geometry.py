@@ -1,0 +1,142 @@
+"""Which geometry for the DFT tier at drug size: MMFF94, or MMFF94 relaxed with GFN2-xTB first (issue 28).
+
+The drug-sized reference pool (``benchmarks/data/pools/druglike_moses.csv``) holds B3LYPG/6-31G* gaps on the MMFF94
+geometry (ETKDG seed 42). This script recomputes a size-spread subset of it on the same conformer relaxed with
+GFN2-xTB (``pyscf-b3lyp`` with ``geometry_source = "xtb"``, and ``gfn2-xtb`` with ``optimize``), and reports how far
+the relaxation moves each tier's gap and what it costs. There is no reference at this size (a B3LYP geometry
+optimisation is hours a molecule here): the accuracy of each geometry against B3LYP geometries is measured on QM9 by
+``python -m benchmarks.tiers --verifiers pyscf-b3lyp,pyscf-b3lyp:geometry_source=xtb`` (docs/tiers.md); this
+measures whether the choice matters at drug size and what the relaxation adds to a call.
+
+    OMP_NUM_THREADS=1 python -m benchmarks.geometry --molecules 10 --out docs/results/geometry_druglike.json
+
+Rows are written to ``--out`` after each molecule; ``--resume`` reuses them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from benchmarks.provenance import format_provenance, with_provenance
+from benchmarks.tiers import run_tier_druglike, spearman, spread_by_size
+
+__all__ = ["compare", "main", "pick"]
+
+POOL = Path(__file__).resolve().parent / "data" / "pools" / "druglike_moses.csv"
+SPECS = {"dft": "pyscf-b3lyp:geometry_source=xtb", "xtb": "gfn2-xtb:optimize"}
+
+
+def pick(pool: Path, k: int, low: int = 12, high: int = 20) -> list[dict[str, Any]]:
+    """``k`` pool molecules with a converged MMFF-geometry DFT gap, spread over ``low``-``high`` heavy atoms."""
+    if not pool.is_file():
+        raise SystemExit(f"--pool: no such file {pool}")
+    with open(pool, newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r.get("dft_status") == "ok" and r.get("dft_gap_ev")]
+    if not rows:
+        raise SystemExit(f"--pool: {pool} has no rows with a converged DFT gap (columns dft_status, dft_gap_ev)")
+    rows = [r for r in rows if low <= int(r["heavy_atoms"]) <= high]
+    by_smiles = {r["smiles"]: r for r in rows}
+    chosen = spread_by_size([(r["smiles"], int(r["heavy_atoms"])) for r in rows], k)
+    return [by_smiles[s] for s, _ in chosen]
+
+
+def compare(pool_rows: list[dict[str, Any]], dft: dict[str, Any], xtb: dict[str, Any]) -> dict[str, Any]:
+    """Per molecule and in summary: the gaps on both geometries, their differences, and the costs."""
+    relaxed_dft = {r["smiles"]: r for r in dft["per_molecule"]}
+    relaxed_xtb = {r["smiles"]: r for r in xtb["per_molecule"]}
+    rows = []
+    for p in pool_rows:
+        d, x = relaxed_dft.get(p["smiles"]), relaxed_xtb.get(p["smiles"])
+        if d is None or x is None:
+            continue
+        row = {
+            "smiles": p["smiles"], "heavy_atoms": int(p["heavy_atoms"]),
+            "dft_mmff_ev": float(p["dft_gap_ev"]), "dft_xtb_geometry_ev": d["gap_ev"], "dft_status": d["status"],
+            "dft_mmff_cpu_s": float(p["dft_cpu_s"]), "dft_xtb_geometry_cpu_s": d["cost_s"],
+            "xtb_mmff_ev": float(p["xtb_gap_ev"]), "xtb_relaxed_ev": x["gap_ev"], "xtb_status": x["status"],
+            "xtb_mmff_cpu_s": float(p["xtb_cpu_s"]), "xtb_relaxed_cpu_s": x["cost_s"],
+        }
+        rows.append(row)
+    both = [r for r in rows if r["dft_status"] == "ok" and r["xtb_status"] == "ok"]
+
+    def stats(a: str, b: str) -> dict[str, float]:
+        diff = [r[b] - r[a] for r in both]
+        if not diff:
+            return {}
+        return {"mean_shift_ev": statistics.fmean(diff), "mean_abs_shift_ev": statistics.fmean(abs(v) for v in diff),
+                "max_abs_shift_ev": max(abs(v) for v in diff),
+                "spearman": spearman([r[a] for r in both], [r[b] for r in both]) if len(both) > 2 else math.nan}
+
+    summary = {
+        "n": len(rows), "n_ok": len(both),
+        "dft_xtb_geometry_vs_mmff": stats("dft_mmff_ev", "dft_xtb_geometry_ev"),
+        "xtb_relaxed_vs_mmff": stats("xtb_mmff_ev", "xtb_relaxed_ev"),
+        # What the xTB relaxation adds to a call, measured here: the relaxed xTB call minus the single point.
+        "median_relaxation_cpu_s": statistics.median(r["xtb_relaxed_cpu_s"] - r["xtb_mmff_cpu_s"] for r in both) if both else math.nan,
+        "median_dft_xtb_geometry_cpu_s": statistics.median(r["dft_xtb_geometry_cpu_s"] for r in both) if both else math.nan,
+        # Does the correction the surrogate learns (DFT - xTB) move less on the relaxed geometry?
+        "dft_minus_xtb_sd_mmff": statistics.pstdev(r["dft_mmff_ev"] - r["xtb_mmff_ev"] for r in both) if both else math.nan,
+        "dft_minus_xtb_sd_relaxed": statistics.pstdev(r["dft_xtb_geometry_ev"] - r["xtb_relaxed_ev"] for r in both) if both else math.nan,
+    }
+    return {"summary": summary, "per_molecule": rows}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pool", type=Path, default=POOL, help="reference pool CSV (MMFF-geometry DFT)")
+    parser.add_argument("--molecules", type=int, default=10, help="molecules, spread over --sizes")
+    parser.add_argument("--sizes", default="12-20", help="heavy-atom range LOW-HIGH of the molecules picked")
+    parser.add_argument("--threads", type=int, default=1, help="threads per call")
+    parser.add_argument("--out", type=Path, default=None, help="JSON written after each molecule")
+    parser.add_argument("--resume", action="store_true", help="reuse the molecules already measured in --out")
+    args = parser.parse_args(argv)
+    if args.molecules < 1:
+        raise SystemExit(f"--molecules must be at least 1, got {args.molecules}")
+    try:
+        low, high = (int(v) for v in args.sizes.split("-"))
+    except ValueError:
+        raise SystemExit(f"--sizes must be LOW-HIGH heavy atoms, e.g. 12-20; got {args.sizes!r}") from None
+    pool_rows = pick(args.pool, args.molecules, low, high)
+    if not pool_rows:
+        raise SystemExit(f"--pool: no molecule with a converged DFT gap has {low}-{high} heavy atoms")
+    molecules = [(r["smiles"], int(r["heavy_atoms"])) for r in pool_rows]
+    done: dict[str, list[dict[str, Any]]] = {"dft": [], "xtb": []}
+    if args.resume and args.out and args.out.is_file():
+        saved = json.loads(args.out.read_text())
+        done = {k: saved.get("tiers", {}).get(k, {}).get("per_molecule", []) for k in SPECS}
+    results: dict[str, dict[str, Any]] = {}
+
+    def save(partial: dict[str, Any] | None = None, key: str | None = None) -> None:
+        if not args.out:
+            return
+        tiers = dict(results)
+        if partial is not None and key is not None:
+            tiers[key] = partial
+        report = {"tiers": tiers}
+        if "dft" in tiers and "xtb" in tiers:
+            report |= compare(pool_rows, tiers["dft"], tiers["xtb"])
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(with_provenance(report), indent=2))
+
+    for key in ("xtb", "dft"):  # xTB first: seconds; then DFT, minutes a molecule
+        results[key] = run_tier_druglike(SPECS[key], molecules, args.threads, chunk=1, done=done[key],
+                                         progress=lambda partial, key=key: save(partial, key))
+        save()
+        print(f"{SPECS[key]}: {results[key]['n_ok']}/{len(molecules)} ok, median cost {results[key]['median_cost_s']:.3g} CPU-s",
+              flush=True)
+    report = compare(pool_rows, results["dft"], results["xtb"])
+    print(json.dumps(report["summary"], indent=2))
+    for r in report["per_molecule"]:
+        print(f"{r['heavy_atoms']:>3} {r['smiles']:<40} DFT {r['dft_mmff_ev']:.3f} -> {r['dft_xtb_geometry_ev'] or float('nan'):.3f} eV,"
+              f" xTB {r['xtb_mmff_ev']:.3f} -> {r['xtb_relaxed_ev'] or float('nan'):.3f} eV")
+    print(f"provenance: {format_provenance()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""benchmarks/geometry.py: DFT and xTB on the xTB-relaxed geometry beside a pool's MMFF-geometry values."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import geometry
+from benchmarks.tiers import make_verifier
+from arl_flows.suites.molecules.chemistry import make_candidate
+
+
+def _pool(tmp_path: Path, smiles: list[str]) -> Path:
+    """A reference pool of small molecules with their MMFF-geometry xTB and DFT gaps computed here."""
+    cands = [make_candidate(s) for s in smiles]
+    dft = make_verifier("pyscf-b3lyp", 1, space="druglike").verify_batch(cands)
+    xtb = make_verifier("gfn2-xtb", 1, space="druglike").verify_batch(cands)
+    path = tmp_path / "pool.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["smiles", "heavy_atoms", "xtb_gap_ev", "xtb_cpu_s", "dft_gap_ev", "dft_status", "dft_cpu_s"])
+        for s, d, x in zip(smiles, dft, xtb):
+            w.writerow([s, sum(1 for a in s if a.isalpha() and a.isupper()), x.value, x.cost_s, d.value, d.status.value, d.cost_s])
+    return path
+
+
+def test_relaxed_geometry_is_computed_compared_and_resumed(tmp_path: Path) -> None:
+    pool = _pool(tmp_path, ["CCO", "CC=O"])
+    out = tmp_path / "geo.json"
+    geometry.main(["--pool", str(pool), "--molecules", "2", "--sizes", "1-9", "--out", str(out)])
+    report = json.loads(out.read_text())
+    rows, summary = report["per_molecule"], report["summary"]
+    assert [r["smiles"] for r in rows] == ["CCO", "CC=O"] and summary["n_ok"] == 2
+    for r in rows:
+        # The relaxation moves the geometry, so the gaps move, but by far less than the tiers differ (~2 eV).
+        assert 0 < abs(r["dft_xtb_geometry_ev"] - r["dft_mmff_ev"]) < 0.5
+        assert 0 < abs(r["xtb_relaxed_ev"] - r["xtb_mmff_ev"]) < 0.5
+        assert r["xtb_relaxed_cpu_s"] > 0 and r["dft_xtb_geometry_cpu_s"] > 0
+    shifts = [r["dft_xtb_geometry_ev"] - r["dft_mmff_ev"] for r in rows]
+    assert summary["dft_xtb_geometry_vs_mmff"]["mean_shift_ev"] == pytest.approx(sum(shifts) / 2)
+    assert summary["dft_xtb_geometry_vs_mmff"]["max_abs_shift_ev"] == pytest.approx(max(map(abs, shifts)))
+    # A rerun with --resume computes nothing again: the saved rows come back unchanged.
+    geometry.main(["--pool", str(pool), "--molecules", "2", "--sizes", "1-9", "--out", str(out), "--resume"])
+    again = json.loads(out.read_text())
+    assert again["tiers"]["dft"]["per_molecule"] == report["tiers"]["dft"]["per_molecule"]
+
+
+def test_bad_sizes_and_an_empty_range_are_one_line_errors(tmp_path: Path) -> None:
+    pool = tmp_path / "pool.csv"
+    pool.write_text("smiles,heavy_atoms,xtb_gap_ev,xtb_cpu_s,dft_gap_ev,dft_status,dft_cpu_s\nCCO,3,8.0,0.01,9.0,ok,2.0\n")
+    with pytest.raises(SystemExit, match="--sizes must be LOW-HIGH"):
+        geometry.main(["--pool", str(pool), "--sizes", "twelve"])
+    with pytest.raises(SystemExit, match="no molecule with a converged DFT gap has 12-20 heavy atoms"):
+        geometry.main(["--pool", str(pool)])
