@@ -284,7 +284,19 @@ class VerificationService:
             self._send(b, b.plan.request(free))
             self._maybe_close(b)
         if self.lend_idle_slots:
+            self._release()
             self._lend()
+
+    def _release(self) -> None:
+        """A plan that is done (nothing in flight, nothing worth its cost) gives back its unspent budget.
+
+        Its batch may stay open a while (its groups wait for the learner), and the budget it no longer
+        wants would otherwise sit reserved while a slot waits for a loan. Released, it can only buy again
+        on a loan (:meth:`_lend`), so the run's budget still holds.
+        """
+        for b in self.batches:
+            if not b.closed and b.plan.done:
+                b.plan.budget = min(b.plan.budget, b.plan.committed)
 
     def _lend(self) -> None:
         """Expensive slots still free after every plan asked within its own budget: lend the newest batches more.
@@ -292,7 +304,8 @@ class VerificationService:
         A batch's plan spends at most one step's budget, so a slot that frees up between batches would wait for
         the next batch worth a call. Instead the newest open batch is lent up to one more step's budget from what
         the run has not yet reserved, and its plan buys what is worth its cost at that budget (nothing, if
-        nothing is). The run's budget holds: a loan is reserved like the plan's own budget until the batch closes.
+        nothing is). The run's budget holds: a loan is reserved like the plan's own budget until the batch closes,
+        and what it lends is what no open plan holds (done plans hold only what they spent, :meth:`_release`).
         """
         expensive = [v.name for v in self.scheduler.ladder if tier_rank(v.tier) >= self.record_from]
         cfg = self.scheduler.config

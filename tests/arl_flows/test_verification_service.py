@@ -315,3 +315,39 @@ def test_loans_never_take_the_run_past_its_budget(ledger) -> None:
     assert cluster.calls == 3 and service.loans == 2
     assert sum(ledger.spend_by_tier(run.id).values()) <= 3 * CALL_COST + 5.0
     assert service.committed_budget() == pytest.approx(sched.run_spent)  # every loan returned with its batch
+
+
+def test_a_done_plan_gives_back_its_unspent_budget_for_loans(ledger) -> None:
+    """Batch 0 has every top-tier verdict cached (its plan is done at once, its groups not yet taken); batch 1's step
+    budget buys one call. The run's budget is two steps': without the release batch 0 would hold its whole step
+    budget until the learner took its groups, and batch 1 could borrow nothing for the free slots."""
+    suite, run, trajs, cands, cluster, sched = _one_call_steps(ledger, run_budget=2 * (CALL_COST + 1.0))
+    ledger.put_verdicts(cluster.verify_batch(cands))  # batch 0: nothing left to buy
+    words = ["abab", "eeb", "ub", "iiob"]
+    cands1, trajs1 = [], []
+    for k, word in enumerate(words):
+        cand, answer, turns = suite.completion(suite.prompts(0)[0], word)
+        cands1.append(cand)
+        trajs1.append(Trajectory(run_id=run.id, prompt_id=trajs[0].prompt_id, step=1, group_id=f"h{k // 2}",
+                                 turns=turns, final_answer=answer, candidate_key=cand.key))
+    ledger.add_trajectories(trajs1)
+    ledger.put_verdicts(ToyLength().verify_batch(cands1))
+    service = VerificationService(ledger, sched, suite, run.id, slots={"toy-length": 4, "toy-cluster": 3},
+                                  lend_idle_slots=True)
+    service.open_batch(0, trajs, cands)
+    assert service.batches[0].plan.done and service.in_flight["toy-cluster"] == 0
+    service.open_batch(1, trajs1, cands1)
+    # Its own call, and a second on the budget batch 0 gave back: 2 x 15 of the run's 32 CPU-s, the third slot idle.
+    assert service.in_flight["toy-cluster"] == 2 and service.loans == 1
+    _drain_all(service)
+    service.close()
+    assert sum(ledger.spend_by_tier(run.id).values()) <= 2 * (CALL_COST + 1.0)
+
+
+def _drain_all(service, *, limit=2000):
+    for _ in range(limit):
+        service.pump(0.05)
+        service.take_settled()
+        if not service.busy:
+            return
+    raise AssertionError(f"the service did not finish: {service.stats()}")
