@@ -10,7 +10,7 @@ measures whether the choice matters at drug size and what the relaxation adds to
 
     OMP_NUM_THREADS=1 python -m benchmarks.geometry --molecules 10 --out docs/results/geometry_druglike.json
 
-Rows are written to ``--out`` after each molecule; ``--resume`` reuses them.
+Rows are written to ``--out`` after each molecule; ``--resume`` reuses the answered ones and retries the rest.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", default="12-20", help="heavy-atom range LOW-HIGH of the molecules picked")
     parser.add_argument("--threads", type=int, default=1, help="threads per call")
     parser.add_argument("--out", type=Path, default=None, help="JSON written after each molecule")
-    parser.add_argument("--resume", action="store_true", help="reuse the molecules already measured in --out")
+    parser.add_argument("--resume", action="store_true", help="reuse the molecules already answered in --out")
     args = parser.parse_args(argv)
     if args.molecules < 1:
         raise SystemExit(f"--molecules must be at least 1, got {args.molecules}")
@@ -109,7 +109,9 @@ def main(argv: list[str] | None = None) -> None:
     done: dict[str, list[dict[str, Any]]] = {"dft": [], "xtb": []}
     if args.resume and args.out and args.out.is_file():
         saved = json.loads(args.out.read_text())
-        done = {k: saved.get("tiers", {}).get(k, {}).get("per_molecule", []) for k in SPECS}
+        # Only answers are reused: a timeout or a failure (a starved worker, say) is tried again.
+        done = {k: [r for r in saved.get("tiers", {}).get(k, {}).get("per_molecule", []) if r["status"] == "ok"]
+                for k in SPECS}
     results: dict[str, dict[str, Any]] = {}
 
     def save(partial: dict[str, Any] | None = None, key: str | None = None) -> None:
