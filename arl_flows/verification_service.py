@@ -11,7 +11,7 @@ the plan's budget, and each plan's budget is reserved from what the run has
 left when it opens, so the budget is never exceeded however many calls are out.
 With ``lend_idle_slots``, an expensive tier's slot that no plan wants within its own
 budget is not left idle until the next batch: the newest open batch is lent up to one
-more step's budget from what the run has not reserved (:meth:`StepPlan.request_on_loan`),
+more step's budget from what the run has not committed (:meth:`StepPlan.request_on_loan`),
 and buys the best call still worth its cost at that budget, if there is one.
 
 A call on a tier at or above ``record_from`` (the expensive ones) is recorded
@@ -304,8 +304,9 @@ class VerificationService:
         A batch's plan spends at most one step's budget, so a slot that frees up between batches would wait for
         the next batch worth a call. Instead the newest open batch is lent up to one more step's budget from what
         the run has not yet reserved, and its plan buys what is worth its cost at that budget (nothing, if
-        nothing is). The run's budget holds: a loan is reserved like the plan's own budget until the batch closes,
-        and what it lends is what no open plan holds (done plans hold only what they spent, :meth:`_release`).
+        nothing is). The run's budget holds: a loan is reserved like the plan's own budget until the batch closes.
+        It comes from what no open plan holds (done plans hold only what they spent, :meth:`_release`), then from
+        the unspent budgets of plans still screening their batches (:meth:`_take_reservations`).
         """
         expensive = [v.name for v in self.scheduler.ladder if tier_rank(v.tier) >= self.record_from]
         cfg = self.scheduler.config
@@ -315,17 +316,34 @@ class VerificationService:
                 free = {n: k for n, k in free.items() if k > 0}
                 if not free:
                     return
-                headroom = cfg.budget_per_run - self.committed_budget()
-                loan = min(cfg.budget_per_step, headroom)
-                seen = (len(b.plan.new_verdicts), int(headroom))
+                unreserved = cfg.budget_per_run - self.committed_budget()
+                donors = [d for d in reversed(self.batches) if d is not b and not d.closed]
+                soft = sum(max(d.plan.budget - d.plan.committed, 0.0) for d in donors)
+                loan = min(cfg.budget_per_step, unreserved + soft)
+                seen = (len(b.plan.new_verdicts), int(unreserved + soft))
                 if loan <= 0 or self._refused.get(b.index) == seen:
                     break  # nothing to lend, or this plan refused the same loan knowing what it knows now
-                requests, _ = b.plan.request_on_loan(free, loan)
+                requests, kept = b.plan.request_on_loan(free, loan)
                 if not requests:
                     self._refused[b.index] = seen
                     break
+                self._take_reservations(donors, kept - max(unreserved, 0.0))
                 self.loans += sum(len(c) for c in requests.values())
                 self._send(b, requests)
+
+    @staticmethod
+    def _take_reservations(donors: Sequence[_Batch], amount: float) -> None:
+        """Cover a loan beyond the unreserved budget from other open plans' unspent budgets, newest batch first.
+
+        A plan still screening its batch holds a whole step's budget for calls it may want later; a free slot now
+        is worth more than that claim. A donor keeps at least what it has committed, and buys again on loans.
+        """
+        for d in donors:
+            if amount <= 0:
+                return
+            give = min(max(d.plan.budget - d.plan.committed, 0.0), amount)
+            d.plan.budget -= give
+            amount -= give
 
     def committed_budget(self) -> float:
         """CPU-seconds of the run's budget spent or reserved: closed batches' spend, open plans' budgets (loans

@@ -351,3 +351,35 @@ def _drain_all(service, *, limit=2000):
         if not service.busy:
             return
     raise AssertionError(f"the service did not finish: {service.stats()}")
+
+
+def test_a_loan_can_draw_on_the_budget_of_a_batch_still_screening(ledger) -> None:
+    """Batch 0 is still on its fast tier (its plan holds a step's budget for calls it may want later); batch 1 has its
+    fast verdicts and its own budget buys one call. A free top-tier slot now is worth more than batch 0's claim: the
+    loan takes it, batch 0 keeps what it has committed, and the run's budget (two steps') holds."""
+    suite, run, trajs, cands, cluster, sched = _one_call_steps(ledger, run_budget=2 * (CALL_COST + 1.0))
+    # _one_call_steps cached batch 0's fast tier; batch 0 here is a fresh set of words whose fast tier is not.
+    words0, words1 = ["abab", "eeb", "ub", "iiob"], ["obo", "aab", "uub", "eib"]
+    batches = []
+    for step, words in enumerate((words0, words1)):
+        cs, ts = [], []
+        for k, word in enumerate(words):
+            cand, answer, turns = suite.completion(suite.prompts(0)[0], word)
+            cs.append(cand)
+            ts.append(Trajectory(run_id=run.id, prompt_id=trajs[0].prompt_id, step=step, group_id=f"s{step}g{k // 2}",
+                                 turns=turns, final_answer=answer, candidate_key=cand.key))
+        ledger.add_trajectories(ts)
+        batches.append((ts, cs))
+    ledger.put_verdicts(ToyLength().verify_batch(batches[1][1]))
+    service = VerificationService(ledger, sched, suite, run.id, slots={"toy-length": 4, "toy-cluster": 3},
+                                  lend_idle_slots=True)
+    service.open_batch(0, *batches[0])
+    assert service.in_flight["toy-length"] == 4 and not service.batches[0].plan.done
+    service.open_batch(1, *batches[1])
+    assert service.in_flight["toy-cluster"] == 2 and service.loans == 1  # its own call and one on batch 0's claim
+    # The loan used batch 1's own unspent 1 CPU-s first; batch 0 gave the other 14 and keeps 2.
+    assert service.batches[0].plan.budget == pytest.approx(2 * (CALL_COST + 1.0) - 2 * CALL_COST, abs=0.01)
+    assert service.committed_budget() <= 2 * (CALL_COST + 1.0) + 1e-9
+    _drain_all(service)
+    service.close()
+    assert sum(ledger.spend_by_tier(run.id).values()) <= 2 * (CALL_COST + 1.0)
