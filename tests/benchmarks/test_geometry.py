@@ -28,22 +28,22 @@ def _pool(tmp_path: Path, smiles: list[str]) -> Path:
 
 
 def test_relaxed_geometry_is_computed_compared_and_resumed(tmp_path: Path) -> None:
-    pool = _pool(tmp_path, ["CCO", "CC=O"])
+    pool = _pool(tmp_path, ["CCO"])
     out = tmp_path / "geo.json"
-    geometry.main(["--pool", str(pool), "--molecules", "2", "--sizes", "1-9", "--out", str(out)])
+    geometry.main(["--pool", str(pool), "--molecules", "1", "--sizes", "1-9", "--out", str(out)])
     report = json.loads(out.read_text())
     rows, summary = report["per_molecule"], report["summary"]
-    assert [r["smiles"] for r in rows] == ["CCO", "CC=O"] and summary["n_ok"] == 2
+    assert [r["smiles"] for r in rows] == ["CCO"] and summary["n_ok"] == 1  # the pool holds one
     for r in rows:
         # The relaxation moves the geometry, so the gaps move, but by far less than the tiers differ (~2 eV).
         assert 0 < abs(r["dft_xtb_geometry_ev"] - r["dft_mmff_ev"]) < 0.5
         assert 0 < abs(r["xtb_relaxed_ev"] - r["xtb_mmff_ev"]) < 0.5
         assert r["xtb_relaxed_cpu_s"] > 0 and r["dft_xtb_geometry_cpu_s"] > 0
     shifts = [r["dft_xtb_geometry_ev"] - r["dft_mmff_ev"] for r in rows]
-    assert summary["dft_xtb_geometry_vs_mmff"]["mean_shift_ev"] == pytest.approx(sum(shifts) / 2)
+    assert summary["dft_xtb_geometry_vs_mmff"]["mean_shift_ev"] == pytest.approx(sum(shifts) / len(shifts))
     assert summary["dft_xtb_geometry_vs_mmff"]["max_abs_shift_ev"] == pytest.approx(max(map(abs, shifts)))
     # A rerun with --resume computes nothing again: the saved rows come back unchanged.
-    geometry.main(["--pool", str(pool), "--molecules", "2", "--sizes", "1-9", "--out", str(out), "--resume"])
+    geometry.main(["--pool", str(pool), "--molecules", "1", "--sizes", "1-9", "--out", str(out), "--resume"])
     again = json.loads(out.read_text())
     assert again["tiers"]["dft"]["per_molecule"] == report["tiers"]["dft"]["per_molecule"]
 
