@@ -30,6 +30,7 @@ thread, which calls :meth:`pump` in a loop. Nothing here imports Prefect.
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 import time
@@ -142,7 +143,7 @@ class VerificationService:
         self._sent: set[str] = set()  # request ids of the calls this service sent or resumed
         self._held: dict[str, float] = {}  # resumed calls still out (request id -> expected cost): in no plan's budget
         self._lock = threading.Lock()  # guards in_flight / busy_s for readers on other threads
-        self._refused: dict[int, tuple[int, int]] = {}  # batch index -> (verdicts seen, headroom) when a loan bought nothing
+        self._refused: dict[int, tuple[int, float]] = {}  # batch index -> (verdicts seen, headroom) when a loan bought nothing
 
     # ------------------------------------------------------------------ batches in
     def open_batch(
@@ -310,6 +311,8 @@ class VerificationService:
         """
         expensive = [v.name for v in self.scheduler.ladder if tier_rank(v.tier) >= self.record_from]
         cfg = self.scheduler.config
+        if not math.isfinite(cfg.budget_per_step):
+            return  # no step budget: a plan is never short of one
         for b in reversed(self.batches):
             while not b.closed and not b.plan.finished:  # the same batch again while it buys and slots are free
                 free = {n: self.slots[n] - self.in_flight[n] for n in expensive}
@@ -320,7 +323,7 @@ class VerificationService:
                 donors = [d for d in reversed(self.batches) if d is not b and not d.closed]
                 soft = sum(max(d.plan.budget - d.plan.committed, 0.0) for d in donors)
                 loan = min(cfg.budget_per_step, unreserved + soft)
-                seen = (len(b.plan.new_verdicts), int(unreserved + soft))
+                seen = (len(b.plan.new_verdicts), round(unreserved + soft, 3))  # inf with no run budget
                 if loan <= 0 or self._refused.get(b.index) == seen:
                     break  # nothing to lend, or this plan refused the same loan knowing what it knows now
                 requests, kept = b.plan.request_on_loan(free, loan)

@@ -383,3 +383,22 @@ def test_a_loan_can_draw_on_the_budget_of_a_batch_still_screening(ledger) -> Non
     _drain_all(service)
     service.close()
     assert sum(ledger.spend_by_tier(run.id).values()) <= 2 * (CALL_COST + 1.0)
+
+
+@pytest.mark.parametrize("budgets", [{"budget_per_step": math.inf, "budget_per_run": math.inf},
+                                     {"budget_per_step": CALL_COST + 1.0, "budget_per_run": math.inf}])
+def test_lending_with_no_run_budget_or_no_budget_at_all(ledger, budgets) -> None:
+    """The scheduler's defaults are infinite budgets: lending must neither fail on them nor change what is bought."""
+    suite, run, trajs, cands, cluster, _ = _setup(ledger)
+    config = load_config(overrides=toy_overrides(name="svc", scheduler={
+        "policy": "all", "target_low": 2.0, "target_high": 3.0, **budgets}))
+    sched = Scheduler([ToyLength(), cluster], config.scheduler, featurize=suite.featurize)
+    ledger.put_verdicts(ToyLength().verify_batch(cands))
+    service = VerificationService(ledger, sched, suite, run.id, slots={"toy-length": 4, "toy-cluster": 3},
+                                  lend_idle_slots=True)
+    service.open_batch(0, trajs, cands)
+    assert service.in_flight["toy-cluster"] == 3
+    _drain(service)
+    service.close()
+    no_step_budget = math.isinf(budgets["budget_per_step"])
+    assert cluster.calls == len({c.key for c in cands}) and service.loans == (0 if no_step_budget else 6)
