@@ -284,8 +284,8 @@ class VerificationService:
                 break
             self._send(b, b.plan.request(free))
             self._maybe_close(b)
-        if self.lend_idle_slots:
-            self._release()
+        if self.lend_idle_slots and math.isfinite(self.scheduler.config.budget_per_step):
+            self._release()  # with no step budget a plan is never short, and there is nothing to lend
             self._lend()
 
     def _release(self) -> None:
@@ -311,8 +311,6 @@ class VerificationService:
         """
         expensive = [v.name for v in self.scheduler.ladder if tier_rank(v.tier) >= self.record_from]
         cfg = self.scheduler.config
-        if not math.isfinite(cfg.budget_per_step):
-            return  # no step budget: a plan is never short of one
         for b in reversed(self.batches):
             while not b.closed and not b.plan.finished:  # the same batch again while it buys and slots are free
                 free = {n: self.slots[n] - self.in_flight[n] for n in expensive}
