@@ -147,8 +147,9 @@ class StreamingConfig(_Section):
         default=True,
         description="When a slot of an expensive tier (high-fidelity and up) is free and no open batch's plan wants "
         "it within its step budget, lend the newest batch up to one more step's budget from what the run has not "
-        "committed (other batches' unspent step budgets included), so the slot takes the best candidate still worth its cost instead of waiting for the next batch "
-        "(the run's budget still holds). False: each batch spends only its own step budget, as a sync step does.",
+        "committed (other batches' unspent step budgets included), so the slot takes the best candidate still worth "
+        "its cost instead of waiting for the next batch (the run's budget still holds). False: each batch spends "
+        "only its own step budget, as a sync step does.",
     )
     progress_every_s: float = Field(default=2.0, gt=0, description="Seconds between updates of the live progress report.")
 

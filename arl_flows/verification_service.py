@@ -130,7 +130,8 @@ class VerificationService:
         self.record_from = tier_rank(record_from)
         self.execute = execute or verify_one
         self.lend_idle_slots = lend_idle_slots
-        self.loans = 0  # calls sent on budget lent from the run's unreserved remainder
+        self.loans = 0  # calls sent on a loan (_lend)
+        self._expensive = [v.name for v in scheduler.ladder if tier_rank(v.tier) >= self.record_from]
         self.draining = False  # set: no new calls are sent, the ones out finish
         self._pools = {n: ThreadPoolExecutor(self.slots[n], thread_name_prefix=f"arl-{n}") for n in names}
         self._done: queue.Queue[_Call] = queue.Queue()
@@ -297,7 +298,7 @@ class VerificationService:
         """
         for b in self.batches:
             if not b.closed and b.plan.done:
-                b.plan.budget = min(b.plan.budget, b.plan.committed)
+                b.plan.give_back()
 
     def _lend(self) -> None:
         """Expensive slots still free after every plan asked within its own budget: lend the newest batches more.
@@ -309,17 +310,16 @@ class VerificationService:
         It comes from what no open plan holds (done plans hold only what they spent, :meth:`_release`), then from
         the unspent budgets of plans still screening their batches (:meth:`_take_reservations`).
         """
-        expensive = [v.name for v in self.scheduler.ladder if tier_rank(v.tier) >= self.record_from]
         cfg = self.scheduler.config
         for b in reversed(self.batches):
             while not b.closed and not b.plan.finished:  # the same batch again while it buys and slots are free
-                free = {n: self.slots[n] - self.in_flight[n] for n in expensive}
+                free = {n: self.slots[n] - self.in_flight[n] for n in self._expensive}
                 free = {n: k for n, k in free.items() if k > 0}
                 if not free:
                     return
                 unreserved = cfg.budget_per_run - self.committed_budget()
                 donors = [d for d in reversed(self.batches) if d is not b and not d.closed]
-                soft = sum(max(d.plan.budget - d.plan.committed, 0.0) for d in donors)
+                soft = sum(d.plan.unspent for d in donors)
                 loan = min(cfg.budget_per_step, unreserved + soft)
                 seen = (len(b.plan.new_verdicts), round(unreserved + soft, 3))  # inf with no run budget
                 if loan <= 0 or self._refused.get(b.index) == seen:
@@ -342,9 +342,7 @@ class VerificationService:
         for d in donors:
             if amount <= 0:
                 return
-            give = min(max(d.plan.budget - d.plan.committed, 0.0), amount)
-            d.plan.budget -= give
-            amount -= give
+            amount -= d.plan.give_back(amount)
 
     def committed_budget(self) -> float:
         """CPU-seconds of the run's budget spent or reserved: closed batches' spend, open plans' budgets (loans

@@ -397,6 +397,17 @@ class StepPlan:
             self._unplanned = unplanned
         return requests, self.budget - own
 
+    @property
+    def unspent(self) -> float:
+        """Budget not yet committed (spent, or held by calls in flight)."""
+        return max(self.budget - self.committed, 0.0)
+
+    def give_back(self, amount: float = math.inf) -> float:
+        """Lower the budget by up to ``amount``, never below what is committed; returns what was given back."""
+        give = min(self.unspent, amount)
+        self.budget -= give
+        return give
+
     def abandon(self, candidate_key: str, verifier: str, reason: str = "no verdict came back") -> None:
         """A call in flight will not answer (its worker died): free its budget and do not ask it again."""
         j = next(k for k, v in enumerate(self.ladder) if v.name == verifier)
