@@ -45,7 +45,8 @@ SpaceOpt = Annotated[
     str,
     typer.Option("--space", help="Chemistry space (qm9, druglike): the runs' [options] space, the tiers' validity rules "
                  "and, for scheduler/advantages, the default pool (druglike: benchmarks/data/pools/druglike_moses.csv, "
-                 "DFT computed here)."),
+                 "DFT computed here); for learning, the space's example settings (examples/druglike.toml) unless --config "
+                 "is given, and its history from that pool."),
 ]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the pool sample and the random baseline.")]
 LimitOpt = Annotated[int, typer.Option("--limit", help="Pool size (molecules drawn from the CSV).")]
@@ -153,7 +154,7 @@ def learning(
             help="Novel molecules audited with real DFT at each audit point, and the k of the novel top-k AUC.",
         ),
     ] = 25,
-    history: Annotated[int, typer.Option("--history", help="Held-out QM9 molecules (surrogate history, cascade tuning).")] = 400,
+    history: Annotated[int, typer.Option("--history", help="Held-out molecules (surrogate history, cascade tuning): QM9's, or the space's reference pool's.")] = 400,
     config: Annotated[
         Path | None, typer.Option("--config", help="TOML run config whose training settings every regime shares.")
     ] = None,

@@ -97,6 +97,9 @@ def _count(option: str, value: int, low: int, high: int) -> None:
         raise UserError(f"{option} must be from {low:,} to {high:,}, got {value}")
 
 
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"  # a space's example run: its window and ladder
+
+
 def _space(space: str) -> str:
     """The chemistry space ``--space`` names; an unknown one is one line listing the known ones."""
     from arl_flows.suites.molecules.spaces import get_space
@@ -121,8 +124,12 @@ def _space_defaults(space: str, pool: Path | None, top_cost: float | None) -> tu
 
     chem = get_space(space)
     typical = DFT_COST_MODEL.expected(float(chem.typical_heavy_atoms or chem.max_heavy_atoms))
-    default_pool = Path(__file__).resolve().parent / "data" / "pools" / f"{space}_moses.csv"
-    return pool or default_pool, round(typical, 1) if top_cost is None else top_cost
+    if pool is None:
+        try:
+            pool = pools.space_reference_pool(space)
+        except pools.PoolError as exc:
+            raise UserError(str(exc)) from None
+    return pool, round(typical, 1) if top_cost is None else top_cost
 
 
 def _pool_inputs(window: tuple[float, float], space: str, pool: Path | None,
@@ -169,17 +176,24 @@ def _run_harness(
 
     try:
         bench = make_config()
-    except ValidationError as exc:  # the first error, named by its field (the last line is pydantic's help link)
-        err = exc.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        message = " ".join(str(err["msg"]).removeprefix("Value error, ").split())
-        raise UserError(f"bad benchmark setting: {loc + ': ' if loc else ''}{message}"[:500]) from None
+    except ValidationError as exc:
+        raise UserError(f"bad benchmark setting: {_first_error(exc)}") from None
     except ValueError as exc:
         raise UserError(f"bad benchmark setting: {str(exc).splitlines()[-1]}") from None
     try:
         return run(bench, workdir=workdir, cache=cache, progress=_timed_progress())
+    except ValidationError as exc:  # a tier's parameters the run's config gives (e.g. a basis without an element)
+        raise UserError(f"bad run setting: {exc.title}: {_first_error(exc)}") from None
     except ValueError as exc:
         raise UserError(str(exc)) from None
+
+
+def _first_error(exc: Any) -> str:
+    """A pydantic ValidationError's first error on one line, named by its field (without pydantic's help link)."""
+    err = exc.errors()[0]
+    loc = ".".join(str(x) for x in err["loc"])
+    message = " ".join(str(err["msg"]).removeprefix("Value error, ").split())
+    return f"{loc + ': ' if loc else ''}{message}"[:500]
 
 
 def _write_json(report: dict[str, Any], path: Path) -> None:
@@ -465,7 +479,11 @@ def learning(
     _count("--audit-points", audit_points, 1, 10_000)
     _count("--novel-k", novel_k, 1, 10_000)
     _count("--history", history, 0, _MAX_POOL)
-    overrides = _with_space(_workdir_and_overrides(workdir, config), _space(space))
+    space = _space(space)
+    if config is None and space != "qm9":  # the space's own run settings: its window, token limit, ladder
+        config = EXAMPLES / f"{space}.toml"
+        err_console.print(f"  settings of the {space} space: {config} (give --config to change them)")
+    overrides = _with_space(_workdir_and_overrides(workdir, config), space)
     report = _run_harness(
         lambda: learning_harness.LearningBenchConfig(
             budget=budget, seeds=list(range(first_seed, first_seed + seeds)), regimes=names, budget_per_step=step_budget, max_steps=max_steps,

@@ -33,8 +33,9 @@ The regimes differ only in how candidates are verified:
 
 All regimes but ``fast-only`` start with the same surrogate history: the
 held-out split, every tier's value on a few hundred QM9 molecules (the
-cascade's tuning data). It is setup, like the prior, and is charged to no
-regime.
+cascade's tuning data); in another space, molecules of its reference pool
+(``benchmarks/data/pools``) with the pool's own DFT and the lower tiers live.
+It is setup, like the prior, and is charged to no regime.
 
 Metric, in the spirit of the PMO benchmark (Gao et al., NeurIPS 2022
 Datasets and Benchmarks) but in cost units: whenever a regime's cumulative
@@ -158,7 +159,8 @@ class LearningBenchConfig(BaseModel):
     )
     audit_points: int = Field(default=12, ge=1, description="Audits at evenly spaced spend marks over the budget (+ the end).")
     history: int = Field(
-        default=400, ge=10, description="Held-out QM9 molecules with every tier's value: surrogate history and cascade tuning."
+        default=400, ge=10, description="Held-out molecules with every tier's value (QM9's; in another space its reference "
+        "pool's): surrogate history and cascade tuning."
     )
     history_seed: int = Field(default=12345, description="Seed of the held-out draw (the same for every seed and regime).")
     cascade_keep: float = Field(default=0.9, gt=0, le=1, description="Share of held-out hits each cascade interval keeps.")
@@ -172,15 +174,21 @@ class LearningBenchConfig(BaseModel):
     )
 
 
-def base_run_overrides() -> dict[str, Any]:
-    """The training setup of the benchmark: default GRPO settings, the cached CPU-clock prior, the live ladder."""
+def base_run_overrides(space: str = "qm9") -> dict[str, Any]:
+    """The training setup of the benchmark: default GRPO settings, the cached CPU-clock prior, the live ladder.
+
+    In qm9 the top tier is ``reference-or-dft`` (QM9's value where the table has it, real DFT for any novel
+    molecule); in another space it is ``pyscf-b3lyp`` in the space's basis, the level of its reference pool,
+    whose molecules are the surrogate's history there (:func:`_held_out_pool`).
+    """
+    top = "reference-or-dft" if space == "qm9" else "pyscf-b3lyp"
     return {
         "name": "bench-learning",
         "prior": {"budget_clock": "cpu", "num_threads": 1},
         "tiers": [
             {"verifier": "rdkit-eht"},
             {"verifier": "gfn2-xtb", "params": {"threads": 1}},
-            {"verifier": "reference-or-dft", "params": {"threads": 1}},
+            {"verifier": top, "params": {"threads": 1} | ({} if space == "qm9" else {"workers": 1})},
         ],
     }
 
@@ -625,6 +633,58 @@ def _held_out(top: Verifier, ladder: Sequence[Verifier], memo: VerdictMemo, n: i
     return [(c, values[c.key]) for c in picks if top.name in values[c.key] and len(values[c.key]) == len(ladder)]
 
 
+def _held_out_pool(
+    space: str, top: Verifier, ladder: Sequence[Verifier], memo: VerdictMemo, n: int, seed: int
+) -> list[tuple[Candidate, dict[str, float]]]:
+    """``n`` molecules of ``space``'s reference pool with every tier's ok value, for a space other than qm9.
+
+    The lower tiers run live (memoised); the top tier's value is the pool's own DFT, computed here at the
+    pool's level of theory, and never recomputed: a history of drug-sized molecules would otherwise cost
+    minutes of DFT each. The top tier must be at that level (the same functional, basis, density fitting and
+    geometry); a different one is a ValueError naming both.
+    """
+    from arl_flows.suites.molecules.chemistry import make_candidate
+
+    from benchmarks.molecule_pool import load_pool, space_reference_pool
+
+    path = space_reference_pool(space)
+    assert path is not None  # qm9 reads the table (_held_out)
+    _check_pool_level(top, path)
+    rows = load_pool(path)
+    rng = random.Random(seed)
+    picks = rng.sample(rows, min(n, len(rows)))
+    truth: dict[str, float] = {}
+    candidates = []
+    for smiles, gap in picks:
+        c = make_candidate(smiles)
+        if c.valid and c.key not in truth:
+            truth[c.key] = gap
+            candidates.append(c)
+    values: dict[str, dict[str, float]] = {c.key: {top.name: truth[c.key]} for c in candidates}
+    for v in ladder[:-1]:
+        for verdict in memo.get(v, candidates):
+            if verdict.status == Status.ok and verdict.value is not None:
+                values[verdict.candidate_key][v.name] = float(verdict.value)
+    return [(c, values[c.key]) for c in candidates if len(values[c.key]) == len(ladder)]
+
+
+def _check_pool_level(top: Verifier, pool: Path) -> None:
+    """A ValueError unless ``top`` computes the gap at the reference pool's level of theory (its JSON's)."""
+    meta = json.loads(pool.with_suffix(".json").read_text())["level_of_theory"]
+    xc, basis = meta["dft"].split("/", 1)
+    want = {"xc": xc.upper(), "basis": basis.lower(), "density_fitting": bool(meta["density_fitting"]), "geometry_source": "mmff"}
+    params = top.params.model_dump() if hasattr(top.params, "model_dump") else {}
+    have = {key: params.get(key) for key in want}
+    have["xc"] = str(have["xc"]).upper()
+    have["basis"] = str(have["basis"]).lower()
+    if top.name != "pyscf-b3lyp" or have != want:
+        raise ValueError(
+            f"the history of this space is {pool.name}, {meta['dft']} on MMFF94 geometries, but the top tier is "
+            f"{top.name} with {', '.join(f'{k}={v}' for k, v in have.items())}; make the last tier pyscf-b3lyp at the "
+            "pool's level (the default ladder of `arl bench learning --space` does)"
+        )
+
+
 def learning_benchmark(
     bench: LearningBenchConfig,
     *,
@@ -639,7 +699,8 @@ def learning_benchmark(
     for r in bench.regimes:
         if r not in REGIMES:
             raise ValueError(f"unknown regime {r!r}; use one of {', '.join(REGIMES)}")
-    overrides = base_run_overrides() | bench.run_overrides
+    overrides = base_run_overrides(space_of(bench.run_overrides)) | bench.run_overrides
+    space = space_of(overrides)
     base = load_config(overrides=overrides)
     workdir.mkdir(parents=True, exist_ok=True)
     memo = VerdictMemo(cache)
@@ -651,8 +712,13 @@ def learning_benchmark(
     sched = base.scheduler
     low, high, softness = sched.target_low, sched.target_high, sched.window_softness
     t0 = time.perf_counter()
-    progress(f"held-out split: {bench.history} QM9 molecules through {', '.join(v.name for v in ladder)}")
-    held_out = _held_out(top, ladder, memo, bench.history, bench.history_seed)
+    if space == "qm9":
+        progress(f"held-out split: {bench.history} QM9 molecules through {', '.join(v.name for v in ladder)}")
+        held_out = _held_out(top, ladder, memo, bench.history, bench.history_seed)
+    else:
+        progress(f"held-out split: {bench.history} molecules of the {space} reference pool through "
+                 f"{', '.join(v.name for v in ladder[:-1])} (the pool's own {top.name} values)")
+        held_out = _held_out_pool(space, top, ladder, memo, bench.history, bench.history_seed)
     cascade: CascadePolicy | None = None
     if "cascade" in bench.regimes:
         cascade = CascadePolicy.tune(
@@ -686,7 +752,7 @@ def learning_benchmark(
                 if regime == "cascade":
                     session.scheduler.policy = cascade
                 progress(f"seed {seed}: {regime}")
-                driver = _RegimeDriver(regime, seed, session, bench, memo, audit, space_of(overrides))
+                driver = _RegimeDriver(regime, seed, session, bench, memo, audit, space)
                 result = driver.run()
             finally:
                 session.finish()

@@ -58,6 +58,20 @@ class PoolError(ValueError):
     """A pool file or size the user must fix (the message says how)."""
 
 
+def space_reference_pool(space: str) -> Path | None:
+    """The reference pool of drug-sized molecules with DFT computed here that ``space`` is measured on.
+
+    None for qm9, whose benchmarks read the shipped QM9 table; a space without a pool file is a PoolError.
+    """
+    if space == "qm9":
+        return None
+    path = REFERENCE_POOLS / f"{space}_moses.csv"
+    if not path.is_file():
+        raise PoolError(f"the {space} space has no reference pool ({path.name} in {REFERENCE_POOLS}); build one with "
+                        "`python -m benchmarks.reference_pools` or pass a pool")
+    return path
+
+
 def load_pool(path: Path | None) -> list[tuple[str, float]]:
     """(SMILES, gap in eV) rows of a CSV with 'smiles' and 'gap_ev' columns (default: the shipped QM9 subset)."""
     from arl_flows.suites.molecules.datasets import QM9_GAP_CSV

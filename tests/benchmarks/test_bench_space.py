@@ -60,3 +60,59 @@ def test_bench_scheduler_in_the_druglike_space_checks_its_rules_and_counts_novel
     assert report["space"] == "druglike" and report["top_cost"] > 60
     assert report["pool"] == 16 and report["novel_hits"] == report["hits"] > 0  # MOSES test: all novel
     assert "novel" in result.output
+
+
+@pytest.mark.slow  # EHT and xTB live on 6 drug-sized molecules: ~10 s on 2 loaded cores
+def test_the_druglike_learning_history_is_the_reference_pool_with_its_own_dft(tmp_path) -> None:
+    from arl_flows.config import load_config
+    from arl_flows.ladder import build_ladder
+    from arl_flows.suites.molecules import make_candidate
+    from benchmarks.learning import VerdictMemo, _held_out_pool, base_run_overrides
+    from benchmarks.molecule_pool import load_pool, space_reference_pool
+    from verifiers import registry
+
+    base = load_config(overrides=_with_space(base_run_overrides("druglike"), "druglike"))
+    ladder = build_ladder(base)
+    top = ladder[-1]
+    memo = VerdictMemo(tmp_path / "verdicts.db")
+    other = registry.create("pyscf-b3lyp", {"basis": "6-31g", "threads": 1})  # not the pool's level
+    try:
+        held = _held_out_pool("druglike", top, ladder, memo, 6, seed=3)
+        with pytest.raises(ValueError, match=r"make the last tier pyscf-b3lyp at the pool's level"):
+            _held_out_pool("druglike", other, [*ladder[:-1], other], memo, 6, seed=3)
+    finally:
+        for v in (*ladder, other):
+            getattr(v, "close", lambda: None)()
+    assert top.name == "pyscf-b3lyp" and top.params.basis.lower() == "6-31g*"
+    pool = {make_candidate(s).key: gap for s, gap in load_pool(space_reference_pool("druglike"))}
+    assert len(held) == 6
+    for candidate, values in held:
+        assert set(values) == {v.name for v in ladder}
+        assert values[top.name] == pool[candidate.key]  # the pool's own DFT ...
+    # ... never recomputed: the memo holds the cheap tiers' verdicts only.
+    assert {name for name, *_ in (key[1:] for key in memo.verdicts)} == {v.name for v in ladder[:-1]}
+    assert memo.computed_s < 60  # seconds of EHT and xTB, not minutes of DFT per molecule
+
+
+def test_bench_learning_in_another_space_takes_its_example_settings_and_checks_the_top_tier(tmp_path) -> None:
+    from benchmarks.commands import EXAMPLES, _workdir_and_overrides
+
+    # Without --config, --space druglike runs with the space's example settings: its window, token limit and ladder.
+    settings = _workdir_and_overrides(tmp_path, EXAMPLES / "druglike.toml")
+    assert settings["options"]["space"] == "druglike" and settings["scheduler"]["target_low"] > 4.0
+    assert settings["tiers"][-1]["verifier"] == "pyscf-b3lyp"
+    # A ladder the space cannot run, or whose top tier is not at the reference pool's level, is one line before any
+    # training.
+    for top, expected in (
+        ('{ verifier = "reference-or-dft" }', "bad run setting: ReferenceOrDFTParams: basis '6-31G' has no functions for Br"),
+        ('{ verifier = "pyscf-b3lyp", params = { density_fitting = false } }', "but the top tier is pyscf-b3lyp with xc=B3LYPG"),
+    ):
+        config = tmp_path / "ladder.toml"
+        config.write_text(f'tiers = [{{ verifier = "rdkit-eht" }}, {top}]\n')
+        result = CliRunner().invoke(
+            app, ["bench", "learning", "--space", "druglike", "--config", str(config), "--workdir", str(tmp_path / "w"),
+                  "--cache", str(tmp_path / "v.db"), "--seeds", "1", "--regimes", "cascade"]
+        )
+        assert result.exit_code != 0
+        message = result.output + str(result.exception)
+        assert expected in message and "Traceback" not in message and len(str(result.exception).splitlines()) <= 1
