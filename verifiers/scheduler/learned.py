@@ -86,7 +86,8 @@ class ShiftAwareModel(LearnedModel, Protocol):
     """A model that says how far each candidate lies from its data (``Surrogate.shift`` widens the std)."""
 
     def shift_scores(self, payloads: Sequence[str], values: np.ndarray) -> np.ndarray:
-        """(n, signals): each signal's ratio to its median on the calibration data (1: as usual)."""
+        """(n, signals): each signal's ratio to an upper quantile of it on the calibration data (1: as far out as
+        the model's calibration vouches for; the molecules suite uses the 90th percentile)."""
         ...
 
 

@@ -649,8 +649,9 @@ class Surrogate:
 
         The scores are the model's ``shift_scores(payloads, values)``: one column per signal (the molecules
         suite's: distance to the nearest training molecule, and the members' disagreement), each a ratio to
-        its median on the model's calibration data, so 1 is "as usual" and only what lies further out than
-        usual widens; capped at ``shift_cap``. All 1 for a model without shift scores.
+        an upper quantile of it on the model's calibration data (the molecules suite's: the 90th percentile,
+        the level its stds were calibrated at), so only what lies further out than the calibration vouches
+        for widens; capped at ``shift_cap``. All 1 for a model without shift scores.
         """
         pattern = tuple(pattern)
         out = np.ones(len(observations))

@@ -38,7 +38,13 @@ from typing import Any
 import numpy as np
 
 from arl_flows.suites.molecules.graph import GraphModel
-from arl_flows.suites.molecules.pretrained import LOWER_TIERS, _fingerprints, _nearest_distance, split_of
+from arl_flows.suites.molecules.pretrained import (
+    LOWER_TIERS,
+    SHIFT_REFERENCE_QUANTILE,
+    _fingerprints,
+    _nearest_distance,
+    split_of,
+)
 
 __all__ = [
     "DRUGLIKE_DIR",
@@ -155,7 +161,8 @@ class MultiFidelitySurrogate:
 
     def shift_scores(self, payloads: Sequence[str], values: np.ndarray) -> np.ndarray:
         """Per molecule: [distance to the network's training molecules, members' disagreement], each / its
-        median on a calibration-split sample (1: as usual). The disagreement column is NaN where xTB is given
+        90th percentile on a calibration-split sample (``SHIFT_REFERENCE_QUANTILE``; 1: as far out as the
+        calibration vouches for). The disagreement column is NaN where xTB is given
         (the prediction is then the correction alone, which the network does not enter)."""
         values = np.asarray(values, dtype=float).reshape(len(payloads), len(self.tiers))
         ref = self._shift_reference()
@@ -178,13 +185,14 @@ class MultiFidelitySurrogate:
             sample = [calibration[i] for i in pick]
             fps = _fingerprints(train)
             smiles = [r["smiles"] for r in sample]
-            distance = float(np.nanmedian(_nearest_distance(smiles, fps)))
+            distance = float(np.nanquantile(_nearest_distance(smiles, fps), SHIFT_REFERENCE_QUANTILE))
             eht = np.array([[r["rdkit-eht"], math.nan] for r in sample])
             _, _, with_eht = self.xtb_estimate(smiles, eht)
             _, _, without = self.xtb_estimate(smiles, np.full_like(eht, math.nan))
             self._reference = {
                 "fps": fps, "distance": max(distance, 1e-3),
-                "spread_eht": max(float(np.median(with_eht)), 1e-6), "spread_none": max(float(np.median(without)), 1e-6),
+                "spread_eht": max(float(np.quantile(with_eht, SHIFT_REFERENCE_QUANTILE)), 1e-6),
+                "spread_none": max(float(np.quantile(without, SHIFT_REFERENCE_QUANTILE)), 1e-6),
             }
         return self._reference
 
