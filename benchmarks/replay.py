@@ -37,7 +37,7 @@ from verifiers.scheduler.escalation import EscalationPolicy
 from verifiers.scheduler.learned import CalibratedModel
 from verifiers.scheduler.features import Featurizer
 from verifiers.scheduler.planner import Scheduler
-from verifiers.scheduler.surrogate import Observation
+from verifiers.scheduler.surrogate import Observation, SurrogatePrior
 from verifiers.scheduler.window import window_score
 
 from benchmarks.baselines import CascadePolicy, OraclePolicy
@@ -188,6 +188,7 @@ def retrieval_benchmark(
     progress: Callable[[str], None] = lambda _: None,
     learner: Callable[[Sequence[str], Any, int], Any] | None = None,
     config_overrides: Mapping[str, Any] | None = None,
+    surrogate_prior: SurrogatePrior | None = None,
 ) -> dict[str, Any]:
     """Cost for each policy to confirm 50/80/95% of the pool's hits at the top tier.
 
@@ -206,7 +207,8 @@ def retrieval_benchmark(
     ``cascade`` is the best variant *at each recall level*, chosen on the
     pool itself: a tuning in hindsight that favours the baseline.
     ``learner`` is the suite's ``surrogate_learner`` (the network ``voi``'s surrogate stacks, shipped or
-    trained on the history); ``config_overrides`` are further ``SchedulerConfig`` fields for every policy.
+    trained on the history); ``config_overrides`` are further ``SchedulerConfig`` fields for every policy, and
+    ``surrogate_prior`` the surrogate's settings (default: :class:`SurrogatePrior`'s).
     """
     hits = {k for k, y in truth.items() if low <= y <= high}
     n_hits = len(hits)
@@ -248,7 +250,7 @@ def retrieval_benchmark(
         for label, pol, budget in variants:
             progress(f"policy {label}")
             scheduler = Scheduler(ladder, config, featurize=featurize if name == "voi" else None, policy=pol,
-                                  learner=learner if name == "voi" else None)
+                                  learner=learner if name == "voi" else None, surrogate_prior=surrogate_prior)
             if name == "voi":
                 scheduler.add_history(held_out, progress=progress)
             curve = PolicyCurve(label)

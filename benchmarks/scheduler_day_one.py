@@ -43,7 +43,7 @@ from arl_flows.suites.molecules.features import molecule_features
 from arl_flows.suites.molecules.pretrained import REPORT, load_lower_tiers, split_of
 from arl_flows.suites.molecules.learner import learner_for
 from storage.ledger import Ledger
-from verifiers.scheduler import Scheduler, SchedulerConfig
+from verifiers.scheduler import Scheduler, SchedulerConfig, SurrogatePrior
 from verifiers.scheduler.config import LearnedSurrogateConfig
 
 from benchmarks.molecule_pool import molecule_pool, molecules_window
@@ -72,10 +72,11 @@ def _test_split_csv(path: Path) -> int:
     return len(rows)
 
 
-def _coverage(data: Any, history: list[Any], learned: LearnedSurrogateConfig, overrides: dict[str, Any], seed: int) -> dict[str, float]:
+def _coverage(data: Any, history: list[Any], learned: LearnedSurrogateConfig, overrides: dict[str, Any], seed: int,
+              prior: SurrogatePrior | None = None) -> dict[str, float]:
     """Coverage of the 90% interval on the pool, the surrogate taught only the history (before the run's answers)."""
     config = SchedulerConfig(seed=seed, learned=learned, **{**molecules_window(), **overrides})
-    scheduler = Scheduler(data.ladder, config, featurize=molecule_features, learner=learner_for())
+    scheduler = Scheduler(data.ladder, config, featurize=molecule_features, learner=learner_for(), surrogate_prior=prior)
     scheduler.add_history(history)
     names = [v.name for v in data.ladder]
     out = {}
@@ -83,6 +84,22 @@ def _coverage(data: Any, history: list[Any], learned: LearnedSurrogateConfig, ov
         cal = scheduler.surrogate.calibration(data.pool_observations, pattern=names[: k + 1])
         out["+".join(names[: k + 1])] = {key: round(cal[key], 4) for key in ("coverage_50", "coverage_90", "mean_abs_error", "mean_std")}
     return out
+
+
+def _surrogate_prior(settings: list[str]) -> SurrogatePrior | None:
+    """``FIELD=VALUE`` pairs as a SurrogatePrior (None: the default); a bad one exits with one line."""
+    if not settings:
+        return None
+    fields = {}
+    for item in settings:
+        name, sep, value = item.partition("=")
+        if not sep or name not in SurrogatePrior.model_fields:
+            raise SystemExit(f"--surrogate-prior {item!r}: use FIELD=VALUE with FIELD one of {', '.join(SurrogatePrior.model_fields)}")
+        fields[name] = value
+    try:
+        return SurrogatePrior(**fields)
+    except ValueError as exc:  # pydantic's ValidationError: the first error on one line
+        raise SystemExit(f"--surrogate-prior: {' '.join(str(exc).splitlines()[1:3])}") from None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -96,7 +113,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cache", type=Path, default=Path("artifacts/bench/tier_cache_test_split.sqlite"),
                     help="SQLite ledger file keeping the tiers' verdicts on the pool (computed live once).")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--surrogate-prior", action="append", default=[], metavar="FIELD=VALUE",
+                    help="A SurrogatePrior setting for every run (repeatable), e.g. shift_widen=0: an ablation.")
     args = ap.parse_args(argv)
+    prior = _surrogate_prior(args.surrogate_prior)
 
     low, high = 3.0, 4.0
     runs = [(name, int(h)) for name, h in (r.split(":") for r in args.runs.split(","))]
@@ -126,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
                 data.ladder, data.pool, data.truth, history, low=low, high=high,
                 policies=["voi", "oracle"] if i == 0 else ["voi"], featurize=molecule_features,
                 step_budget=10 * args.top_cost, seed=args.seed, learned=learned,
-                learner=learner_for(), config_overrides=overrides,
+                learner=learner_for(), config_overrides=overrides, surrogate_prior=prior,
             )
             if i == 0:
                 oracle = report["policies"]["oracle"]["cost_to_recall"]
@@ -137,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
                 "cost_to_recall": ctr,
                 "ratio_to_oracle": {k: (c / oracle[k] if c is not None and oracle.get(k) else None) for k, c in ctr.items()},
                 "calls": voi["calls"],
-                "calibration_before_run": _coverage(data, history, learned, overrides, args.seed),
+                "calibration_before_run": _coverage(data, history, learned, overrides, args.seed, prior),
                 "cpu_s": round(time.process_time() - c0, 1),
             }
             r = results[label]["ratio_to_oracle"]
@@ -157,7 +177,7 @@ def _write(args: argparse.Namespace, results: dict[str, Any]) -> None:
     shipped = json.loads(REPORT.read_text()) if REPORT.is_file() else {}
     out = {
         "command": f"python -m benchmarks.scheduler_day_one --seed {args.seed} --pool {args.pool} --history {args.history} "
-                   f"--runs {args.runs}",
+                   f"--runs {args.runs}" + "".join(f" --surrogate-prior {x}" for x in args.surrogate_prior),
         "seed": args.seed, "pool": args.pool, "history": args.history, "window": [3.0, 4.0], "top_cost": args.top_cost,
         "shipped_training": shipped.get("training"), "shipped_split": shipped.get("split", {}).get("sizes"),
         "results": results,
