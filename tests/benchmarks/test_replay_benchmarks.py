@@ -68,3 +68,15 @@ def test_advantage_benchmark_compares_policies_per_spend(ladder_factory, pool_fa
         assert all(r["spend_fraction"] <= r["budget_fraction"] + 1e-9 for r in rows[name])
     voi, rnd = rows["voi"][-1], rows["random"][-1]
     assert voi["rmse"] < rnd["rmse"]
+
+
+def test_day_one_takes_surrogate_settings_for_an_ablation() -> None:
+    from benchmarks.scheduler_day_one import _surrogate_prior
+
+    assert _surrogate_prior([]) is None  # the default surrogate
+    prior = _surrogate_prior(["shift_widen=0", "blend_min_pairs=1000000"])
+    assert prior.shift_widen == 0.0 and prior.blend_min_pairs == 1_000_000 and prior.shift_cap == 4.0
+    with pytest.raises(SystemExit, match="FIELD one of .*shift_widen"):
+        _surrogate_prior(["shift_width=0"])
+    with pytest.raises(SystemExit, match="shift_widen .*greater than or equal to 0"):
+        _surrogate_prior(["shift_widen=-1"])
