@@ -144,8 +144,8 @@ class MoleculeOptions(BaseModel):
     surrogate: Literal["qm9", "multifidelity"] = Field(
         default="qm9",
         description="The scheduler's shipped surrogate: 'qm9', the network trained on QM9's DFT gaps (every space's "
-        "default; on the druglike reference pool it retrieves hits at 0.89x the cold start's cost, the multi-fidelity "
-        "one at 1.05x: docs/benchmarks.md), or 'multifidelity', the druglike network trained on 20,000 MOSES molecules' "
+        "default; on the druglike reference pool it retrieves hits at 0.90x / 0.88x the cold start's cost, the "
+        "multi-fidelity one at 1.05x / 1.08x: docs/benchmarks.md), or 'multifidelity', the druglike network trained on 20,000 MOSES molecules' "
         "EHT and xTB gaps with a DFT correction fitted on 27 DFT labels (multifidelity.py).",
     )
     goal_windows: list[tuple[float, float]] = Field(
