@@ -525,6 +525,12 @@ def _print_learning(report: dict[str, Any], json_out: Path | None, png_out: Path
                 for k, v in novel.items()
             )
         )
+    saturated = learning_harness.novel_topk_saturated(report["regimes"])  # a report merged from before it was kept
+    if saturated:
+        k = report["settings"].get("novel_k")
+        console.print(f"[yellow]the novel top-{k} saturates for {', '.join(shown(n) for n in saturated)} (best {k} at "
+                      f"{learning_harness.SATURATED:g} or more): its AUC no longer tells them apart; rerun with a larger "
+                      "--novel-k[/yellow]")
     console.print(f"provenance: {shown(format_provenance(report.get('provenance')))}")
     if json_out:
         learning_harness.write_json(report, json_out)

@@ -281,10 +281,14 @@ def test_novel_metrics_aggregate_merge_and_print() -> None:
     assert "scheduled/cascade" in merged["ratios"]  # the old keys stay
     header, sched, _ = summary_table(merged)
     assert header[5:7] == ["novel hits/CPU-h", "novel top-25 AUC"] and sched[5] == "50 ± 10 (25 ± 5 with audits)"
+    assert merged["novel_topk_saturated"] == []  # best 25 at 0.5: the curve still separates them
+    # A regime whose best k reach a full score on some seed is named: k was too small to compare it.
+    b["regimes"]["cascade"]["per_seed"][0]["final_novel_topk"] = 0.995
+    assert merge_reports([a, b])["novel_topk_saturated"] == ["cascade"]
     # A report from before the novel metrics merges and prints with dashes.
     old = merge_reports([_report({"scheduled": [0], "cascade": [0]})])
     assert old["regimes"]["scheduled"]["novel_topk_auc"] is None and summary_table(old)[1][6] == "-"
-    assert set(old["novel_ratios"]["scheduled/cascade"].values()) == {None}
+    assert set(old["novel_ratios"]["scheduled/cascade"].values()) == {None} and old["novel_topk_saturated"] == []
 
 
 @pytest.mark.slow  # ~12 s on the shared cores: a live xTB step
