@@ -525,7 +525,7 @@ def _print_learning(report: dict[str, Any], json_out: Path | None, png_out: Path
                 for k, v in novel.items()
             )
         )
-    saturated = learning_harness.novel_topk_saturated(report["regimes"])  # a report merged from before it was kept
+    saturated = report["novel_topk_saturated"]  # the run's, or recomputed by the merge
     if saturated:
         k = report["settings"].get("novel_k")
         console.print(f"[yellow]the novel top-{k} saturates for {', '.join(shown(n) for n in saturated)} (best {k} at "

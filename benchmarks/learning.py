@@ -674,7 +674,7 @@ def _check_pool_level(top: Verifier, pool: Path) -> None:
     meta = json.loads(pool.with_suffix(".json").read_text())["level_of_theory"]
     xc, basis = meta["dft"].split("/", 1)
     want = {"xc": xc.upper(), "basis": basis.lower(), "density_fitting": bool(meta["density_fitting"]), "geometry_source": "mmff"}
-    params = top.params.model_dump() if hasattr(top.params, "model_dump") else {}
+    params = top.params.model_dump()
     have = {key: params.get(key) for key in want}
     have["xc"] = str(have["xc"]).upper()
     have["basis"] = str(have["basis"]).lower()
@@ -700,8 +700,8 @@ def learning_benchmark(
     for r in bench.regimes:
         if r not in REGIMES:
             raise ValueError(f"unknown regime {r!r}; use one of {', '.join(REGIMES)}")
-    overrides = base_run_overrides(space_of(bench.run_overrides)) | bench.run_overrides
-    space = space_of(overrides)
+    space = space_of(bench.run_overrides)
+    overrides = base_run_overrides(space) | bench.run_overrides
     base = load_config(overrides=overrides)
     workdir.mkdir(parents=True, exist_ok=True)
     memo = VerdictMemo(cache)

@@ -40,9 +40,9 @@ import numpy as np
 from arl_flows.suites.molecules.graph import GraphModel
 from arl_flows.suites.molecules.pretrained import (
     LOWER_TIERS,
-    SHIFT_REFERENCE_QUANTILE,
     _fingerprints,
     _nearest_distance,
+    shift_reference_scale,
     split_of,
 )
 
@@ -185,14 +185,13 @@ class MultiFidelitySurrogate:
             sample = [calibration[i] for i in pick]
             fps = _fingerprints(train)
             smiles = [r["smiles"] for r in sample]
-            distance = float(np.nanquantile(_nearest_distance(smiles, fps), SHIFT_REFERENCE_QUANTILE))
+            distance = shift_reference_scale(_nearest_distance(smiles, fps), 1e-3)
             eht = np.array([[r["rdkit-eht"], math.nan] for r in sample])
             _, _, with_eht = self.xtb_estimate(smiles, eht)
             _, _, without = self.xtb_estimate(smiles, np.full_like(eht, math.nan))
             self._reference = {
-                "fps": fps, "distance": max(distance, 1e-3),
-                "spread_eht": max(float(np.quantile(with_eht, SHIFT_REFERENCE_QUANTILE)), 1e-6),
-                "spread_none": max(float(np.quantile(without, SHIFT_REFERENCE_QUANTILE)), 1e-6),
+                "fps": fps, "distance": distance,
+                "spread_eht": shift_reference_scale(with_eht, 1e-6), "spread_none": shift_reference_scale(without, 1e-6),
             }
         return self._reference
 

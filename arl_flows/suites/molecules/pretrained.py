@@ -161,8 +161,8 @@ class ShippedSurrogate:
             calibration = [r for r in rows if split_of(r["smiles"]) == "calibration"]
             sample = [calibration[i] for i in np.random.default_rng(0).permutation(len(calibration))[:_REFERENCE_SIZE]]
             fps = _fingerprints(train)
-            distance = float(np.nanquantile(_nearest_distance([r["smiles"] for r in sample], fps), SHIFT_REFERENCE_QUANTILE))
-            self._reference = _ShiftReference(fps, sample, max(distance, 1e-3), {})
+            distance = shift_reference_scale(_nearest_distance([r["smiles"] for r in sample], fps), 1e-3)
+            self._reference = _ShiftReference(fps, sample, distance, {})
         return self._reference
 
     def seen(self, payload: str) -> bool:
@@ -185,6 +185,12 @@ _REFERENCE_SIZE = 300  # calibration-split molecules whose upper quantile makes 
 SHIFT_REFERENCE_QUANTILE = 0.9
 
 
+def shift_reference_scale(values: Any, floor: float) -> float:
+    """What a shift score of 1 is for one signal: its calibration sample's ``SHIFT_REFERENCE_QUANTILE`` (NaNs
+    skipped), at least ``floor``."""
+    return max(float(np.nanquantile(values, SHIFT_REFERENCE_QUANTILE)), floor)
+
+
 @dataclass
 class _ShiftReference:
     """What 'as usual' is for the shift scores: the training fingerprints and a calibration-split sample."""
@@ -200,7 +206,7 @@ class _ShiftReference:
                 [[r[t] if shown else np.nan for t, shown in zip(surrogate.tiers, pattern)] for r in self.sample]
             )
             _, _, spread = surrogate.model.predict_full([r["smiles"] for r in self.sample], values)
-            self.spreads[pattern] = max(float(np.quantile(spread, SHIFT_REFERENCE_QUANTILE)), 1e-6)
+            self.spreads[pattern] = shift_reference_scale(spread, 1e-6)
         return self.spreads[pattern]
 
 
