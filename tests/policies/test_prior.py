@@ -16,6 +16,9 @@ def test_sample_metrics_counts_valid_unique_novel():
     assert m["validity"] == 3 / 5  # C1CC has an open ring, "not smiles" does not parse
     assert m["uniqueness"] == 2 / 3  # CCO and OCC are the same molecule
     assert m["novelty"] == 1 / 2  # benzene is new, ethanol is not
+    assert m["goal_set_copies"] is None  # no goal set given
+    # Copies of the goal-prompted molecules count per valid sample, not per distinct one: CCO twice of three.
+    assert sample_metrics(["CCO", "OCC", "c1ccccc1"], set(), goal_set={"CCO"})["goal_set_copies"] == 2 / 3
     # RDKit is silenced for these calls only: the verifiers' parse errors keep their reason.
     from arl_flows.suites.molecules import InvalidMolecule, check_molecule
 

@@ -123,7 +123,8 @@ def _moses_metrics_line(report: dict) -> str:
         return "n/a" if report.get(key) is None else f"{report[key]:.3f}"
 
     fcd = f"FCD {value('fcd')} vs {report['fcd_reference']}" if report.get("fcd_reference") else "FCD n/a (no reference for this space)"
-    return f"internal diversity {value('internal_diversity')}, scaffold novelty {value('scaffold_novelty')}, {fcd}"
+    copies = f", copies of the goal-labeled molecules {value('goal_set_copies')}" if report.get("goal_set_copies") is not None else ""
+    return f"internal diversity {value('internal_diversity')}, scaffold novelty {value('scaffold_novelty')}, {fcd}{copies}"
 
 
 def _grammar_line(metrics: dict, samples: int) -> str:

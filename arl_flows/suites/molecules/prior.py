@@ -31,6 +31,7 @@ import os
 import random
 import time
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
@@ -127,6 +128,11 @@ class PretrainReport(BaseModel):
     config_hash: str
     start_steps: int = Field(default=0, description="Optimizer steps of the warm-start prior(s) this one continued (0: from scratch).")
     labeled_molecules: int | None = Field(default=None, description="druglike: molecules of the gap-labeled subset.")
+    goal_set_copies: float | None = Field(
+        default=None, description="druglike: share of valid samples that repeat a molecule of the gap-labeled subset (the "
+        "goal-prompted examples, seen far more often than the rest of MOSES): how memorising the labels shows. None: qm9, "
+        "or a report written before it was measured."
+    )
     goal_steering: list[dict] = Field(
         default_factory=list, description="druglike: per goal bin, the fast tier's median gap of samples and share in the bin."
     )
@@ -419,9 +425,22 @@ def _evaluate(policy: Policy, config: PretrainConfig, goal_data: list[tuple[str,
     eval_rng = random.Random(config.seed + 1)
     goals = [_goal_window(eval_rng.choice(goal_data)[1], eval_rng, 0.0) for _ in range(samples or config.eval_samples)]
     texts = _sample_goals(policy, config, goals, config.seed, grammar=grammar)
-    metrics = sample_metrics(texts, training_set, scaffolds, reference)
+    goal_set = _canonical_set(smi for smi, _ in goal_data) if config.space == "druglike" else None
+    metrics = sample_metrics(texts, training_set, scaffolds, reference, goal_set)
     rounded = {k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()}
     return texts, rounded | {"fcd_reference": reference.source if reference is not None else None}
+
+
+def _canonical_set(smiles: Iterable[str]) -> set[str]:
+    """RDKit canonical SMILES of ``smiles`` (Kekule or aromatic alike), the form sampled molecules are compared in."""
+    from rdkit import Chem
+
+    out = set()
+    for smi in smiles:
+        mol = Chem.MolFromSmiles(smi)
+        if mol is not None:
+            out.add(Chem.MolToSmiles(mol))
+    return out
 
 
 def _without_reference(metrics: dict) -> dict:

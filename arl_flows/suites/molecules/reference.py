@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import csv
 import functools
+import hashlib
+import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
-from rdkit import Chem
+from rdkit import Chem, rdBase
 
 from arl_flows.suites.molecules.chemistry import SUITE, InvalidMolecule, MoleculeConstraints, check_molecule
 from arl_flows.suites.molecules.datasets import QM9_GAP_CSV
 from storage.records import Status, Tier, Verdict
+from storage.settings import settings
 from verifiers.base import Candidate, CostModel, Verifier
 from verifiers.registry import register_verifier
 
@@ -43,6 +47,30 @@ class ReferenceTableParams(BaseModel):
 
 @functools.lru_cache(maxsize=4)
 def _cached_table(path: str, smiles_column: str, value_column: str, mtime: float) -> dict[str, float]:
+    """The table keyed by canonical SMILES; also kept on disk under ``ARL_HOME/cache`` (per file version and RDKit).
+
+    Canonicalising QM9's 24.7k SMILES costs ~2-3 CPU-s, paid by every process that opens the table (each run and
+    each resume); the disk copy is read in milliseconds. A copy that cannot be read or written is simply ignored.
+    """
+    key = hashlib.sha256(json.dumps([path, os.path.getsize(path), mtime, smiles_column, value_column,
+                                     rdBase.rdkitVersion]).encode()).hexdigest()[:24]
+    cached = settings().home / "cache" / "reference_tables" / f"{key}.json"
+    try:
+        return {str(k): float(v) for k, v in json.loads(cached.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        pass
+    table = _canonical_table(path, smiles_column, value_column)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_name(f"{cached.name}.{os.getpid()}.partial")
+        partial.write_text(json.dumps(table))
+        partial.replace(cached)
+    except OSError:
+        pass
+    return table
+
+
+def _canonical_table(path: str, smiles_column: str, value_column: str) -> dict[str, float]:
     table: dict[str, float] = {}
     with open(path, newline="") as fh:
         reader = csv.DictReader(line for line in fh if not line.startswith("#"))

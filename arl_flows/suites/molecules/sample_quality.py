@@ -207,10 +207,13 @@ def sample_metrics(
     training_set: Container[str],
     training_scaffolds: Container[str] | None = None,
     reference: FCDReference | None = None,
+    goal_set: Container[str] | None = None,
 ) -> dict[str, Any]:
     """Validity, uniqueness, novelty and internal diversity of sampled SMILES (canonicalised with RDKit).
 
-    With ``training_scaffolds``, also scaffold novelty; with ``reference``, also FCD (else those are None).
+    With ``training_scaffolds``, also scaffold novelty; with ``reference``, also FCD; with ``goal_set`` (canonical
+    SMILES of the molecules whose goal prompts the prior was trained on), ``goal_set_copies``: the share of valid
+    samples that repeat one of them, which is how a prior that memorised its goal labels shows (else those are None).
     """
     from rdkit import Chem
 
@@ -225,5 +228,6 @@ def sample_metrics(
         "scaffold_novelty": scaffold_novelty(mols, training_scaffolds) if training_scaffolds is not None else None,
         "fcd": fcd(canon, reference) if reference is not None else None,
         "invalid_kinds": invalid_kinds(smiles),
+        "goal_set_copies": sum(1 for s in canon if s in goal_set) / max(len(canon), 1) if goal_set is not None else None,
     }
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from storage.records import LabRequest, Status, Tier
@@ -145,6 +147,26 @@ def test_reference_table(tmp_path) -> None:
     assert verdicts[0].cost_s == 12.5
     assert verdicts[1].status == Status.failed and verdicts[1].feedback == "not in reference table"
     assert verifier.expected_cost(make_candidate("CCO")) == 12.5
+
+
+def test_reference_table_is_canonicalised_once_and_kept_on_disk(tmp_path) -> None:
+    from arl_flows.suites.molecules.reference import _cached_table, load_reference_table
+    from storage.settings import settings
+
+    table = tmp_path / "table.csv"
+    table.write_text("smiles,gap_ev\nOCC,7.5\nC(N)C,6.0\n")
+    assert load_reference_table(table) == {"CCO": 7.5, "CCN": 6.0}
+    (cached,) = (settings().home / "cache" / "reference_tables").glob("*.json")
+    cached.write_text('{"CCO": 1.0}')  # the disk copy is what a new process reads
+    _cached_table.cache_clear()
+    assert load_reference_table(table) == {"CCO": 1.0}
+    cached.write_text("{not json")  # a damaged copy is recomputed, never an error
+    _cached_table.cache_clear()
+    assert load_reference_table(table) == {"CCO": 7.5, "CCN": 6.0}
+    table.write_text("smiles,gap_ev\nOCC,8.5\n")  # an edited table is another version: a new copy
+    os.utime(table, ns=(cached.stat().st_mtime_ns + 10**9,) * 2)
+    assert load_reference_table(table) == {"CCO": 8.5}
+    assert len(list(cached.parent.glob("*.json"))) == 2
 
 
 def test_reference_table_defaults_to_qm9() -> None:

@@ -93,6 +93,8 @@ def test_a_tiny_druglike_pretrain_runs_on_a_moses_csv(tmp_path: Path) -> None:
     assert report.steps == 4 and report.molecules == 300 and report.labeled_molecules == len(_moses_sample())
     assert len(report.goal_steering) == 3 and all(row["samples"] > 0 for row in report.goal_steering)
     assert 0 <= report.novelty <= 1 and policy.tokenizer.convert_tokens_to_ids("Cl") != policy.tokenizer.unk_token_id
+    assert report.goal_set_copies is not None and 0 <= report.goal_set_copies <= 1
+    assert report.grammar is not None and report.grammar["goal_set_copies"] is not None
     assert report.fcd_reference is not None and "test" in report.fcd_reference  # MOSES's metrics come with every pretrain
     # data is where the molecules came from, not which prior: the same key from another path.
     assert prior_cache_key(config) == prior_cache_key(config.model_copy(update={"data": "/elsewhere/train.csv.gz"}))

@@ -30,7 +30,8 @@ from tests.helpers.cli_runner import arl, assert_no_traceback, assert_user_error
 TINY_PRIOR_DIR = Path(__file__).resolve().parents[3] / "data" / "tiny_prior"
 DRUGS = ["CC(=O)Nc1ccc(O)cc1", "CC(C)Cc1ccc(C(C)C(=O)O)cc1", "CN1CCC[C@H]1c1cccnc1", "O=C(O)c1ccccc1OC(C)=O",
          "Cn1cnc2c1c(=O)n(C)c(=O)n2C", "CCN(CC)CCNC(=O)c1ccc(N)cc1"]
-METRIC_KEYS = {"invalid_kinds", "validity", "uniqueness", "novelty", "internal_diversity", "scaffold_novelty", "fcd"}
+METRIC_KEYS = {"invalid_kinds", "validity", "uniqueness", "novelty", "internal_diversity", "scaffold_novelty", "fcd",
+               "goal_set_copies"}
 
 
 def _mols(smiles: list[str]) -> list[Chem.Mol]:
@@ -122,6 +123,7 @@ def test_evaluate_recomputes_a_saved_prior_and_updates_its_report(tmp_path: Path
     config, metrics = evaluate_prior(prior, samples=12)
     assert config.space == "qm9" and metrics["samples"] == 12 and METRIC_KEYS <= set(metrics)
     assert metrics["fcd"] is None and metrics["fcd_reference"] is None  # no FCD reference for QM9
+    assert metrics["goal_set_copies"] is None  # a qm9 prior's goal set is its whole training set: novelty says it
     code, out, err = arl(["prior", "evaluate", "--dir", str(prior), "--samples", "12", "--update-report", "--json",
                           "--no-grammar"])
     assert_no_traceback(code, out, err)
