@@ -12,7 +12,7 @@ from tests.helpers.cli_runner import run_one_step
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "druglike.toml"
 
 
-@pytest.mark.slow  # the shipped druglike prior, live EHT and GFN2-xTB on drug-sized molecules
+@pytest.mark.slow(seconds=55)  # the shipped druglike prior, live EHT and GFN2-xTB on drug-sized molecules
 def test_a_druglike_run_verifies_in_its_space(prefect_harness, flow_home, tmp_path: Path) -> None:
     pytest.importorskip("tomli_w")
     from arl_flows.config import load_config

@@ -146,7 +146,7 @@ def test_sampler_waits_for_the_learner_when_max_ahead_batches_are_out(toy_home, 
     assert set(report.staleness) == {0}
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=55)
 def test_async_run_on_a_dask_cluster_sends_top_tier_calls_to_its_workers(
     prefect_harness, toy_home, sqlite_url, tmp_path, monkeypatch
 ) -> None:

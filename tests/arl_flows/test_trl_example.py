@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY_PRIOR = ROOT / "tests" / "data" / "tiny_prior"
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=65)
 def test_trl_grpo_example_writes_its_run_and_reuses_verdicts(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     summary_path = tmp_path / "summary.json"
@@ -59,7 +59,7 @@ def test_trl_grpo_example_writes_its_run_and_reuses_verdicts(tmp_path: Path) -> 
         assert detail.cached >= 1 and detail.new == 0 and again.last_call.spend_s == 0.0
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=80)
 def test_the_example_runs_against_an_installed_wheel(installed_wheel, tmp_path: Path) -> None:  # noqa: ANN001
     """ARL from a wheel in a fresh venv (tests/conftest.py), the example run from another directory."""
     python, site = installed_wheel.python, installed_wheel.site

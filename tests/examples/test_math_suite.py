@@ -56,6 +56,7 @@ def _arl(python: Path, cwd: Path, home: Path, *args: str) -> subprocess.Complete
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow(seconds=55)
 def test_the_math_suite_installs_verifies_and_runs(math_venv: tuple[Path, Path], tmp_path: Path) -> None:
     python, example = math_venv
     home = tmp_path / "home"

@@ -168,12 +168,14 @@ def _concurrent_runs(url: str, tmp_path: Path, home: Path, api_url: str) -> None
     assert max(verdict_keys.values()) == 1
 
 
+@pytest.mark.slow(seconds=110)  # 117 s measured with its fixture, 2026-12-06
 def test_two_runs_and_lab_results_on_sqlite(harness_env, tmp_path: Path) -> None:  # noqa: ANN001
     home, api_url = harness_env
     _concurrent_runs(f"sqlite:///{tmp_path / 'shared.db'}", tmp_path, home, api_url)
 
 
 @pytest.mark.postgres
+@pytest.mark.slow(seconds=60)
 def test_two_runs_and_lab_results_on_postgres(harness_env, postgres_url: str, tmp_path: Path) -> None:  # noqa: ANN001
     home, api_url = harness_env
     _concurrent_runs(postgres_url, tmp_path, home, api_url)

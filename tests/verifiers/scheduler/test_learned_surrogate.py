@@ -40,7 +40,7 @@ def test_mol_graph_reads_heavy_atoms_and_both_bond_directions() -> None:
     assert mol_graph("C1CC") is None and mol_graph("") is None
 
 
-@pytest.mark.slow  # 187 s on 2 loaded cores, about 93 s idle
+@pytest.mark.slow(seconds=75)  # 187 s on 2 loaded cores, about 93 s idle
 def test_graph_model_learns_the_gap_from_structure_alone(qm9: tuple[list[str], np.ndarray]) -> None:
     smiles, gap = qm9
     model = GraphModel(["fast"], GraphModelConfig(epochs=25, members=2, seed=0))
@@ -58,7 +58,7 @@ def test_graph_model_learns_the_gap_from_structure_alone(qm9: tuple[list[str], n
     assert np.isfinite(m_bad).all()
 
 
-@pytest.mark.slow  # 116 s on 2 loaded cores, about 58 s idle
+@pytest.mark.slow(seconds=75)  # 116 s on 2 loaded cores, about 58 s idle
 def test_fit_learned_stacks_out_of_sample_and_beats_the_linear_surrogate(qm9: tuple[list[str], np.ndarray]) -> None:
     smiles, gap = qm9
     obs = _observations(smiles, gap)
