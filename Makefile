@@ -11,6 +11,8 @@ PYTEST_ARGS ?=
 # 2 cores took the suite from 10.7 to 6.2 minutes. Most of a test's wall time is waiting (a full run: 18 CPU-minutes
 # in 45 wall minutes at load 22), so 4 workers overlap more of it on 2 cores. WORKERS=0 runs in one process.
 WORKERS ?= 4
+# --no-loadscope-reorder: xdist's loadfile scheduler otherwise hands out the files with the most tests first, which
+# undoes tests/conftest.py's longest-file-first order and left the minutes-long crash and interrupt files for the end.
 XDIST := $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadfile --no-loadscope-reorder)
 # Python caches the bytecode of what it imports, whatever the shell says: with PYTHONDONTWRITEBYTECODE=1 (set on
 # this project's machines) every `arl` process and test subprocess compiled torch, transformers, prefect and ARL from
