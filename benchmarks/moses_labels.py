@@ -33,7 +33,7 @@ from verifiers.base import Candidate
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True, help="MOSES train.csv.gz (a CSV with a SMILES column).")
-    parser.add_argument("--n", type=int, default=3000, help="Molecules to label (default 3000).")
+    parser.add_argument("--n", type=int, default=30000, help="Molecules to label (default 30000, the shipped labels).")
     parser.add_argument("--seed", type=int, default=0, help="Seed of the subset draw (default 0).")
     parser.add_argument("--out", type=Path, default=DRUGLIKE_LABELS, help="Output .csv.gz.")
     args = parser.parse_args(argv)

@@ -46,7 +46,7 @@ def _first_banned(grammar: SmilesGrammar, ids: list[int]) -> int | None:
 
 
 def _moses_smiles() -> list[str]:
-    """The druglike prior's 3,000 shipped MOSES molecules, and 500 of MOSES test as MOSES writes them (if shared/ has it)."""
+    """The druglike prior's 30,000 shipped MOSES molecules (its goal labels), and 500 of MOSES test as MOSES writes them (if shared/ has it)."""
     with gzip.open(DRUGLIKE_LABELS, "rt", newline="") as fh:
         smiles = [row["smiles"] for row in csv.DictReader(fh)]
     if _MOSES_TEST.is_file():
@@ -63,7 +63,12 @@ def test_the_grammar_is_a_decoding_constraint(grammar, tokenizer):
 def test_it_never_bans_a_token_of_a_moses_smiles(grammar, tokenizer):
     smiles = _moses_smiles()
     assert len(smiles) >= 3000
-    banned = [(s, t) for s in smiles if (t := _first_banned(grammar, _ids(tokenizer, s))) is not None]
+    # A SMILES with a symbol the prior has no token for is one the prior cannot write, so the grammar rightly bans its
+    # <unk>: of the 30,000 labeled molecules, one, which RDKit's aromatic form writes with an explicit [H] on an imine
+    # nitrogen (the Kekule SMILES the prior trains on has none).
+    unwritable = [s for s in smiles if tokenizer.unk_token_id in _ids(tokenizer, s)]
+    assert len(unwritable) <= len(smiles) // 1000, unwritable[:5]
+    banned = [(s, t) for s in smiles if s not in unwritable and (t := _first_banned(grammar, _ids(tokenizer, s))) is not None]
     assert banned == []
 
 
