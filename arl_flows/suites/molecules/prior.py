@@ -433,14 +433,9 @@ def _evaluate(policy: Policy, config: PretrainConfig, goal_data: list[tuple[str,
 
 def _canonical_set(smiles: Iterable[str]) -> set[str]:
     """RDKit canonical SMILES of ``smiles`` (Kekule or aromatic alike), the form sampled molecules are compared in."""
-    from rdkit import Chem
+    from arl_flows.suites.molecules.chemistry import canonical_smiles
 
-    out = set()
-    for smi in smiles:
-        mol = Chem.MolFromSmiles(smi)
-        if mol is not None:
-            out.add(Chem.MolToSmiles(mol))
-    return out
+    return {c for c in map(canonical_smiles, smiles) if c is not None}
 
 
 def _without_reference(metrics: dict) -> dict:
