@@ -71,7 +71,10 @@ class _Migrations(_Database):
             tables = sorted(inspect(self._engine).get_table_names())
         except (DatabaseError, UnicodeDecodeError) as exc:
             raise LedgerError(f"cannot read the ledger at {self.safe_url}: {_plain(exc)}{_DAMAGED}") from None
-        if tables:
+        # Another process may have committed its first migration between the two reads (PostgreSQL's DDL is
+        # transactional: its tables and its migration record appear together), so tables are only someone
+        # else's if the record is still missing once they are seen.
+        if tables and self.current_revision() is None:
             raise _foreign_database_error(self.safe_url, tables)
 
     def _migrate(self, direction: str, revision: str) -> None:

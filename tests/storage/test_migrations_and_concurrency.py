@@ -148,6 +148,24 @@ def test_a_database_of_someone_else_is_refused_and_left_unchanged(db_url: str) -
     engine.dispose()
 
 
+def test_a_ledger_migrated_by_another_process_while_this_one_looked_is_not_foreign(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from storage.ledger._migrations import _Migrations
+
+    Ledger(db_url).close()  # another process's first migration, committed ...
+    real, reads = _Migrations.current_revision, []
+
+    def first_read_before_the_commit(self: _Migrations) -> str | None:
+        reads.append(1)  # ... just after this process read "no migration record yet"
+        return None if len(reads) == 1 else real(self)
+
+    monkeypatch.setattr(_Migrations, "current_revision", first_read_before_the_commit)
+    ledger = Ledger(db_url)  # was: "not an ARL ledger: it holds other tables (alembic_version, ...)"
+    assert ledger.current_revision() is not None
+    ledger.close()
+
+
 def test_bad_urls_are_clear_errors(tmp_path) -> None:
     with pytest.raises(LedgerError, match="bad database URL"):
         Ledger("not a url")
