@@ -41,6 +41,13 @@ class Settings(BaseSettings):
         default=None,
         description="SQLAlchemy URL of the ledger; default: an SQLite file ledger.db under home.",
     )
+    cache_dir: Path | None = Field(
+        default=None,
+        description=(
+            "Where ARL keeps data it recomputes when missing (canonical reference tables, fingerprints of shipped "
+            "training sets); default: cache under home. Safe to share between runs and to delete."
+        ),
+    )
     traceback: bool = Field(
         default=False, description="Print an internal error's traceback instead of writing it to a log file (ARL_TRACEBACK=1)."
     )
@@ -55,6 +62,11 @@ class Settings(BaseSettings):
     def ledger_url(self) -> str:
         """``database_url`` if set, else the SQLite file ``home/ledger.db``."""
         return self.database_url or f"sqlite:///{self.home / 'ledger.db'}"
+
+    @property
+    def cache(self) -> Path:
+        """``cache_dir`` if set, else ``home/cache``."""
+        return self.cache_dir or self.home / "cache"
 
     def run_dir(self, run_id: str) -> Path:
         """Where a run's checkpoints and logs go: ``home/runs/<run id>``."""

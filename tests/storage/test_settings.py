@@ -21,6 +21,15 @@ def test_settings_follow_the_environment_at_call_time(tmp_path: Path, monkeypatc
     assert default_database_url() == "postgresql+psycopg://u@h/db"
 
 
+def test_the_cache_is_under_home_unless_arl_cache_dir_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARL_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("ARL_CACHE_DIR", raising=False)
+    assert settings().cache == tmp_path / "home" / "cache"
+    monkeypatch.setenv("ARL_CACHE_DIR", str(tmp_path / "shared"))
+    assert settings().cache == tmp_path / "shared"
+    assert settings().home == tmp_path / "home"  # the ledger and runs stay where they were
+
+
 def test_an_empty_variable_means_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ARL_HOME", "")
     assert settings().home == Path.home() / ".arl"

@@ -40,7 +40,7 @@ import numpy as np
 from arl_flows.suites.molecules.graph import GraphModel
 from arl_flows.suites.molecules.pretrained import (
     LOWER_TIERS,
-    _fingerprints,
+    _training_fingerprints,
     _nearest_distance,
     shift_reference_scale,
     split_of,
@@ -183,7 +183,7 @@ class MultiFidelitySurrogate:
             calibration = [r for r in rows if split_of(r["smiles"]) == "calibration" and not np.isfinite(r[TOP])]
             pick = np.random.default_rng(0).permutation(len(calibration))[:_REFERENCE_SIZE]
             sample = [calibration[i] for i in pick]
-            fps = _fingerprints(train)
+            fps = _training_fingerprints(train)
             smiles = [r["smiles"] for r in sample]
             distance = shift_reference_scale(_nearest_distance(smiles, fps), 1e-3)
             eht = np.array([[r["rdkit-eht"], math.nan] for r in sample])

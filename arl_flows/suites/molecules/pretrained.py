@@ -30,6 +30,7 @@ import gzip
 import hashlib
 import json
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -160,7 +161,7 @@ class ShippedSurrogate:
             train = [r["smiles"] for r in rows if split_of(r["smiles"]) == "train"]
             calibration = [r for r in rows if split_of(r["smiles"]) == "calibration"]
             sample = [calibration[i] for i in np.random.default_rng(0).permutation(len(calibration))[:_REFERENCE_SIZE]]
-            fps = _fingerprints(train)
+            fps = _training_fingerprints(train)
             distance = shift_reference_scale(_nearest_distance([r["smiles"] for r in sample], fps), 1e-3)
             self._reference = _ShiftReference(fps, sample, distance, {})
         return self._reference
@@ -220,6 +221,42 @@ def _fingerprints(smiles: Sequence[str]) -> list[Any]:
         mol = Chem.MolFromSmiles(s) if s else None
         out.append(gen.GetFingerprint(mol) if mol is not None else None)
     return out
+
+
+def _training_fingerprints(smiles: Sequence[str]) -> list[Any]:
+    """``_fingerprints`` of a shipped training set, kept on disk under ``settings().cache / "fingerprints"``.
+
+    Every process whose scheduler asks the shift scores fingerprints the 16k-30k training molecules again:
+    about 1.4 CPU-s, where reading RDKit's own binary form back is about 0.1 (the cache is keyed by the SMILES,
+    the fingerprint and the RDKit version). A copy that cannot be read or written is simply ignored.
+    """
+    from rdkit import DataStructs, rdBase
+
+    from storage.settings import settings
+
+    digest = hashlib.sha256(f"morgan2-2048|{rdBase.rdkitVersion}|".encode())
+    for s in smiles:
+        digest.update(s.encode() + b"\n")
+    cached = settings().cache / "fingerprints" / f"{digest.hexdigest()[:24]}.npz"
+    try:
+        with np.load(cached, allow_pickle=False) as got:
+            data, ends = got["data"], got["ends"]
+        if len(ends) == len(smiles):
+            starts = np.concatenate([[0], ends[:-1]])
+            return [DataStructs.ExplicitBitVect(data[a:b].tobytes()) if b > a else None for a, b in zip(starts, ends)]
+    except (OSError, ValueError, KeyError, RuntimeError):
+        pass
+    fps = _fingerprints(smiles)
+    blobs = [fp.ToBinary() if fp is not None else b"" for fp in fps]
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_name(f"{cached.stem}.{os.getpid()}.partial.npz")
+        np.savez(partial, data=np.frombuffer(b"".join(blobs), dtype=np.uint8),
+                 ends=np.cumsum([len(b) for b in blobs], dtype=np.int64))
+        partial.replace(cached)
+    except OSError:
+        pass
+    return fps
 
 
 def _nearest_distance(smiles: Sequence[str], train_fps: list[Any]) -> np.ndarray:

@@ -47,14 +47,14 @@ class ReferenceTableParams(BaseModel):
 
 @functools.lru_cache(maxsize=4)
 def _cached_table(path: str, smiles_column: str, value_column: str, mtime: float) -> dict[str, float]:
-    """The table keyed by canonical SMILES; also kept on disk under ``ARL_HOME/cache`` (per file version and RDKit).
+    """The table keyed by canonical SMILES; also kept on disk under ``settings().cache`` (per file version and RDKit).
 
     Canonicalising QM9's 24.7k SMILES costs ~2-3 CPU-s, paid by every process that opens the table (each run and
     each resume); the disk copy is read in milliseconds. A copy that cannot be read or written is simply ignored.
     """
     key = hashlib.sha256(json.dumps([path, os.path.getsize(path), mtime, smiles_column, value_column,
                                      rdBase.rdkitVersion]).encode()).hexdigest()[:24]
-    cached = settings().home / "cache" / "reference_tables" / f"{key}.json"
+    cached = settings().cache / "reference_tables" / f"{key}.json"
     try:
         return {str(k): float(v) for k, v in json.loads(cached.read_text()).items()}
     except (OSError, ValueError, AttributeError):

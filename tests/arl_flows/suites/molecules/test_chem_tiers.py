@@ -149,14 +149,15 @@ def test_reference_table(tmp_path) -> None:
     assert verifier.expected_cost(make_candidate("CCO")) == 12.5
 
 
-def test_reference_table_is_canonicalised_once_and_kept_on_disk(tmp_path) -> None:
+def test_reference_table_is_canonicalised_once_and_kept_on_disk(tmp_path, monkeypatch) -> None:
     from arl_flows.suites.molecules.reference import _cached_table, load_reference_table
     from storage.settings import settings
 
+    monkeypatch.setenv("ARL_CACHE_DIR", str(tmp_path / "cache"))  # this test's own cache, not the session's
     table = tmp_path / "table.csv"
     table.write_text("smiles,gap_ev\nOCC,7.5\nC(N)C,6.0\n")
     assert load_reference_table(table) == {"CCO": 7.5, "CCN": 6.0}
-    (cached,) = (settings().home / "cache" / "reference_tables").glob("*.json")
+    (cached,) = (settings().cache / "reference_tables").glob("*.json")
     cached.write_text('{"CCO": 1.0}')  # the disk copy is what a new process reads
     _cached_table.cache_clear()
     assert load_reference_table(table) == {"CCO": 1.0}

@@ -91,3 +91,25 @@ def test_a_shipped_model_that_is_wrong_here_gives_way_to_the_runs_cold_delta_mod
     assert right._stack(LOWER_TIERS).weight > 0.95  # control: the right model keeps its weight
     cal = wrong.calibration(_obs(probe, other), pattern=list(LOWER_TIERS))
     assert cal["mean_abs_error"] < 0.1, cal  # the cold Δ-model learned it; the network alone is off by eV
+
+
+def test_training_fingerprints_are_kept_on_disk_and_a_damaged_copy_is_recomputed(tmp_path, monkeypatch) -> None:
+    from rdkit import DataStructs
+
+    from arl_flows.suites.molecules.pretrained import _fingerprints, _training_fingerprints
+
+    monkeypatch.setenv("ARL_CACHE_DIR", str(tmp_path))
+    smiles = ["CCO", "not a molecule", "c1ccccc1O", "CC(=O)N"]
+    fresh = _fingerprints(smiles)
+    assert _training_fingerprints(smiles) == fresh
+    (cached,) = (tmp_path / "fingerprints").glob("*.npz")
+    again = _training_fingerprints(smiles)  # read back from the disk copy
+    assert again[1] is None and all(DataStructs.TanimotoSimilarity(a, b) == 1.0 for a, b in
+                                    zip([again[i] for i in (0, 2, 3)], [fresh[i] for i in (0, 2, 3)]))
+    others = ["C", "N", "O", "F"]
+    assert _training_fingerprints(others) == _fingerprints(others)  # other molecules: another copy
+    (other,) = set(cached.parent.glob("*.npz")) - {cached}
+    cached.write_bytes(other.read_bytes())  # the disk copy is what a new process reads
+    assert _training_fingerprints(smiles) == _fingerprints(others)
+    cached.write_bytes(b"damaged")  # a damaged copy is recomputed, never an error
+    assert _training_fingerprints(smiles) == fresh
