@@ -26,6 +26,7 @@ import contextvars
 import math
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -117,11 +118,13 @@ def _job_id() -> str | None:
     for variable in ("SLURM_JOB_ID", "PBS_JOBID"):
         if os.environ.get(variable):
             return os.environ[variable]
-    try:
-        from distributed import get_worker
+    if "distributed" not in sys.modules:  # a Dask worker has imported it; importing it here would cost ~0.5 CPU-s
+        return None
+    from distributed import get_worker
 
+    try:
         return str(get_worker().name)
-    except (ImportError, ValueError):  # no Dask, or not on a Dask worker
+    except ValueError:  # not on a Dask worker
         return None
 
 

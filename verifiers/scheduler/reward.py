@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-from scipy.stats import norm
 
 from verifiers.objectives import Objective
+from verifiers.scheduler import _normal as normal
 from verifiers.scheduler.window import hit_probability, reward_moments
 
 __all__ = ["discovery_value", "objective_moments"]
@@ -65,7 +65,7 @@ def objective_moments(
     lo, hi = bounds[:, :-1], bounds[:, 1:]  # (n, pieces)
     half = 0.5 * (hi - lo)
     z = (0.5 * (lo + hi))[..., None] + half[..., None] * _GL_X  # (n, pieces, nodes)
-    w = (half[..., None] * _GL_W * norm.pdf(z)).reshape(n, -1)  # (n, pieces * nodes)
+    w = (half[..., None] * _GL_W * normal.pdf(z)).reshape(n, -1)  # (n, pieces * nodes)
     w = w / w.sum(axis=1, keepdims=True)
     y = mean[:, None] + std[:, None] * z.reshape(n, -1)  # (n, pieces * nodes)
     r = objective.score({k: v[:, None] for k, v in flat.items()}, value=y)  # (n, pieces * nodes)

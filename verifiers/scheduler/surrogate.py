@@ -66,9 +66,8 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from scipy.optimize import minimize_scalar
-from scipy.stats import norm
 
+from verifiers.scheduler import _normal as normal
 from verifiers.scheduler.learned import (
     CalibratedModel,
     EnsembleModel,
@@ -183,7 +182,7 @@ class _PatternModel:
             z[held] = (y[held] - mu) / sd
         # Finite-sample conformal quantile: the ceil((n + 1) * 0.9)-th smallest |z|.
         level = min(np.ceil((len(z) + 1) * 0.9) / len(z), 1.0)
-        self.scale_factor = float(np.quantile(np.abs(z), level) / norm.ppf(0.95))
+        self.scale_factor = float(np.quantile(np.abs(z), level) / normal.ppf(0.95))
         self.calibrated = True
         # Gross errors: a linear model of one tier on another fails badly for a few candidates
         # (a wrong geometry, an unusual bond). Their rate beyond the Gaussian's 0.27% outside
@@ -191,7 +190,7 @@ class _PatternModel:
         if self.scale_factor > 0:
             zc = np.abs(z) / self.scale_factor
             far = zc > 3.0
-            expected = len(z) * 2 * norm.sf(3.0)
+            expected = len(z) * 2 * normal.sf(3.0)
             # Only an excess beyond two Poisson sds of the Gaussian count: chance alone gives no tail.
             self.tail_rate = float(max(far.sum() - expected - 2 * np.sqrt(expected), 0.0) / len(z))
             self.tail_scale = float(np.sqrt(np.mean(zc[far] ** 2))) if far.any() else 1.0
@@ -529,8 +528,8 @@ class Surrogate:
         err = np.abs(truth - mean)
         return {
             "n": float(len(pairs)),
-            "coverage_50": float(np.mean(err <= norm.ppf(0.75) * std)),
-            "coverage_90": float(np.mean(err <= norm.ppf(0.95) * std)),
+            "coverage_50": float(np.mean(err <= normal.ppf(0.75) * std)),
+            "coverage_90": float(np.mean(err <= normal.ppf(0.95) * std)),
             "mean_abs_error": float(err.mean()),
             "mean_std": float(std.mean()),
         }
@@ -746,7 +745,7 @@ def _shift_noise(resid: np.ndarray, std: np.ndarray, level: float = 0.9) -> floa
     shifted model shows on the run's own answers. Additive, not a multiplier of ``std``: where the model is out of
     its depth its errors no longer follow its own per-molecule stds. 0 where the model's stds already cover.
     """
-    zq = norm.ppf(0.5 + level / 2.0)
+    zq = normal.ppf(0.5 + level / 2.0)
     need = np.maximum(resid**2 / zq**2 - std**2, 0.0)  # tau^2 at which each residual just falls inside
     return float(np.sqrt(np.quantile(need, level)))
 
@@ -778,13 +777,13 @@ def _mixture_scale(w: float, moments: np.ndarray, y: np.ndarray, level: float = 
     m1, s1, m2, s2 = moments[:, scored]
     z = np.sort(np.abs(y[scored] - (w * m1 + (1.0 - w) * m2)) / _mixture_std(w, s1, s2))
     q = z[min(n - 1, math.ceil((n + 1) * level) - 1)]  # the finite-sample conformal quantile
-    return float(np.clip(q / norm.ppf(0.5 + level / 2.0), 0.5, 2.0))
+    return float(np.clip(q / normal.ppf(0.5 + level / 2.0), 0.5, 2.0))
 
 
 def _log_densities(y: np.ndarray, mean: np.ndarray, std: np.ndarray, rate: float, scale: float) -> np.ndarray:
     """Log density of each ``y`` under ``(1 - rate) N(mean, std^2) + rate N(mean, (scale std)^2)``."""
     std = np.maximum(std, 1e-9)
-    p = (1.0 - rate) * norm.pdf(y, mean, std) + rate * norm.pdf(y, mean, scale * std)
+    p = (1.0 - rate) * normal.pdf(y, mean, std) + rate * normal.pdf(y, mean, scale * std)
     return np.log(np.maximum(p, 1e-300))
 
 
@@ -809,6 +808,8 @@ def _blend(lpd: np.ndarray, rule: str) -> float:
 
     def neg_score(w: float) -> float:
         return -float(np.log(np.maximum(w * p0 + (1.0 - w) * p1, 1e-300)).sum())
+
+    from scipy.optimize import minimize_scalar  # imported here: most processes never stack two models
 
     best = minimize_scalar(neg_score, bounds=(0.0, 1.0), method="bounded", options={"xatol": 1e-4})
     candidates = [(neg_score(0.0), 0.0), (neg_score(1.0), 1.0), (float(best.fun), float(best.x))]

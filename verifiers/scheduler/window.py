@@ -12,9 +12,9 @@ latter by Gauss-Hermite quadrature (exact enough for a smooth score).
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import norm
 
 from verifiers.objectives import window_score
+from verifiers.scheduler import _normal as normal
 
 __all__ = ["hit_probability", "reward_moments", "window_score"]
 
@@ -44,7 +44,7 @@ def hit_probability(
     mean = np.asarray(mean, dtype=float)
     std = np.asarray(std, dtype=float)
     safe = np.where(std > 0, std, 1.0)
-    p = norm.cdf((high - mean) / safe) - norm.cdf((low - mean) / safe)
+    p = normal.cdf((high - mean) / safe) - normal.cdf((low - mean) / safe)
     exact = ((mean >= low) & (mean <= high)).astype(float)
     return np.clip(np.where(std > 0, p, exact), 0.0, 1.0)
 
