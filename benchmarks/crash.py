@@ -53,6 +53,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import sqlite3
@@ -165,7 +166,16 @@ class PrefectServer:
 
 
 def ensure_prior(arl_home: Path) -> None:
-    """Put the tiny prior into ``arl_home/priors``: the shipped test copy, else pretrain it (a subprocess: keeps torch out of here)."""
+    """Put the tiny prior into ``arl_home/priors``: the shipped test copy, else pretrain it (a subprocess: keeps torch out of here).
+
+    With ``ARL_CACHE_DIR`` set (the test suite sets one per session), the first call keeps the checked
+    ``priors`` folder there and later calls copy it: the subprocess imports torch and transformers and loads
+    the model, about 9 CPU-s a call.
+    """
+    shared = Path(os.environ["ARL_CACHE_DIR"]) / "harness_tiny_prior" if os.environ.get("ARL_CACHE_DIR") else None
+    if shared is not None and (shared / "priors").is_dir():
+        shutil.copytree(shared / "priors", arl_home / "priors", dirs_exist_ok=True)
+        return
     code = (
         "import shutil; from arl_flows.suites.molecules.prior import PretrainConfig, load_or_pretrain, prior_cache_key, prior_dir; "
         f"config = PretrainConfig(**{TINY_PRIOR!r}); src = {str(TINY_PRIOR_DIR)!r}; "
@@ -176,6 +186,14 @@ def ensure_prior(arl_home: Path) -> None:
     )
     env = os.environ | {"ARL_HOME": str(arl_home), "OMP_NUM_THREADS": "1"}
     subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, check=True, timeout=900)
+    if shared is not None:  # checked: keep it for the next call (a folder that appears whole, or not at all)
+        partial = shared.with_name(f"{shared.name}.{os.getpid()}.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(arl_home / "priors", partial / "priors")
+        try:
+            partial.rename(shared)
+        except OSError:  # another process kept its copy first
+            shutil.rmtree(partial, ignore_errors=True)
 
 
 def write_config(path: Path, *, name: str, steps: int, seed: int, seconds_per_call: float = 0.05,
