@@ -241,7 +241,7 @@ def _training_fingerprints(smiles: Sequence[str]) -> list[Any]:
     try:
         with np.load(cached, allow_pickle=False) as got:
             data, ends = got["data"], got["ends"]
-        if len(ends) == len(smiles):
+        if len(ends) == len(smiles) and (len(ends) == 0 or ends[-1] == len(data)) and np.all(np.diff(ends) >= 0):
             starts = np.concatenate([[0], ends[:-1]])
             return [DataStructs.ExplicitBitVect(data[a:b].tobytes()) if b > a else None for a, b in zip(starts, ends)]
     except (OSError, ValueError, KeyError, RuntimeError):
