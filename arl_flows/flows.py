@@ -118,7 +118,7 @@ def _job_id() -> str | None:
     for variable in ("SLURM_JOB_ID", "PBS_JOBID"):
         if os.environ.get(variable):
             return os.environ[variable]
-    if "distributed" not in sys.modules:  # a Dask worker has imported it; importing it here would cost ~0.5 CPU-s
+    if "distributed" not in sys.modules:  # not imported: no Dask worker runs in this process (importing it: ~0.5 CPU-s)
         return None
     from distributed import get_worker
 

@@ -49,6 +49,7 @@ unless ``--arl-home`` points to one that has it.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -168,32 +169,41 @@ class PrefectServer:
 def ensure_prior(arl_home: Path) -> None:
     """Put the tiny prior into ``arl_home/priors``: the shipped test copy, else pretrain it (a subprocess: keeps torch out of here).
 
-    With ``ARL_CACHE_DIR`` set (the test suite sets one per session), the first call keeps the checked
-    ``priors`` folder there and later calls copy it: the subprocess imports torch and transformers and loads
-    the model, about 9 CPU-s a call.
+    With ``ARL_CACHE_DIR`` set (the test suite sets one per session), the first call keeps the checked prior
+    folder there and later calls copy it: the subprocess imports torch and transformers and loads the model,
+    about 9 CPU-s a call. The kept copy is keyed by ``TINY_PRIOR``, the shipped copy's report and the prior
+    module's source, so a change to any of them checks (or pretrains) again.
     """
-    shared = Path(os.environ["ARL_CACHE_DIR"]) / "harness_tiny_prior" if os.environ.get("ARL_CACHE_DIR") else None
-    if shared is not None and (shared / "priors").is_dir():
-        shutil.copytree(shared / "priors", arl_home / "priors", dirs_exist_ok=True)
-        return
+    from storage.cache import keep_folder
+    from storage.settings import settings
+
+    cache_dir = settings().cache_dir
+    kept = None
+    if cache_dir is not None:
+        digest = hashlib.sha256(json.dumps(TINY_PRIOR, sort_keys=True).encode())
+        for source in (TINY_PRIOR_DIR / "pretrain_report.json", ROOT / "arl_flows" / "suites" / "molecules" / "prior.py"):
+            digest.update(source.read_bytes() if source.is_file() else b"-")
+        kept = cache_dir / "harness_tiny_prior" / digest.hexdigest()[:24]
+        copies = [p for p in kept.iterdir() if p.is_dir()] if kept.is_dir() else []
+        if len(copies) == 1:
+            shutil.copytree(copies[0], arl_home / "priors" / copies[0].name, dirs_exist_ok=True)
+            return
     code = (
         "import shutil; from arl_flows.suites.molecules.prior import PretrainConfig, load_or_pretrain, prior_cache_key, prior_dir; "
         f"config = PretrainConfig(**{TINY_PRIOR!r}); src = {str(TINY_PRIOR_DIR)!r}; "
         "import json, pathlib; shipped = pathlib.Path(src) / 'pretrain_report.json'; "
         "ok = shipped.is_file() and json.loads(shipped.read_text())['config_hash'] == prior_cache_key(config); "
         "ok and not prior_dir(config).exists() and shutil.copytree(src, prior_dir(config)); "
-        "load_or_pretrain(config)"
+        "load_or_pretrain(config); print(prior_dir(config))"
     )
     env = os.environ | {"ARL_HOME": str(arl_home), "OMP_NUM_THREADS": "1"}
-    subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, check=True, timeout=900)
-    if shared is not None:  # checked: keep it for the next call (a folder that appears whole, or not at all)
-        partial = shared.with_name(f"{shared.name}.{os.getpid()}.partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        shutil.copytree(arl_home / "priors", partial / "priors")
-        try:
-            partial.rename(shared)
-        except OSError:  # another process kept its copy first
-            shutil.rmtree(partial, ignore_errors=True)
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, check=True, timeout=900,
+                          stdout=subprocess.PIPE, text=True)
+    prior = Path(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
+    if kept is not None and prior is not None and prior.is_dir():  # checked and loaded: keep it for the next call
+        with tempfile.TemporaryDirectory() as staging:
+            shutil.copytree(prior, Path(staging) / prior.name)
+            keep_folder(kept, Path(staging))
 
 
 def write_config(path: Path, *, name: str, steps: int, seed: int, seconds_per_call: float = 0.05,

@@ -59,10 +59,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=file_rank)  # a stable sort: each file's tests keep their order
 
 
-def _session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One cache folder for this pytest session: beside the workers' own base folders under xdist."""
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One ``ARL_CACHE_DIR`` for the session, set before any module or session fixture runs.
+
+    Derived data (canonical reference tables, training-set fingerprints, the crash harness's checked tiny prior)
+    is keyed by its inputs and written atomically, so one cache serves the whole session, every xdist worker (the
+    folder sits beside their own base folders) and the processes the tests start. A test of a cache itself points
+    ``ARL_CACHE_DIR`` at its own folder.
+    """
     base = tmp_path_factory.getbasetemp()
-    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "arl_cache"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ARL_CACHE_DIR", str((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "arl_cache"))
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -70,10 +79,6 @@ def _isolated_arl_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     """Never touch the user's ~/.arl from tests."""
     if "ARL_HOME" not in os.environ or not os.environ["ARL_HOME"].startswith(str(tmp_path_factory.getbasetemp())):
         monkeypatch.setenv("ARL_HOME", str(tmp_path_factory.mktemp("arl_home")))
-    # Derived data (canonical reference tables, training-set fingerprints) is keyed by its inputs and written
-    # atomically, so one cache serves the whole session, every xdist worker and the processes the tests start;
-    # a test of the cache itself points ARL_CACHE_DIR at its own folder.
-    monkeypatch.setenv("ARL_CACHE_DIR", str(_session_cache(tmp_path_factory)))
     monkeypatch.delenv("ARL_DATABASE_URL", raising=False)
 
 

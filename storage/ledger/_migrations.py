@@ -69,12 +69,13 @@ class _Migrations(_Database):
             if self.current_revision() is not None:
                 return
             tables = sorted(inspect(self._engine).get_table_names())
+            # An alembic_version table is a migration record, even an empty one (a ledger downgraded to base).
+            # Another process may also have committed its first migration between the two reads (PostgreSQL's
+            # DDL is transactional: the tables and the record appear together), so read the record again.
+            foreign = "alembic_version" not in tables and bool(tables) and self.current_revision() is None
         except (DatabaseError, UnicodeDecodeError) as exc:
             raise LedgerError(f"cannot read the ledger at {self.safe_url}: {_plain(exc)}{_DAMAGED}") from None
-        # Another process may have committed its first migration between the two reads (PostgreSQL's DDL is
-        # transactional: its tables and its migration record appear together), so tables are only someone
-        # else's if the record is still missing once they are seen.
-        if tables and self.current_revision() is None:
+        if foreign:
             raise _foreign_database_error(self.safe_url, tables)
 
     def _migrate(self, direction: str, revision: str) -> None:

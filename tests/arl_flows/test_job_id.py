@@ -10,6 +10,7 @@ from arl_flows.flows import _job_id
 
 
 def test_a_batch_jobs_id_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)  # as when the tests themselves run in a SLURM allocation
     monkeypatch.setenv("PBS_JOBID", "17.server")
     assert _job_id() == "17.server"
     monkeypatch.setenv("SLURM_JOB_ID", "42")

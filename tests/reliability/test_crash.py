@@ -30,10 +30,16 @@ TOP = crash.TOP_TIER
 # ---------------------------------------------------------------------- the harness's bookkeeping
 def test_the_tiny_prior_is_checked_once_per_cache_and_copied_after(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ARL_CACHE_DIR", str(tmp_path / "cache"))
-    (tmp_path / "cache" / "harness_tiny_prior" / "priors" / "abc").mkdir(parents=True)  # as a first call leaves it
-    (tmp_path / "cache" / "harness_tiny_prior" / "priors" / "abc" / "config.json").write_text("{}")
-    crash.ensure_prior(tmp_path / "home")  # no subprocess: the kept copy
-    assert (tmp_path / "home" / "priors" / "abc" / "config.json").read_text() == "{}"
+    crash.ensure_prior(tmp_path / "one")  # checks and loads it in a subprocess, and keeps it
+    (kept,) = (tmp_path / "cache" / "harness_tiny_prior").iterdir()
+    (name,) = [p.name for p in (tmp_path / "one" / "priors").iterdir()]
+    assert [p.name for p in kept.iterdir()] == [name]
+    (kept / name / "marker").write_text("from the cache")
+    crash.ensure_prior(tmp_path / "two")  # no subprocess: the kept copy
+    assert (tmp_path / "two" / "priors" / name / "marker").read_text() == "from the cache"
+    assert sorted(p.name for p in (tmp_path / "two" / "priors" / name).iterdir()) == sorted(
+        [*(p.name for p in (tmp_path / "one" / "priors" / name).iterdir()), "marker"]
+    )
 
 
 def test_lost_verdicts_sees_missing_and_changed_rows_but_lets_pending_become_final() -> None:

@@ -166,6 +166,15 @@ def test_a_ledger_migrated_by_another_process_while_this_one_looked_is_not_forei
     ledger.close()
 
 
+def test_a_ledger_downgraded_to_base_opens_and_upgrades_again(db_url: str) -> None:
+    ledger = Ledger(db_url)
+    ledger.downgrade("base")  # alembic leaves an empty alembic_version table
+    ledger.close()
+    again = Ledger(db_url)  # was: "not an ARL ledger: it holds other tables (alembic_version) ..."
+    assert again.current_revision() is not None
+    again.close()
+
+
 def test_bad_urls_are_clear_errors(tmp_path) -> None:
     with pytest.raises(LedgerError, match="bad database URL"):
         Ledger("not a url")

@@ -26,7 +26,7 @@ def pdf(x: Any, loc: Any = 0.0, scale: Any = 1.0) -> Any:
 
 def cdf(x: Any) -> Any:
     """P(Z <= x) for a standard normal Z."""
-    return ndtr(x)
+    return ndtr(np.asarray(x, dtype=float))
 
 
 def sf(x: Any) -> Any:
@@ -36,4 +36,4 @@ def sf(x: Any) -> Any:
 
 def ppf(q: Any) -> Any:
     """The ``q`` quantile of a standard normal."""
-    return ndtri(q)
+    return ndtri(np.asarray(q, dtype=float))

@@ -30,7 +30,6 @@ import gzip
 import hashlib
 import json
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -211,11 +210,15 @@ class _ShiftReference:
         return self.spreads[pattern]
 
 
+# The fingerprint of the shift scores: Morgan, radius 2, 2,048 bits (also the fingerprint cache's key).
+_MORGAN = {"radius": 2, "fpSize": 2048}
+
+
 def _fingerprints(smiles: Sequence[str]) -> list[Any]:
     from rdkit import Chem
     from rdkit.Chem import rdFingerprintGenerator
 
-    gen = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=2048)
+    gen = rdFingerprintGenerator.GetMorganGenerator(**_MORGAN)
     out = []
     for s in smiles:
         mol = Chem.MolFromSmiles(s) if s else None
@@ -228,35 +231,46 @@ def _training_fingerprints(smiles: Sequence[str]) -> list[Any]:
 
     Every process whose scheduler asks the shift scores fingerprints the 16k-30k training molecules again:
     about 1.4 CPU-s, where reading RDKit's own binary form back is about 0.1 (the cache is keyed by the SMILES,
-    the fingerprint and the RDKit version). A copy that cannot be read or written is simply ignored.
+    the fingerprint's parameters and the RDKit version). A copy that cannot be read or written is ignored.
     """
-    from rdkit import DataStructs, rdBase
+    from rdkit import rdBase
 
+    from storage.cache import keep_file
     from storage.settings import settings
 
-    digest = hashlib.sha256(f"morgan2-2048|{rdBase.rdkitVersion}|".encode())
+    digest = hashlib.sha256(json.dumps(["morgan", _MORGAN, rdBase.rdkitVersion]).encode())
     for s in smiles:
         digest.update(s.encode() + b"\n")
     cached = settings().cache / "fingerprints" / f"{digest.hexdigest()[:24]}.npz"
     try:
-        with np.load(cached, allow_pickle=False) as got:
-            data, ends = got["data"], got["ends"]
-        if len(ends) == len(smiles) and (len(ends) == 0 or ends[-1] == len(data)) and np.all(np.diff(ends) >= 0):
-            starts = np.concatenate([[0], ends[:-1]])
-            return [DataStructs.ExplicitBitVect(data[a:b].tobytes()) if b > a else None for a, b in zip(starts, ends)]
-    except (OSError, ValueError, KeyError, RuntimeError):
-        pass
+        fps = _read_fingerprints(cached, len(smiles))
+    except Exception:  # noqa: BLE001 - a damaged copy (empty, truncated, foreign) is recomputed, whatever it raises
+        fps = None
+    if fps is not None:
+        return fps
     fps = _fingerprints(smiles)
     blobs = [fp.ToBinary() if fp is not None else b"" for fp in fps]
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        partial = cached.with_name(f"{cached.stem}.{os.getpid()}.partial.npz")
-        np.savez(partial, data=np.frombuffer(b"".join(blobs), dtype=np.uint8),
-                 ends=np.cumsum([len(b) for b in blobs], dtype=np.int64))
-        partial.replace(cached)
-    except OSError:
-        pass
+
+    def write(path: Path) -> None:
+        with open(path, "wb") as fh:
+            np.savez(fh, data=np.frombuffer(b"".join(blobs), dtype=np.uint8),
+                     ends=np.cumsum([len(b) for b in blobs], dtype=np.int64))
+
+    keep_file(cached, write)
     return fps
+
+
+def _read_fingerprints(path: Path, n: int) -> list[Any] | None:
+    """The ``n`` fingerprints kept in ``path``, or None if it holds something else."""
+    from rdkit import DataStructs
+
+    with np.load(path, allow_pickle=False) as got:
+        data, ends = got["data"], got["ends"]
+    fits = data.dtype == np.uint8 and data.ndim == 1 and ends.ndim == 1 and ends.dtype.kind in "iu" and len(ends) == n
+    if not fits or (n and (ends[0] < 0 or ends[-1] != len(data) or np.any(np.diff(ends) < 0))):
+        return None
+    starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
+    return [DataStructs.ExplicitBitVect(data[a:b].tobytes()) if b > a else None for a, b in zip(starts, ends)]
 
 
 def _nearest_distance(smiles: Sequence[str], train_fps: list[Any]) -> np.ndarray:

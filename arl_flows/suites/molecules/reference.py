@@ -22,6 +22,7 @@ from rdkit import Chem, rdBase
 from arl_flows.suites.molecules.chemistry import SUITE, InvalidMolecule, MoleculeConstraints, check_molecule
 from arl_flows.suites.molecules.datasets import QM9_GAP_CSV
 from storage.records import Status, Tier, Verdict
+from storage.cache import keep_file
 from storage.settings import settings
 from verifiers.base import Candidate, CostModel, Verifier
 from verifiers.registry import register_verifier
@@ -57,16 +58,10 @@ def _cached_table(path: str, smiles_column: str, value_column: str, mtime: float
     cached = settings().cache / "reference_tables" / f"{key}.json"
     try:
         return {str(k): float(v) for k, v in json.loads(cached.read_text()).items()}
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, TypeError, AttributeError):  # missing or damaged: recomputed
         pass
     table = _canonical_table(path, smiles_column, value_column)
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        partial = cached.with_name(f"{cached.name}.{os.getpid()}.partial")
-        partial.write_text(json.dumps(table))
-        partial.replace(cached)
-    except OSError:
-        pass
+    keep_file(cached, lambda p: p.write_text(json.dumps(table)))
     return table
 
 

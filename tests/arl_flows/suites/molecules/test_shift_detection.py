@@ -111,5 +111,8 @@ def test_training_fingerprints_are_kept_on_disk_and_a_damaged_copy_is_recomputed
     (other,) = set(cached.parent.glob("*.npz")) - {cached}
     cached.write_bytes(other.read_bytes())  # the disk copy is what a new process reads
     assert _training_fingerprints(smiles) == _fingerprints(others)
-    cached.write_bytes(b"damaged")  # a damaged copy is recomputed, never an error
-    assert _training_fingerprints(smiles) == fresh
+    whole = other.read_bytes()
+    for damaged in (b"damaged", b"", whole[: len(whole) // 2]):  # not a zip, empty, truncated: recomputed, never an error
+        cached.write_bytes(damaged)
+        assert _training_fingerprints(smiles) == fresh
+    assert sorted(p.name for p in cached.parent.iterdir()) == sorted([cached.name, other.name])  # no partial files left
