@@ -17,7 +17,9 @@ import contextlib
 import hashlib
 import io
 import re
+import threading
 from abc import abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -60,6 +62,18 @@ SUITE = "molecules"
 # RDKit logs parse errors through its C++ logger; routing it to Python's
 # sys.stderr lets us capture the message per call with redirect_stderr.
 rdBase.LogToPythonStderr()
+# ``redirect_stderr`` swaps the process's ``sys.stderr``: two threads capturing at once could restore each other's
+# buffer and leave ``sys.stderr`` pointing at one for good. Every capture of RDKit's log holds this lock.
+_RDKIT_LOG = threading.RLock()
+
+
+@contextlib.contextmanager
+def captured_rdkit_log() -> Iterator[io.StringIO]:
+    """RDKit's log lines written while the block runs, one thread at a time (reentrant)."""
+    with _RDKIT_LOG:
+        log = io.StringIO()
+        with contextlib.redirect_stderr(log):
+            yield log
 
 
 class InvalidMolecule(ValueError):
@@ -258,8 +272,7 @@ def parse_smiles(text: str, max_length: int = 500) -> Chem.Mol:
     bracket_problem = _bracket_atom_problem(smiles)
     if bracket_problem:
         raise InvalidMolecule(bracket_problem)
-    log = io.StringIO()
-    with contextlib.redirect_stderr(log):
+    with captured_rdkit_log() as log:
         mol = Chem.MolFromSmiles(smiles, sanitize=False)
         if mol is None:
             raise InvalidMolecule(_parse_error(smiles, _rdkit_messages(log.getvalue())))

@@ -15,6 +15,7 @@ in neither the chemistry space's training set nor QM9, else 0.0; ``novelty.py``)
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import ctypes
 import functools
@@ -37,6 +38,7 @@ from arl_flows.suites.molecules.chemistry import (
     GeometryParams,
     InvalidMolecule,
     MoleculeConstraints,
+    captured_rdkit_log,
     check_molecule,
     embed_molecule,
 )
@@ -70,6 +72,33 @@ def _quiet_c_output() -> Iterator[None]:
         for fd, copy in saved.items():
             os.dup2(copy, fd)
             os.close(copy)
+
+
+# RDKit's substructure search (QED's alerts, the SA score's fragments, ETKDG's torsion patterns) swaps the process's
+# SIGINT handler for its own while it runs (``RDKit::ControlCHandler``): a Ctrl-C that lands then only stops that
+# search ("Substructure search was interrupted" on RDKit's log, which ``chemistry`` routes to ``sys.stderr``), and
+# two threads searching at once can leave RDKit's handler installed for good, so that no later Ctrl-C reaches
+# Python. The tier's RDKit work therefore runs one molecule at a time per process (under the lock of
+# ``captured_rdkit_log``), and a Ctrl-C that RDKit swallowed is handed to the main thread as the signal would
+# have been (``_thread.interrupt_main``).
+_SWALLOWED_INTERRUPT = "Substructure search was interrupted"
+
+
+@contextlib.contextmanager
+def _interruptible_rdkit() -> Iterator[None]:
+    """RDKit work one thread at a time; a Ctrl-C that RDKit's own handler took meanwhile is delivered again."""
+    text = ""
+    try:
+        with captured_rdkit_log() as log:
+            try:
+                yield
+            finally:
+                text = log.getvalue()
+    finally:
+        if text:
+            sys.stderr.write(text)  # RDKit's other messages, where they went before
+        if _SWALLOWED_INTERRUPT in text:
+            _thread.interrupt_main()
 
 
 @functools.cache
@@ -109,7 +138,11 @@ class EHTGapVerifier(Verifier[EHTParams]):
 
     def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
         _sascorer()
-        return [self._verify_one(c) for c in candidates]
+        verdicts = []
+        for candidate in candidates:
+            with _interruptible_rdkit():
+                verdicts.append(self._verify_one(candidate))
+        return verdicts
 
     def _verify_one(self, candidate: Candidate) -> Verdict:
         with self.timed() as t:
