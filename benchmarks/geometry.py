@@ -117,7 +117,9 @@ def main(argv: list[str] | None = None) -> None:
     def save(partial: dict[str, Any] | None = None, key: str | None = None) -> None:
         if not args.out:
             return
-        tiers = dict(results)
+        # A tier not yet (re)started keeps the answers resumed from the file: the file never holds fewer than it
+        # started with, even while xTB runs again before DFT (killed then, it used to lose every DFT answer).
+        tiers = {k: {"per_molecule": rows} for k, rows in done.items() if rows} | results
         if partial is not None and key is not None:
             tiers[key] = partial
         report = {"tiers": tiers}

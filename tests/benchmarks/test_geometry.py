@@ -27,7 +27,7 @@ def _pool(tmp_path: Path, smiles: list[str]) -> Path:
     return path
 
 
-def test_relaxed_geometry_is_computed_compared_and_resumed(tmp_path: Path) -> None:
+def test_relaxed_geometry_is_computed_compared_and_resumed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pool = _pool(tmp_path, ["CCO"])
     out = tmp_path / "geo.json"
     geometry.main(["--pool", str(pool), "--molecules", "1", "--sizes", "1-9", "--out", str(out)])
@@ -42,8 +42,18 @@ def test_relaxed_geometry_is_computed_compared_and_resumed(tmp_path: Path) -> No
     shifts = [r["dft_xtb_geometry_ev"] - r["dft_mmff_ev"] for r in rows]
     assert summary["dft_xtb_geometry_vs_mmff"]["mean_shift_ev"] == pytest.approx(sum(shifts) / len(shifts))
     assert summary["dft_xtb_geometry_vs_mmff"]["max_abs_shift_ev"] == pytest.approx(max(map(abs, shifts)))
-    # A rerun with --resume computes nothing again: the saved rows come back unchanged.
+    # A rerun with --resume computes nothing again: the saved rows come back unchanged. While xTB runs again
+    # (before DFT), the file keeps the DFT answers it started from: a kill then used to lose them all.
+    real, seen = geometry.run_tier_druglike, []
+
+    def watched(spec, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if spec == geometry.SPECS["dft"]:
+            seen.append(json.loads(out.read_text())["tiers"]["dft"]["per_molecule"])
+        return real(spec, *args, **kwargs)
+
+    monkeypatch.setattr(geometry, "run_tier_druglike", watched)
     geometry.main(["--pool", str(pool), "--molecules", "1", "--sizes", "1-9", "--out", str(out), "--resume"])
+    assert seen == [report["tiers"]["dft"]["per_molecule"]]
     again = json.loads(out.read_text())
     assert again["tiers"]["dft"]["per_molecule"] == report["tiers"]["dft"]["per_molecule"]
 
