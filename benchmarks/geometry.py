@@ -11,6 +11,20 @@ measures whether the choice matters at drug size and what the relaxation adds to
     OMP_NUM_THREADS=1 python -m benchmarks.geometry --molecules 10 --out docs/results/geometry_druglike.json
 
 Rows are written to ``--out`` after each molecule; ``--resume`` reuses the answered ones and retries the rest.
+``--also`` reuses other files' answers too, so that two size ranges can run side by side (one core each) and be
+merged by a run over the whole range that computes nothing:
+
+    python -m benchmarks.geometry --sizes 12-17 --molecules 246 --resume --out /tmp/a.json --also POOL_GEO.json &
+    python -m benchmarks.geometry --sizes 18-20 --molecules 246 --resume --out /tmp/b.json --also POOL_GEO.json &
+    wait; python -m benchmarks.geometry --sizes 12-20 --molecules 246 --resume --out POOL_GEO.json --also /tmp/a.json /tmp/b.json
+
+``--adopt`` moves a pool to the relaxed geometry once every molecule of it has its answer in ``--out``: the
+pool's DFT columns (``dft_gap_ev``, ``gap_ev``, ``dft_cpu_s``, ``dft_wall_s``, ``dft_geometry``) become the
+relaxed-geometry call's, the MMFF94 gap and cost stay beside them (``dft_mmff_gap_ev``, ``dft_mmff_cpu_s``), and
+the pool's JSON records the geometry (``level_of_theory.geometry_source``) and the command. It computes nothing:
+
+    python -m benchmarks.geometry --pool benchmarks/data/pools/qm9_novel.csv \
+        --out benchmarks/data/pools/qm9_novel_xtb_geometry.json --adopt
 """
 
 from __future__ import annotations
@@ -20,16 +34,26 @@ import csv
 import json
 import math
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.provenance import format_provenance, with_provenance
+from benchmarks.provenance import format_provenance, provenance, with_provenance
 from benchmarks.tiers import run_tier_druglike, spearman, spread_by_size
 
-__all__ = ["compare", "main", "pick"]
+__all__ = ["adopt", "compare", "main", "pick"]
 
 POOL = Path(__file__).resolve().parent / "data" / "pools" / "druglike_moses.csv"
 SPECS = {"dft": "pyscf-b3lyp:geometry_source=xtb", "xtb": "gfn2-xtb:optimize"}
+
+
+def _mmff_gap(row: dict[str, Any]) -> str:
+    """A pool row's MMFF94-geometry DFT gap: its own column once the pool has moved to the relaxed geometry."""
+    return row.get("dft_mmff_gap_ev") or row["dft_gap_ev"]
+
+
+def _mmff_cost(row: dict[str, Any]) -> str:
+    return row.get("dft_mmff_cpu_s") or row["dft_cpu_s"]
 
 
 def pick(pool: Path, k: int, low: int = 12, high: int = 20) -> list[dict[str, Any]]:
@@ -57,8 +81,8 @@ def compare(pool_rows: list[dict[str, Any]], dft: dict[str, Any], xtb: dict[str,
             continue
         row = {
             "smiles": p["smiles"], "heavy_atoms": int(p["heavy_atoms"]),
-            "dft_mmff_ev": float(p["dft_gap_ev"]), "dft_xtb_geometry_ev": d["gap_ev"], "dft_status": d["status"],
-            "dft_mmff_cpu_s": float(p["dft_cpu_s"]), "dft_xtb_geometry_cpu_s": d["cost_s"],
+            "dft_mmff_ev": float(_mmff_gap(p)), "dft_xtb_geometry_ev": d["gap_ev"], "dft_status": d["status"],
+            "dft_mmff_cpu_s": float(_mmff_cost(p)), "dft_xtb_geometry_cpu_s": d["cost_s"],
             "xtb_mmff_ev": float(p["xtb_gap_ev"]), "xtb_relaxed_ev": x["gap_ev"], "xtb_status": x["status"],
             "xtb_mmff_cpu_s": float(p["xtb_cpu_s"]), "xtb_relaxed_cpu_s": x["cost_s"],
         }
@@ -87,6 +111,48 @@ def compare(pool_rows: list[dict[str, Any]], dft: dict[str, Any], xtb: dict[str,
     return {"summary": summary, "per_molecule": rows}
 
 
+def adopt(pool: Path, report_path: Path, command: str) -> dict[str, Any]:
+    """Move ``pool`` (CSV and JSON) to the relaxed geometry of ``report_path`` (this script's ``--out``)."""
+    from arl_flows.suites.molecules.chemistry import GeometryParams
+    from benchmarks.reference_pools import CSV_COLUMNS, geometry_text, summary
+
+    if not report_path.is_file():
+        raise SystemExit(f"--out: no such file {report_path}; compute it first (without --adopt, with --resume)")
+    with open(pool, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    if rows and all(r.get("dft_mmff_gap_ev") for r in rows):
+        raise SystemExit(f"--adopt: {pool.name} is already on the relaxed geometry (its dft_mmff_gap_ev is filled)")
+    tiers = json.loads(report_path.read_text()).get("tiers", {})
+    relaxed = {r["smiles"]: r for r in tiers.get("dft", {}).get("per_molecule", []) if r["status"] == "ok"}
+    missing = [r["smiles"] for r in rows if r["smiles"] not in relaxed]
+    if missing:
+        raise SystemExit(
+            f"--adopt: {len(missing)} of {len(rows)} molecules of {pool.name} have no relaxed-geometry DFT answer in "
+            f"{report_path.name} (first: {missing[0]}); run it again with --resume first"
+        )
+    for r in rows:
+        new = relaxed[r["smiles"]]
+        r["dft_mmff_gap_ev"], r["dft_mmff_cpu_s"] = r["dft_gap_ev"], r["dft_cpu_s"]
+        r["dft_gap_ev"] = r["gap_ev"] = round(float(new["gap_ev"]), 4)
+        r["dft_cpu_s"], r["dft_wall_s"] = round(float(new["cost_s"]), 2), round(float(new["wall_s"]), 2)
+        # The relaxed call's SCF cycles and energy were not kept: empty rather than the MMFF call's.
+        r["dft_geometry"], r["dft_scf_cycles"], r["dft_energy_eh"] = "GFN2-xTB", "", ""
+    with open(pool, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows({k: r.get(k, "") for k in CSV_COLUMNS} for r in rows)
+    meta_path = pool.with_suffix(".json")
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    level = meta.setdefault("level_of_theory", {})
+    level["geometry"] = geometry_text(GeometryParams().seed, "xtb")  # the script's tiers use the default conformer
+    level["geometry_source"] = "xtb"
+    level["mmff_columns"] = "dft_mmff_gap_ev, dft_mmff_cpu_s: the same DFT on the MMFF94 geometry (the pool's first values)"
+    meta["geometry_change"] = {"command": command, "from": report_path.name, "provenance": provenance()}
+    meta["summary"] = summary(rows, meta.get("failures", []))
+    meta_path.write_text(json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pool", type=Path, default=POOL, help="reference pool CSV (MMFF-geometry DFT)")
@@ -95,7 +161,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1, help="threads per call")
     parser.add_argument("--out", type=Path, default=None, help="JSON written after each molecule")
     parser.add_argument("--resume", action="store_true", help="reuse the molecules already answered in --out")
+    parser.add_argument("--also", type=Path, nargs="+", default=[], metavar="JSON",
+                        help="reuse the answers of other runs of this script too (e.g. one per --sizes range, run "
+                             "side by side: each on its own --out, then one run over the whole range with --also)")
+    parser.add_argument("--adopt", action="store_true",
+                        help="compute nothing: move --pool to the relaxed geometry of --out (every molecule answered)")
     args = parser.parse_args(argv)
+    if args.adopt:
+        if args.out is None:
+            raise SystemExit("--adopt needs --out, the JSON this script wrote for the pool")
+        if not args.pool.is_file():
+            raise SystemExit(f"--pool: no such file {args.pool}")
+        meta = adopt(args.pool, args.out, "python -m benchmarks.geometry " + " ".join(argv if argv is not None else sys.argv[1:]))
+        print(f"{args.pool.name}: DFT on the xTB-relaxed geometry; {json.dumps(meta['summary'])}")
+        return
     if args.molecules < 1:
         raise SystemExit(f"--molecules must be at least 1, got {args.molecules}")
     try:
@@ -107,11 +186,18 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--pool: no molecule with a converged DFT gap has {low}-{high} heavy atoms")
     molecules = [(r["smiles"], int(r["heavy_atoms"])) for r in pool_rows]
     done: dict[str, list[dict[str, Any]]] = {"dft": [], "xtb": []}
-    if args.resume and args.out and args.out.is_file():
-        saved = json.loads(args.out.read_text())
+    sources = [args.out] if args.resume and args.out and args.out.is_file() else []
+    for path in args.also:
+        if not path.is_file():
+            raise SystemExit(f"--also: no such file {path}")
+        sources.append(path)
+    for path in sources:
+        saved = json.loads(path.read_text())
         # Only answers are reused: a timeout or a failure (a starved worker, say) is tried again.
-        done = {k: [r for r in saved.get("tiers", {}).get(k, {}).get("per_molecule", []) if r["status"] == "ok"]
-                for k in SPECS}
+        for k in SPECS:
+            have = {r["smiles"] for r in done[k]}
+            done[k] += [r for r in saved.get("tiers", {}).get(k, {}).get("per_molecule", [])
+                        if r["status"] == "ok" and r["smiles"] not in have]
     results: dict[str, dict[str, Any]] = {}
 
     def save(partial: dict[str, Any] | None = None, key: str | None = None) -> None:

@@ -673,14 +673,15 @@ def _check_pool_level(top: Verifier, pool: Path) -> None:
     """A ValueError unless ``top`` computes the gap at the reference pool's level of theory (its JSON's)."""
     meta = json.loads(pool.with_suffix(".json").read_text())["level_of_theory"]
     xc, basis = meta["dft"].split("/", 1)
-    want = {"xc": xc.upper(), "basis": basis.lower(), "density_fitting": bool(meta["density_fitting"]), "geometry_source": "mmff"}
+    geometry = meta.get("geometry_source", "mmff")  # a pool from before the key was written is on MMFF94
+    want = {"xc": xc.upper(), "basis": basis.lower(), "density_fitting": bool(meta["density_fitting"]), "geometry_source": geometry}
     params = top.params.model_dump()
     have = {key: params.get(key) for key in want}
     have["xc"] = str(have["xc"]).upper()
     have["basis"] = str(have["basis"]).lower()
     if top.name != "pyscf-b3lyp" or have != want:
         raise ValueError(
-            f"the history of this space is {pool.name}, {meta['dft']} on MMFF94 geometries, but the top tier is "
+            f"the history of this space is {pool.name}, {meta['dft']} on {geometry} geometries, but the top tier is "
             f"{top.name} with {', '.join(f'{k}={v}' for k, v in have.items())}; make the last tier pyscf-b3lyp at the "
             "pool's level (the default ladder of `arl bench learning --space` does)"
         )

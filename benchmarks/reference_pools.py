@@ -48,6 +48,7 @@ __all__ = [
     "PoolSpec",
     "compute",
     "export",
+    "geometry_text",
     "ladder",
     "load_selection",
     "novel_molecules",
@@ -67,6 +68,9 @@ CSV_COLUMNS = [
     "smiles", "source", "heavy_atoms", "eht_gap_ev", "xtb_gap_ev", "dft_gap_ev", "dft_status", "dft_cpu_s",
     "dft_wall_s", "xtb_cpu_s", "dft_level", "dft_geometry", "dft_n_basis", "dft_scf_cycles", "dft_energy_eh",
     "gap_ev",  # the DFT gap again, under the name benchmarks.molecule_pool.load_pool reads a pool's truth from
+    # A pool first computed on the MMFF94 geometry and then moved to the xTB-relaxed one (benchmarks/geometry.py
+    # --adopt) keeps its first DFT gap and cost here; empty otherwise.
+    "dft_mmff_gap_ev", "dft_mmff_cpu_s",
 ]
 
 
@@ -416,6 +420,13 @@ def _ledger_rows(pool: str, ledger_url: str, pool_dir: Path) -> tuple[list[dict[
     return ok_rows, failures, missing
 
 
+def geometry_text(seed: int, source: str) -> str:
+    """The DFT geometry in words, as a pool's JSON records it."""
+    if source == "xtb":
+        return f"ETKDG + MMFF94 (seed {seed}), then relaxed with GFN2-xTB (tblite), not re-optimised at the DFT level"
+    return f"ETKDG + MMFF94 (seed {seed}), not re-optimised at the DFT level"
+
+
 def summary(rows: list[dict[str, Any]], failures: list[dict[str, Any]]) -> dict[str, Any]:
     """CPU-s per DFT call by heavy-atom count, failure rate, and EHT/xTB vs DFT mean absolute error."""
     by_size: dict[int, list[float]] = {}
@@ -424,17 +435,17 @@ def summary(rows: list[dict[str, Any]], failures: list[dict[str, Any]]) -> dict[
     done = len(rows) + len(failures)
 
     def mae(col: str) -> float | None:
-        if not rows:
+        if not rows or not all(r.get(col) for r in rows):
             return None
         return round(statistics.fmean(abs(float(r[col]) - float(r["dft_gap_ev"])) for r in rows), 3)
 
     def offset(col: str) -> float | None:
-        if not rows:
+        if not rows or not all(r.get(col) for r in rows):
             return None
         return round(statistics.fmean(float(r["dft_gap_ev"]) - float(r[col]) for r in rows), 3)
 
     def pearson(col: str) -> float | None:
-        if len(rows) < 3:
+        if len(rows) < 3 or not all(r.get(col) for r in rows):
             return None
         try:
             return round(statistics.correlation([float(r[col]) for r in rows], [float(r["dft_gap_ev"]) for r in rows]), 3)
@@ -486,8 +497,9 @@ def export(pool: str, ledger_url: str, pool_dir: Path = POOL_DIR, command: str |
                     "cpu_count": where["machine"]["cpu_count"], "python": where["python"]},
         "level_of_theory": {
             "dft": f"{dft.params.xc}/{dft.params.basis}", "density_fitting": dft.params.density_fitting,
-            "geometry": f"ETKDG + MMFF94 (seed {dft.params.geometry.seed}), not re-optimised at the DFT level",
-            "xtb": "GFN2-xTB (tblite) single point on the same geometry", "eht": "RDKit extended Hueckel (YAeHMOP)",
+            "geometry": geometry_text(dft.params.geometry.seed, dft.params.geometry_source),
+            "geometry_source": dft.params.geometry_source,
+            "xtb": "GFN2-xTB (tblite) single point on the MMFF94 geometry", "eht": "RDKit extended Hueckel (YAeHMOP)",
             "verifier": f"{dft.name} v{dft.version} params_hash {dft.params_hash}", "threads": 1,
             "timeout_s": spec.dft_timeout_s, "memory_mb": spec.dft_memory_mb,
         },

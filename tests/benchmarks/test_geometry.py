@@ -57,6 +57,43 @@ def test_relaxed_geometry_is_computed_compared_and_resumed(tmp_path: Path, monke
     again = json.loads(out.read_text())
     assert again["tiers"]["dft"]["per_molecule"] == report["tiers"]["dft"]["per_molecule"]
 
+    # --also reuses another file's answers: a run into a new file computes nothing and writes the same rows.
+    merged = tmp_path / "merged.json"
+    seen.clear()
+    geometry.main(["--pool", str(pool), "--molecules", "1", "--sizes", "1-9", "--out", str(merged), "--also", str(out)])
+    assert json.loads(merged.read_text())["per_molecule"] == again["per_molecule"]
+    with pytest.raises(SystemExit, match="--also: no such file"):
+        geometry.main(["--pool", str(pool), "--sizes", "1-9", "--also", str(tmp_path / "none.json")])
+
+    # --adopt moves the pool to the relaxed geometry, keeping the MMFF94 values beside it, and records it.
+    from benchmarks.learning import _check_pool_level
+    from benchmarks.molecule_pool import load_pool
+
+    pool.with_suffix(".json").write_text(json.dumps({"level_of_theory": {"dft": "B3LYPG/6-31G*", "density_fitting": True}}))
+    mmff_dft = make_verifier("pyscf-b3lyp:geometry_source=mmff", 1, space="druglike")
+    relaxed_dft = make_verifier(geometry.SPECS["dft"], 1, space="druglike")
+    _check_pool_level(mmff_dft, pool)  # a pool without the key is on MMFF94
+    with pytest.raises(ValueError, match="on mmff geometries, but the top tier"):
+        _check_pool_level(relaxed_dft, pool)
+    before = {r["smiles"]: r for r in csv.DictReader(open(pool, newline=""))}
+    geometry.main(["--pool", str(pool), "--out", str(out), "--adopt"])
+    (after,) = csv.DictReader(open(pool, newline=""))
+    (answer,) = again["tiers"]["dft"]["per_molecule"]
+    assert float(after["dft_gap_ev"]) == float(after["gap_ev"]) == pytest.approx(answer["gap_ev"], abs=1e-4)
+    assert after["dft_mmff_gap_ev"] == before["CCO"]["dft_gap_ev"] and after["dft_geometry"] == "GFN2-xTB"
+    assert load_pool(pool) == [("CCO", float(after["dft_gap_ev"]))]
+    meta = json.loads(pool.with_suffix(".json").read_text())
+    assert meta["level_of_theory"]["geometry_source"] == "xtb" and "--adopt" in meta["geometry_change"]["command"]
+    _check_pool_level(relaxed_dft, pool)
+    with pytest.raises(ValueError, match="on xtb geometries, but the top tier"):
+        _check_pool_level(mmff_dft, pool)
+    # The comparison reads the MMFF94 gap from its own column now, and adopting twice is refused.
+    assert geometry.compare(geometry.pick(pool, 1, 1, 9), again["tiers"]["dft"], again["tiers"]["xtb"])["per_molecule"][0][
+        "dft_mmff_ev"] == float(before["CCO"]["dft_gap_ev"])
+    with pytest.raises(SystemExit, match="already on the relaxed geometry"):
+        geometry.main(["--pool", str(pool), "--out", str(out), "--adopt"])
+
+
 
 def test_bad_sizes_and_an_empty_range_are_one_line_errors(tmp_path: Path) -> None:
     pool = tmp_path / "pool.csv"
@@ -65,3 +102,17 @@ def test_bad_sizes_and_an_empty_range_are_one_line_errors(tmp_path: Path) -> Non
         geometry.main(["--pool", str(pool), "--sizes", "twelve"])
     with pytest.raises(SystemExit, match="no molecule with a converged DFT gap has 12-20 heavy atoms"):
         geometry.main(["--pool", str(pool)])
+
+
+def test_adopt_refuses_a_pool_with_molecules_not_yet_answered(tmp_path: Path) -> None:
+    pool = tmp_path / "pool.csv"
+    pool.write_text("smiles,heavy_atoms,xtb_gap_ev,xtb_cpu_s,dft_gap_ev,dft_status,dft_cpu_s\nCCO,3,8.0,0.01,9.0,ok,2.0\n"
+                    "CCN,3,8.0,0.01,9.0,ok,2.0\n")
+    out = tmp_path / "geo.json"
+    out.write_text(json.dumps({"tiers": {"dft": {"per_molecule": [
+        {"smiles": "CCO", "status": "ok", "gap_ev": 9.2, "cost_s": 2.1, "wall_s": 2.2}]}}}))
+    with pytest.raises(SystemExit, match="1 of 2 molecules of pool.csv have no relaxed-geometry DFT answer"):
+        geometry.main(["--pool", str(pool), "--out", str(out), "--adopt"])
+    with pytest.raises(SystemExit, match="--adopt needs --out"):
+        geometry.main(["--pool", str(pool), "--adopt"])
+    assert "dft_mmff_gap_ev" not in pool.read_text()  # nothing written

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
@@ -38,6 +38,7 @@ from storage.records import Status, Verdict
 from verifiers.base import Candidate, CostModel
 from arl_flows.suites.molecules.dft import DFTGapVerifier, DFTParams
 from arl_flows.suites.molecules.reference import load_reference_table
+from arl_flows.suites.molecules.spaces import ChemistrySpace
 from arl_flows.suites.molecules.chemistry import InvalidMolecule, check_molecule
 from verifiers.isolation import TaskOutcome
 from verifiers.registry import register_verifier
@@ -54,6 +55,9 @@ class ReferenceOrDFTParams(DFTParams):
     """Parameters of the reference-or-DFT tier (the DFT fields apply to molecules not in the table)."""
 
     basis: str = Field(default="6-31G", description="Gaussian basis of the DFT run for molecules not in the table.")
+    geometry_source: Literal["mmff", "xtb"] = Field(
+        default="mmff", description="Geometry of the DFT run: 'mmff', the one the correction below was fitted on."
+    )
     table_path: str = Field(default=str(QM9_GAP_CSV), description="CSV of known gaps (default: the shipped QM9 table).")
     smiles_column: str = Field(default="smiles", description="Column of the table holding SMILES.")
     value_column: str = Field(default="gap_ev", description="Column of the table holding the gap (eV).")
@@ -66,6 +70,11 @@ class ReferenceOrDFTParams(DFTParams):
     correction_rmse: float = Field(
         default=_RMSE, ge=0.0, description="Residual RMSE (eV) of that map; the uncertainty of a computed gap."
     )
+
+    @classmethod
+    def space_geometry(cls, space: ChemistrySpace) -> str:
+        """MMFF94 in every space: the linear correction onto the table's scale was fitted on MMFF geometries."""
+        return "mmff"
 
 
 @register_verifier

@@ -114,7 +114,8 @@ def test_dft_gaps_of_tiny_molecules_match_qm9(dft: DFTGapVerifier) -> None:
     for (smiles, ref), verdict in zip(QM9_GAPS.items(), verdicts, strict=True):
         assert verdict.status == Status.ok, verdict.feedback
         assert verdict.values["converged"] is True
-        # B3LYP/6-31G* on an MMFF geometry vs B3LYP/6-31G(2df,p) on the B3LYP geometry.
+        # B3LYP/6-31G* on the default geometry (MMFF94, then GFN2-xTB) vs B3LYP/6-31G(2df,p) on the B3LYP geometry.
+        assert verdict.values["geometry"] == "GFN2-xTB"
         assert verdict.value == pytest.approx(ref, abs=0.35), smiles
         assert verdict.values["homo_ev"] < 0 and verdict.values["homo_ev"] < verdict.values["lumo_ev"]
         assert verdict.values["energy_eh"] < 0
@@ -130,12 +131,15 @@ def test_dft_non_convergence_is_failed_not_zero() -> None:
 
 
 @pytest.mark.slow
-def test_dft_pyridine_and_xtb_geometry() -> None:
-    with DFTGapVerifier({"geometry_source": "xtb"}) as dft:
-        (verdict,) = dft.verify_batch([make_candidate("c1ccncc1")])
-    assert verdict.status == Status.ok, verdict.feedback
-    assert verdict.values["geometry"] == "GFN2-xTB"
-    assert verdict.value == pytest.approx(6.2396, abs=0.3)
+def test_dft_pyridine_on_both_geometries() -> None:
+    with DFTGapVerifier({"geometry_source": "mmff"}) as mmff, DFTGapVerifier({"geometry_source": "xtb"}) as xtb:
+        (on_mmff,) = mmff.verify_batch([make_candidate("c1ccncc1")])
+        (on_xtb,) = xtb.verify_batch([make_candidate("c1ccncc1")])
+    assert on_mmff.status == on_xtb.status == Status.ok, (on_mmff.feedback, on_xtb.feedback)
+    assert (on_mmff.values["geometry"], on_xtb.values["geometry"]) == ("MMFF94", "GFN2-xTB")
+    for verdict in (on_mmff, on_xtb):
+        assert verdict.value == pytest.approx(6.2396, abs=0.3)
+    assert on_mmff.value != on_xtb.value
 
 
 def test_reference_table(tmp_path) -> None:
