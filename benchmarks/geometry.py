@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.provenance import format_provenance, provenance, with_provenance
-from benchmarks.tiers import run_tier_druglike, spearman, spread_by_size
+from benchmarks.tiers import make_verifier, run_tier_druglike, spearman, spread_by_size
 
-__all__ = ["adopt", "compare", "main", "pick"]
+__all__ = ["adopt", "compare", "main", "network_error", "pick"]
 
 POOL = Path(__file__).resolve().parent / "data" / "pools" / "druglike_moses.csv"
 SPECS = {"dft": "pyscf-b3lyp:geometry_source=xtb", "xtb": "gfn2-xtb:optimize"}
@@ -146,11 +146,52 @@ def adopt(pool: Path, report_path: Path, command: str) -> dict[str, Any]:
     level = meta.setdefault("level_of_theory", {})
     level["geometry"] = geometry_text(GeometryParams().seed, "xtb")  # the script's tiers use the default conformer
     level["geometry_source"] = "xtb"
+    level["xtb"] = "GFN2-xTB (tblite) single point on the MMFF94 geometry"
+    dft = make_verifier(SPECS["dft"], 1, space="druglike")
+    level["verifier"] = f"{dft.name} v{dft.version} params_hash {dft.params_hash} (benchmarks/geometry.py: {SPECS['dft']})"
+    level["timeout_s"], level["memory_mb"] = dft.params.timeout_s, dft.params.memory_mb
     level["mmff_columns"] = "dft_mmff_gap_ev, dft_mmff_cpu_s: the same DFT on the MMFF94 geometry (the pool's first values)"
     meta["geometry_change"] = {"command": command, "from": report_path.name, "provenance": provenance()}
     meta["summary"] = summary(rows, meta.get("failures", []))
     meta_path.write_text(json.dumps(meta, indent=2) + "\n")
     return meta
+
+
+def network_error(pool: Path) -> dict[str, Any]:
+    """The shipped QM9 network's error against a pool's DFT on each geometry it holds (after ``--adopt``: both).
+
+    Per pattern of lower tiers shown (none, EHT, EHT + xTB): mean absolute error, mean error (network minus DFT),
+    rank correlation and the share of molecules inside the network's own 90% interval (no answers of a run: the
+    start a run gets), against ``dft_mmff_gap_ev`` and ``dft_gap_ev``.
+    """
+    import numpy as np
+
+    from arl_flows.suites.molecules.graph import GraphModelConfig
+    from arl_flows.suites.molecules.pretrained import LOWER_TIERS, load_shipped
+
+    with open(pool, newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r.get("dft_status", "ok") == "ok"]
+    truths = {"mmff": "dft_mmff_gap_ev", "xtb": "dft_gap_ev"}
+    if not rows or not all(r.get(col) for r in rows for col in truths.values()):
+        raise SystemExit(f"--network: {pool.name} needs both geometries' DFT (dft_mmff_gap_ev, dft_gap_ev); --adopt it first")
+    network = load_shipped(LOWER_TIERS, GraphModelConfig())
+    if network is None:
+        raise SystemExit("--network: the shipped network is not installed (arl_flows/suites/molecules/data/surrogate)")
+    smiles = [r["smiles"] for r in rows]
+    lower = np.array([[float(r["eht_gap_ev"]), float(r["xtb_gap_ev"])] for r in rows])
+    shown = {"none": np.full_like(lower, np.nan), "rdkit-eht": np.c_[lower[:, 0], np.full(len(rows), np.nan)],
+             "rdkit-eht+gfn2-xtb": lower}
+    out: dict[str, Any] = {"n": len(rows)}
+    for pattern, values in shown.items():
+        mean, std = network.predict(smiles, values)
+        for geometry, col in truths.items():
+            truth = np.array([float(r[col]) for r in rows])
+            err = mean - truth
+            out[f"{pattern} vs {geometry}"] = {
+                "mae_ev": float(np.mean(np.abs(err))), "mean_error_ev": float(np.mean(err)),
+                "spearman": spearman(list(mean), list(truth)), "coverage_90": float(np.mean(np.abs(err) <= 1.6449 * std)),
+            }
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -166,7 +207,18 @@ def main(argv: list[str] | None = None) -> None:
                              "side by side: each on its own --out, then one run over the whole range with --also)")
     parser.add_argument("--adopt", action="store_true",
                         help="compute nothing: move --pool to the relaxed geometry of --out (every molecule answered)")
+    parser.add_argument("--network", action="store_true",
+                        help="compute nothing: the shipped network's error against --pool's DFT on both geometries")
     args = parser.parse_args(argv)
+    if args.network:
+        report = network_error(args.pool)
+        for key, row in report.items():
+            if key != "n":
+                print(f"{key:<28} MAE {row['mae_ev']:.3f}  mean error {row['mean_error_ev']:+.3f}  spearman "
+                      f"{row['spearman']:.3f}  90% interval covers {row['coverage_90']:.3f}  (n {report['n']})")
+        if args.out:
+            args.out.write_text(json.dumps(with_provenance(report), indent=2))
+        return
     if args.adopt:
         if args.out is None:
             raise SystemExit("--adopt needs --out, the JSON this script wrote for the pool")

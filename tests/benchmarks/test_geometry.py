@@ -116,3 +116,21 @@ def test_adopt_refuses_a_pool_with_molecules_not_yet_answered(tmp_path: Path) ->
     with pytest.raises(SystemExit, match="--adopt needs --out"):
         geometry.main(["--pool", str(pool), "--adopt"])
     assert "dft_mmff_gap_ev" not in pool.read_text()  # nothing written
+
+
+def test_network_error_reads_both_geometries_and_needs_both(tmp_path: Path) -> None:
+    pool = tmp_path / "pool.csv"
+    rows = [("CCO", 8.5, 6.0, 6.5), ("c1ccncc1", 6.0, 3.5, 4.0), ("CC(=O)N", 7.0, 5.0, 5.2)]
+    lines = ["smiles,eht_gap_ev,xtb_gap_ev,dft_gap_ev,dft_mmff_gap_ev,dft_status"]
+    lines += [f"{s},{eht},{xtb},{dft},{dft - 0.3},ok" for s, dft, eht, xtb in rows]
+    pool.write_text("\n".join(lines) + "\n")
+    report = geometry.network_error(pool)
+    assert report["n"] == 3
+    for pattern in ("none", "rdkit-eht", "rdkit-eht+gfn2-xtb"):
+        on_mmff, on_xtb = report[f"{pattern} vs mmff"], report[f"{pattern} vs xtb"]
+        # The same predictions against a truth 0.3 eV lower: the mean error moves by exactly that.
+        assert on_mmff["mean_error_ev"] == pytest.approx(on_xtb["mean_error_ev"] + 0.3)
+        assert 0 <= on_xtb["coverage_90"] <= 1 and on_xtb["mae_ev"] >= abs(on_xtb["mean_error_ev"])
+    pool.write_text("smiles,eht_gap_ev,xtb_gap_ev,dft_gap_ev\nCCO,6.0,6.5,8.5\n")
+    with pytest.raises(SystemExit, match="needs both geometries' DFT"):
+        geometry.main(["--pool", str(pool), "--network"])
