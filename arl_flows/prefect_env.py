@@ -27,7 +27,8 @@ set:
   ``HF_HUB_DISABLE_PROGRESS_BARS=1``, ``TRANSFORMERS_VERBOSITY=error``.
 
 :func:`start_shielded_server` starts the temporary server of ``arl run`` so
-that a terminal's Ctrl-C stops the run, not the server under it.
+that a terminal's Ctrl-C stops the run, not the server under it, on a port
+that is its own (two runs starting at once never share one server).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import atexit
 import logging
 import os
 import signal
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -209,25 +211,60 @@ def start_shielded_server() -> Any | None:
         return None  # checked first: the server module's imports cost ~2 CPU-s that a run on a configured server never needs
     from prefect.server.api.server import SubprocessASGIServer
 
-    server = SubprocessASGIServer()
-    failure: list[BaseException] = []
+    server = SubprocessASGIServer()  # the instance Prefect's clients look up (keyed by port None)
+    if server.running:
+        return server
+    for _ in range(_SERVER_ATTEMPTS):
+        server.port = free_port()
+        failure: list[BaseException] = []
 
-    def start() -> None:
-        signal.pthread_sigmask(signal.SIG_BLOCK, _SHIELDED)
-        try:
-            server.start()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            failure.append(exc)
+        def start(server: Any = server, failure: list[BaseException] = failure) -> None:
+            signal.pthread_sigmask(signal.SIG_BLOCK, _SHIELDED)
+            try:
+                server.start()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                failure.append(exc)
 
-    starter = threading.Thread(target=start, name="arl-prefect-server", daemon=True)
-    starter.start()
-    starter.join()  # a Ctrl-C here still interrupts the run (only the starter thread blocks it)
-    if failure:
-        raise failure[0]
-    # Registered after Prefect's own stop, so it runs first (atexit is last in, first out): the server
-    # ignores SIGTERM, so it is killed; its SQLite database is transactional.
-    atexit.register(_kill_server, server)
-    return server
+        starter = threading.Thread(target=start, name="arl-prefect-server", daemon=True)
+        starter.start()
+        starter.join()  # a Ctrl-C here still interrupts the run (only the starter thread blocks it)
+        if failure:
+            raise failure[0]
+        if listens_on_its_port(server):
+            # Registered after Prefect's own stop, so it runs first (atexit is last in, first out): the server
+            # ignores SIGTERM, so it is killed; its SQLite database is transactional.
+            atexit.register(_kill_server, server)
+            return server
+        # Another run's server took the port between the pick and the bind, and answered the health check that
+        # Prefect waits for: this run would talk to that server, and hang once it stops. Start again elsewhere.
+        _kill_server(server)
+        server.running = False
+    raise RuntimeError(f"the temporary Prefect server could not get a port of its own in {_SERVER_ATTEMPTS} tries")
+
+
+_SERVER_ATTEMPTS = 5
+
+
+def free_port() -> int:
+    """A port the OS hands out now (from its ephemeral range, at random since Linux 4.x): two runs that start at
+    once do not draw the same one, as they can from Prefect's own random pick among 8000-8999."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def listens_on_its_port(server: Any) -> bool:
+    """Whether the server's own process listens on its port (not another process that answers there)."""
+    import psutil
+
+    process = getattr(server, "server_process", None)
+    if process is None or process.poll() is not None:
+        return False
+    try:
+        sockets = psutil.Process(process.pid).net_connections(kind="tcp")
+    except psutil.Error:
+        return False
+    return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == server.port for c in sockets)
 
 
 def _kill_server(server: Any) -> None:

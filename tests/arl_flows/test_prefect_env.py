@@ -94,3 +94,50 @@ def test_an_error_raised_while_prefect_handles_a_ctrl_c_counts_as_a_stop() -> No
             prefect_handling(stop)
         assert _raised_by_a_stop(info.value)
     assert not _raised_by_a_stop(ValueError("a real bug"))
+
+
+# Another run's temporary server took the port this run's server was about to bind, and answers Prefect's health
+# check before this run's server has even started: the run then used that server and hung once it stopped (a CI run
+# of the SIGTERM test waited 20 minutes for a concurrency slot on a server that had gone). The run's own server must
+# listen on the port it uses.
+_PORT_RACE = """
+import http.server, json, sys, threading, urllib.request
+from pathlib import Path
+from arl_flows import prefect_env
+prefect_env.configure(Path(sys.argv[1]))
+
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"true")
+    def log_message(self, *args):
+        pass
+
+foreign = http.server.HTTPServer(("127.0.0.1", 0), Health)
+threading.Thread(target=foreign.serve_forever, daemon=True).start()
+taken = foreign.server_address[1]
+real, picks = prefect_env.free_port, []
+def pick():
+    picks.append(taken if not picks else real())
+    return picks[-1]
+prefect_env.free_port = pick
+server = prefect_env.start_shielded_server()
+from prefect.server.api.server import SubprocessASGIServer
+with urllib.request.urlopen(server.api_url + "/health", timeout=30) as answer:
+    healthy = answer.status == 200
+print(json.dumps({"taken": taken, "picks": picks, "port": server.port, "own": prefect_env.listens_on_its_port(server),
+                  "same_instance": SubprocessASGIServer() is server, "healthy": healthy,
+                  "again": prefect_env.start_shielded_server() is server and server.port == picks[-1]}))
+"""
+
+
+@pytest.mark.timeout(600)
+def test_the_runs_temporary_server_listens_on_its_own_port_not_another_runs(tmp_path: Path) -> None:
+    import json
+
+    done = subprocess.run([sys.executable, "-c", _PORT_RACE, str(tmp_path / "home")], capture_output=True, text=True,
+                          timeout=500, env=_clean_env())
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["picks"][0] == got["taken"] and len(got["picks"]) == 2  # the first pick was the foreign one
+    assert got["port"] == got["picks"][1] != got["taken"]
+    assert got["own"] and got["healthy"] and got["same_instance"] and got["again"]
