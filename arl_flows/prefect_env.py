@@ -214,17 +214,17 @@ def start_shielded_server() -> Any | None:
     server = SubprocessASGIServer()  # the instance Prefect's clients look up (keyed by port None)
     if server.running:
         return server
+    failure: list[BaseException] = []
+
+    def start() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _SHIELDED)
+        try:
+            server.start()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            failure.append(exc)
+
     for _ in range(_SERVER_ATTEMPTS):
         server.port = free_port()
-        failure: list[BaseException] = []
-
-        def start(server: Any = server, failure: list[BaseException] = failure) -> None:
-            signal.pthread_sigmask(signal.SIG_BLOCK, _SHIELDED)
-            try:
-                server.start()
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-                failure.append(exc)
-
         starter = threading.Thread(target=start, name="arl-prefect-server", daemon=True)
         starter.start()
         starter.join()  # a Ctrl-C here still interrupts the run (only the starter thread blocks it)
