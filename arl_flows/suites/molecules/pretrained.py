@@ -215,14 +215,15 @@ _MORGAN = {"radius": 2, "fpSize": 2048}
 
 
 def _fingerprints(smiles: Sequence[str]) -> list[Any]:
-    from rdkit import Chem
+    from rdkit import Chem, rdBase
     from rdkit.Chem import rdFingerprintGenerator
 
     gen = rdFingerprintGenerator.GetMorganGenerator(**_MORGAN)
     out = []
-    for s in smiles:
-        mol = Chem.MolFromSmiles(s) if s else None
-        out.append(gen.GetFingerprint(mol) if mol is not None else None)
+    with rdBase.BlockLogs():  # an invalid candidate has no fingerprint; the fast tier says why, not the terminal
+        for s in smiles:
+            mol = Chem.MolFromSmiles(s) if s else None
+            out.append(gen.GetFingerprint(mol) if mol is not None else None)
     return out
 
 

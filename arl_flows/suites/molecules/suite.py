@@ -371,10 +371,12 @@ class MoleculeSuite(Suite):
 
     def draw_candidates(self, shown: Sequence[str], legends: Sequence[str]) -> bytes | None:
         """2-D structures of the molecules (SMILES) on a grid, each with its legend; None when none parses."""
-        from rdkit import Chem
+        from rdkit import Chem, rdBase
         from rdkit.Chem import Draw
 
-        pairs = [(m, legend) for m, legend in ((Chem.MolFromSmiles(smi), lg) for smi, lg in zip(shown, legends)) if m is not None]
+        with rdBase.BlockLogs():  # an invalid candidate is left out of the picture, not reported on the terminal
+            parsed = [(Chem.MolFromSmiles(smi), legend) for smi, legend in zip(shown, legends)]
+        pairs = [(m, legend) for m, legend in parsed if m is not None]
         if not pairs:
             return None
         image = Draw.MolsToGridImage([m for m, _ in pairs], molsPerRow=4, subImgSize=(240, 200), legends=[lg for _, lg in pairs])
