@@ -42,7 +42,8 @@ run: setup
 	$(BIN)/arl db upgrade
 	$(PY_ENV) $(BIN)/arl run
 
-# CI's command: everything but the soak runs and the SLURM tests (`make test-slurm`): 1,536 tests in 16.6 minutes on a fresh clone (2026-12-03, docs/benchmarks.md "Test suite time").
+# CI's command: everything but the soak runs and the SLURM tests (`make test-slurm`): 1,611 tests in 11.7-13.1 minutes on a
+# fresh clone (2026-12-07; 9-17 minutes on other machines of this project: docs/benchmarks.md "Test suite time").
 test: setup-dev
 	$(PY_ENV) $(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
 
