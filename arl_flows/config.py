@@ -356,7 +356,7 @@ class RunConfig(_Section):
     )
     tier_concurrency: dict[str, int] = Field(
         default_factory=dict,
-        description="Global Prefect concurrency limit per expensive verifier (tasks tagged 'arl-tier:NAME'), "
+        description="Global Prefect concurrency limit per expensive verifier (Prefect limits named 'arl-tier-NAME'), "
         f"1 to {MAX_TIER_CONCURRENCY} (default: the suite's).",
     )
     _suite_options: BaseModel | None = PrivateAttr(default=None)
