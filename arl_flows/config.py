@@ -40,6 +40,7 @@ __all__ = [
     "RunConfig",
     "TierConfig",
     "build_config",
+    "describe_errors",
     "load_config",
     "profiles",
     "stored_fields",
@@ -61,6 +62,16 @@ class TierConfig(_Section):
 
     verifier: str = Field(description="Registered verifier name (see `arl tiers list`) or a 'module:Class' reference.")
     params: dict[str, Any] = Field(default_factory=dict, description="Params of the verifier (see `arl tiers show NAME`).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_name_alone(cls, value: Any) -> Any:
+        """``"rdkit-eht"`` is short for ``{ verifier = "rdkit-eht" }`` (its default params)."""
+        if isinstance(value, str):
+            return {"verifier": value}
+        if not isinstance(value, Mapping):
+            raise ValueError(f'write a tier as {{ verifier = "NAME", params = {{...}} }} or "NAME", got {value!r:.60}')
+        return value
 
 
 # Upper bounds far above any sensible run and far below what breaks something (a SQL integer, a
@@ -521,15 +532,26 @@ def unknown_field_message(model: type[BaseModel] | None, field: object, listing:
 
 
 def _describe(exc: ValidationError, source: str) -> str:
+    return describe_errors(exc, source, RunConfig, "`arl config show` prints every field")
+
+
+def describe_errors(exc: ValidationError, source: str, model: type[BaseModel], listing: str) -> str:
+    """One line for a model's validation errors (the first three): each field's path and what to fix.
+
+    ``source`` leads the line (a config file, a tier); an unknown field names the closest declared one, else
+    ``listing`` (where the fields are listed).
+    """
     parts = []
     for err in exc.errors()[:3]:
         loc = ".".join(p[:60] if isinstance(p, str) and p.isprintable() and " " not in p else repr(p)[:60] for p in map(_loc_part, err["loc"]))
         msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             path = list(err["loc"])
-            msg = unknown_field_message(_model_at(RunConfig, path[:-1]), path[-1] if path else None, "`arl config show` prints every field")
+            msg = unknown_field_message(_model_at(model, path[:-1]), path[-1] if path else None, listing)
         elif err["type"] == "literal_error":
             msg = msg.replace("Input should be", "allowed values are")
+        elif err["type"].endswith(("_parsing", "_type")) and isinstance(err.get("input"), (str, int, float, bool)):
+            msg = f"{msg.replace('Input should be', 'should be')} (got {err['input']!r:.60})"
         msg = " ".join(msg.split())
         # A check of the whole config names its own field ("tiers: ..."); a field's check gets its path.
         parts.append(f"{loc}: {msg}" if loc else msg)

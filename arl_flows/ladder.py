@@ -7,7 +7,9 @@ and the benchmarks build it from a run config the same way: the suite adjusts ea
 
 from __future__ import annotations
 
-from arl_flows.config import RunConfig
+from pydantic import ValidationError
+
+from arl_flows.config import RunConfig, describe_errors
 from arl_flows.suites import suite_for
 from storage.records import tier_rank
 from verifiers import Verifier, registry
@@ -16,9 +18,24 @@ __all__ = ["build_ladder"]
 
 
 def build_ladder(config: RunConfig) -> list[Verifier]:
-    """Instantiate the configured verifiers (names or 'module:Class' references), cheapest first."""
+    """Instantiate the configured verifiers (names or 'module:Class' references), cheapest first.
+
+    A verifier of another suite, or params its model refuses, is one ValueError line naming the rung.
+    """
     suite = suite_for(config)
-    ladder = [registry.create(t.verifier, suite.verifier_params(registry.get(t.verifier), dict(t.params))) for t in config.tiers]
+    ladder = []
+    for index, rung in enumerate(config.tiers):
+        cls = registry.get(rung.verifier)
+        where = f"tiers[{index}] ({cls.name})"
+        if cls.suite not in (None, suite.name):
+            raise ValueError(
+                f"{where}: the verifier belongs to suite {cls.suite!r}, not {suite.name!r}; "
+                f"`arl tiers list --suite {suite.name}` lists this suite's"
+            )
+        try:
+            ladder.append(registry.create(rung.verifier, suite.verifier_params(cls, dict(rung.params))))
+        except ValidationError as exc:
+            raise ValueError(describe_errors(exc, where, cls.Params, f"`arl tiers show {cls.name}` lists its params")) from None
     ranks = [tier_rank(v.tier) for v in ladder]
     if ranks != sorted(ranks):
         order = ", ".join(f"{v.name} ({v.tier.value})" for v in ladder)

@@ -16,6 +16,7 @@ alone, since a SMILES or a path may contain them.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -86,12 +87,35 @@ def goal_of_items(items: list[str], option: str) -> dict[str, Any]:
     for item in items:
         key, eq, raw = item.partition("=")
         if not (key.strip() and eq):
-            raise UserError(f"{option} {item[:100]!r}: write it as KEY=VALUE, e.g. {option} task_id=sum-to-n")
+            raise UserError(f"{option} {item[:100]!r}: write it as KEY=VALUE; `arl suites show SUITE` lists a suite's goal keys")
         try:
             goal[key.strip()] = json.loads(raw)
         except (json.JSONDecodeError, RecursionError):
             goal[key.strip()] = raw
     return goal
+
+
+MAX_INPUT_BYTES = 200 * 2**20  # an --input of candidates; larger is the wrong file, or /dev/zero
+
+
+def read_text_file(option: str, path: Path) -> str:
+    """The UTF-8 text of a regular file of sane size, or one UserError line: not a file (a folder, a FIFO or
+    /dev/zero, which would never finish reading), too large, unreadable, or not UTF-8 (naming the first bad line)."""
+    name = cut(str(path), 300)
+    try:
+        if not path.is_file():
+            raise UserError(f"{option} {name} is not a regular file")
+        size = path.stat().st_size
+        if size > MAX_INPUT_BYTES:
+            raise UserError(f"{option} {name} is {size:,} bytes; split it into files under {MAX_INPUT_BYTES:,}")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"cannot read {option} {name}: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UserError(f"{option} {name} is not UTF-8 text (line {line}); save it as UTF-8") from None
 
 
 def cost_text(costs: Any, *, short: bool = False) -> str:

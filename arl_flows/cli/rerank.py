@@ -34,6 +34,7 @@ from arl_flows.cli._common import (
     goal_of_items,
     load_suite,
     print_json,
+    read_text_file,
     shown,
     space_options,
 )
@@ -42,21 +43,13 @@ from arl_flows.suites import Rerank
 # Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
 # run, so that `arl --help` loads none of it.
 
-_MAX_INPUT_BYTES = 200 * 2**20
 _MAX_ITEMS = 100_000
 
 
 def _read_items(path: Path) -> list[dict[str, Any]]:
     from arl_flows.best_of_n import RerankItem
 
-    try:
-        if not path.is_file():
-            raise UserError(f"--input {cut(str(path), 300)} is not a regular file")
-        if path.stat().st_size > _MAX_INPUT_BYTES:
-            raise UserError(f"--input {cut(str(path), 300)} is over {_MAX_INPUT_BYTES:,} bytes; split it")
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as exc:
-        raise UserError(f"cannot read --input {cut(str(path), 300)}: {exc.strerror or exc}") from None
+    lines = read_text_file("--input", path).splitlines()
     items = []
     for number, line in enumerate(lines, 1):
         if not line.strip() or line.lstrip().startswith("#"):

@@ -173,8 +173,8 @@ def _flat_reward_note(rows: list[Any]) -> str:
             "`arl config show --config FILE`")
 
 
-def _check_ladder_and_policy(cfg: Any) -> list[tuple[str, str, Any]]:
-    """Fail before Prefect starts when a tier or the policy path cannot work (one line, exit 2).
+def _check_ladder_and_policy(cfg: Any, source: str) -> list[tuple[str, str, Any]]:
+    """Fail before Prefect starts when a tier or the policy path cannot work (one line naming ``source``, exit 2).
 
     Returns each tier's verifier name, tier and cost model, cheapest first; the verifiers are built and closed,
     never called.
@@ -183,17 +183,26 @@ def _check_ladder_and_policy(cfg: Any) -> list[tuple[str, str, Any]]:
     from verifiers import Closable, VerifierNotFound
 
     if cfg.policy_path and not (Path(cfg.policy_path) / "config.json").is_file():
-        raise UserError(f"policy_path {cfg.policy_path!r} is not a local transformers model directory (no config.json)")
+        raise UserError(f"{source}: policy_path {cfg.policy_path!r} is not a local transformers model directory (no config.json)")
     try:
         ladder = build_ladder(cfg)
     except (VerifierNotFound, ImportError, TypeError, ValueError) as exc:
-        raise UserError(f"tiers: {' '.join(str(exc).split())}") from None
+        message = " ".join(str(exc).split())
+        raise UserError(f"{source}: {message if message.startswith('tiers') else 'tiers: ' + message}") from None
     tiers = [(verifier.name, verifier.tier.value, verifier.costs) for verifier in ladder]
     for verifier in ladder:
         if isinstance(verifier, Closable):
             verifier.close()
     return tiers
 
+
+
+def _check_home(home: Path) -> None:
+    """A dry run promises checkpoints and logs under ``home``: it must be, or be able to become, a folder."""
+    existing = next((p for p in (home, *home.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        what = "is a file" if existing == home else f"is under {existing}, a file"
+        raise UserError(f"ARL_HOME {home} {what}, not a folder; point ARL_HOME at a folder (it holds the ledger, priors and runs)")
 
 
 def _budget_text(seconds: float) -> str:
@@ -206,6 +215,7 @@ def _print_dry_run(cfg: Any, tiers: list[tuple[str, str, Any]], ledger_url: str,
     from sqlalchemy.engine import make_url
 
     home = settings().home
+    _check_home(home)
     policy = cfg.policy_path or f"the suite's own (`arl suites show {cfg.suite}`)"
     lines = [
         f"dry run: the config is valid; nothing was started ({source}, profile {profile!r})",
@@ -290,10 +300,11 @@ def run(
         cfg = load_config(config, profile, overrides=overrides)
     except ConfigError as exc:
         raise UserError(str(exc)) from None
-    tiers = _check_ladder_and_policy(cfg)
+    source = str(config) if config else "the built-in config"
+    tiers = _check_ladder_and_policy(cfg, source)
     if dry_run:
         ledger_url = ledger.url if ledger is not None else (url or settings().ledger_url)
-        _print_dry_run(cfg, tiers, ledger_url, str(config) if config else "the built-in config", profile, resume)
+        _print_dry_run(cfg, tiers, ledger_url, source, profile, resume)
         return
     assert ledger is not None
     quiet_prefect(verbose)

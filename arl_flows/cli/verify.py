@@ -18,10 +18,12 @@ from arl_flows.cli._common import (
     UserError,
     app,
     console,
+    cut,
     goal_of_items,
     load_suite,
     open_ledger,
     print_json,
+    read_text_file,
     shown,
     space_options,
 )
@@ -35,28 +37,12 @@ _STATUS_STYLE = {"ok": "green", "invalid": "red", "failed": "yellow", "timeout":
 def _read_inputs(answers: list[str], input_file: Path | None) -> list[str]:
     texts = list(answers)
     if input_file is not None:
-        _check_readable_file("--input", input_file)
-        try:
-            lines = input_file.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError as exc:
-            raise UserError(f"cannot read --input {input_file}: {exc.strerror}") from None
-        texts += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+        lines = read_text_file("--input", input_file).splitlines()
+        given = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+        if not given:
+            raise UserError(f"--input {cut(str(input_file), 300)} has no candidates (only blank lines and '#' comments)")
+        texts += given
     return texts
-
-
-_MAX_INPUT_BYTES = 200 * 2**20
-
-
-def _check_readable_file(option: str, path: Path) -> None:
-    """A regular file of sane size (not a folder, a FIFO or /dev/zero, which would never finish reading)."""
-    try:
-        if not path.is_file():
-            raise UserError(f"{option} {str(path)[:300]!r} is not a regular file")
-        size = path.stat().st_size
-    except OSError as exc:
-        raise UserError(f"cannot read {option} {str(path)[:300]!r}: {exc.strerror or exc}") from None
-    if size > _MAX_INPUT_BYTES:
-        raise UserError(f"{option} {str(path)[:300]!r} is {size:,} bytes; split it into files under {_MAX_INPUT_BYTES:,}")
 
 
 def _resolve_verifiers(the_suite: Any, tiers: str | None) -> list[tuple[Any, dict[str, Any]]]:
@@ -160,11 +146,10 @@ def verify(
     texts = _read_inputs([*answers, *legacy_answers], input_file)
     sources = list(texts)
     if answer_file is not None:
-        _check_readable_file("--answer-file", answer_file)
-        try:
-            texts.append(answer_file.read_text(encoding="utf-8", errors="replace"))
-        except OSError as exc:
-            raise UserError(f"cannot read --answer-file {answer_file}: {exc.strerror}") from None
+        text = read_text_file("--answer-file", answer_file)
+        if not text.strip():
+            raise UserError(f"--answer-file {cut(str(answer_file), 300)} is empty; its whole text is one candidate")
+        texts.append(text)
         sources.append(str(answer_file))
     if not texts:
         raise UserError("nothing to verify: give --answer TEXT (repeatable), --input FILE or --answer-file FILE")

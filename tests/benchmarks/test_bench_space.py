@@ -104,7 +104,7 @@ def test_bench_learning_in_another_space_takes_its_example_settings_and_checks_t
     # A ladder the space cannot run, or whose top tier is not at the reference pool's level, is one line before any
     # training.
     for top, expected in (
-        ('{ verifier = "reference-or-dft" }', "bad run setting: ReferenceOrDFTParams: basis '6-31G' has no functions for Br"),
+        ('{ verifier = "reference-or-dft" }', "tiers[1] (reference-or-dft): basis '6-31G' has no functions for Br"),
         ('{ verifier = "pyscf-b3lyp", params = { density_fitting = false } }', "but the top tier is pyscf-b3lyp with xc=B3LYPG"),
     ):
         config = tmp_path / "ladder.toml"

@@ -66,6 +66,15 @@ def test_dry_run_of_a_resume_names_the_run_and_leaves_it_as_it_was(tmp_path: Pat
         ("tiers = [{ verifier = 'rdkit-eht' }, { verifier = 'nomodule_xyz:Tier' }]\n", "tiers: cannot import module 'nomodule_xyz'"),
         ("suite = 'code'\npolicy_path = '/nonexistent/model'\n", "not a local transformers model directory"),
         ("[scheduler]\nbudget_per_run = -1.0\n", "budget_per_run"),
+        # A real tier with params its model refuses: the rung, the field and what to fix, not pydantic's dump.
+        ("tiers = [{ verifier = 'rdkit-eht', params = { geometry = { seed = 'abc' } } }, { verifier = 'pyscf-b3lyp' }]\n",
+         "tiers[0] (rdkit-eht): geometry.seed: should be a valid integer, unable to parse string as an integer (got 'abc')"),
+        ("tiers = [{ verifier = 'rdkit-eht', params = { geometri = {} } }, { verifier = 'pyscf-b3lyp' }]\n",
+         "tiers[0] (rdkit-eht): geometri: unknown field; did you mean 'geometry'?"),
+        # Another suite's verifier in a molecules ladder (`arl verify --tiers` refused it; the dry run called it valid).
+        ("tiers = [{ verifier = 'code-format' }, { verifier = 'pyscf-b3lyp' }]\n",
+         "tiers[0] (code-format): the verifier belongs to suite 'code', not 'molecules'"),
+        ("tiers = [1, 'pyscf-b3lyp']\n", "write a tier as { verifier = \"NAME\", params = {...} } or \"NAME\", got 1"),
     ],
 )
 def test_a_bad_config_fails_the_dry_run_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toml: str,
@@ -76,6 +85,26 @@ def test_a_bad_config_fails_the_dry_run_in_one_line(tmp_path: Path, monkeypatch:
     code, out, err = arl(["run", "--config", str(config), "--dry-run"])
     assert_user_error(code, err, out=out)
     assert expected in err and "dry run" not in out
+    assert str(config) in err and "pydantic" not in err and "EHTParams" not in err
+
+
+def test_a_tier_can_be_written_as_its_name_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _home(tmp_path, monkeypatch)
+    config = tmp_path / "run.toml"
+    config.write_text("tiers = ['rdkit-eht', { verifier = 'pyscf-b3lyp', params = { basis = '6-31g' } }]\n")
+    code, out, err = arl(["run", "--config", str(config), "--dry-run"])
+    assert code == 0, err[-2000:]
+    ladder = [line.strip().split(" ")[0] for line in out.splitlines() if line.startswith("  ")]
+    assert ladder == ["rdkit-eht", "pyscf-b3lyp"], out
+
+
+def test_a_dry_run_refuses_an_arl_home_that_is_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for home in (tmp_path / "home_file", tmp_path / "home_file" / "below"):
+        (tmp_path / "home_file").write_text("not a folder")
+        monkeypatch.setenv("ARL_HOME", str(home))
+        code, out, err = arl(["run", "--dry-run"])
+        assert_user_error(code, err, out=out)
+        assert f"ARL_HOME {home} " in err and "not a folder; point ARL_HOME at a folder" in err and "dry run" not in out
 
 
 @pytest.mark.slow  # a fresh interpreter that loads the suite and its tiers: about 16 s on 2 loaded cores

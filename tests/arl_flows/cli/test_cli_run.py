@@ -29,7 +29,7 @@ def _main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str
         ("tiers = [{ verifier = 'rdkit-eht' }, { verifier = 'no-such-tier' }]\n", "tiers: no verifier named 'no-such-tier'"),
         ("tiers = [{ verifier = 'rdkit-eht' }, { verifier = 'nomodule_xyz:Tier' }]\n", "tiers: cannot import module 'nomodule_xyz'"),
         ("tiers = [{ verifier = 'pyscf-b3lyp' }, { verifier = 'rdkit-eht' }]\n", "cheapest first"),
-        ("tiers = [{ verifier = 'rdkit-eht', params = { bogus = 1 } }, { verifier = 'gfn2-xtb' }]\n", "tiers:"),
+        ("tiers = [{ verifier = 'rdkit-eht', params = { bogus = 1 } }, { verifier = 'gfn2-xtb' }]\n", "tiers[0] (rdkit-eht): bogus: unknown field"),
         ("suite = 'code'\npolicy_path = '/nonexistent/model'\n", "not a local transformers model directory"),
     ],
 )

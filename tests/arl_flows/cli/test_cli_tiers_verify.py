@@ -84,6 +84,25 @@ def test_verify_user_errors(args: list[str], message: str) -> None:
     assert message in str(result.exception)
 
 
+def test_verify_input_files_that_hold_no_candidate_text_are_one_line(tmp_path: Path) -> None:
+    """A file in another encoding was decoded with U+FFFD and verified: the user saw a character they never wrote."""
+    files = {"latin1.smi": b"CCO\n\xff\xfeCC\n", "comments.smi": b"# nothing here\n\n", "blank.py": b"  \n"}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    cases = [
+        (["--input", "latin1.smi"], "--input {}/latin1.smi is not UTF-8 text (line 2); save it as UTF-8"),
+        (["--input", "comments.smi"], "--input {}/comments.smi has no candidates (only blank lines and '#' comments)"),
+        (["--suite", "code", "--task", "sum-to-n", "--answer-file", "blank.py"], "--answer-file {}/blank.py is empty"),
+        (["--suite", "code", "--task", "sum-to-n", "--answer-file", "latin1.smi"], "is not UTF-8 text (line 2)"),
+        (["--answer", "CCO", "--goal", "low"], "--goal 'low': write it as KEY=VALUE; `arl suites show SUITE` lists"),
+    ]
+    for args, message in cases:
+        args = [str(tmp_path / a) if a in files else a for a in args]
+        result = runner.invoke(app, ["verify", "--tiers", "fast", *args])
+        assert isinstance(result.exception, UserError), result.output
+        assert message.format(tmp_path) in str(result.exception), str(result.exception)
+
+
 def test_verify_stores_verdicts_and_lab_requests(sqlite_url: str) -> None:
     from storage.ledger import Ledger
 

@@ -125,6 +125,13 @@ def test_bad_input_is_one_line_without_a_traceback(tmp_path: Path, lines: list[o
     assert len(lines) == 1 or lines[-1].startswith("Error: "), err
 
 
+def test_an_input_file_in_another_encoding_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b'{"candidates": ["CCO"]}\n{"candidates": ["C\xe9C"]}\n')
+    code, out, err = _arl(["rerank", "--input", str(path), "--ledger", f"sqlite:///{tmp_path / 'l.db'}"])
+    assert code == 2 and err.strip() == f"error: --input {path} is not UTF-8 text (line 2); save it as UTF-8", err
+
+
 def test_rich_output_escapes_user_text(tmp_path: Path) -> None:
     path = _write(tmp_path, [{"prompt": "[bold red]hi[/]", "window": [6.0, 7.5], "candidates": ["c1ccccc1", "[/x]"]}])
     out = runner.invoke(app, ["rerank", "--input", str(path), "--n", "2", "--k", "2", "--ledger",
