@@ -43,7 +43,7 @@ TopCostOpt = Annotated[
 ]
 SpaceOpt = Annotated[
     str,
-    typer.Option("--space", help="Chemistry space (qm9, druglike): the runs' [options] space, the tiers' validity rules "
+    typer.Option("--space", help="Chemistry space (qm9, druglike): the runs' \\[options] space, the tiers' validity rules "
                  "and, for scheduler/advantages, the default pool (druglike: benchmarks/data/pools/druglike_moses.csv, "
                  "DFT computed here); for learning, the space's example settings (examples/druglike.toml) unless --config "
                  "is given, and its history from that pool."),
@@ -197,8 +197,8 @@ def bench_pipeline(
         typer.Option(
             "--cluster",
             help="With --real, where the DFT calls run: local (a LocalCluster here), slurm or pbs (Dask workers started "
-            "as batch jobs, as `arl run` starts them) or dask (the address in [cluster]). The job settings (queue, "
-            "cores, memory, walltime, job bounds) come from the --config TOML's [cluster] section (default: its kind, else local).",
+            "as batch jobs, as `arl run` starts them) or dask (the address in \\[cluster]). The job settings (queue, "
+            "cores, memory, walltime, job bounds) come from the --config TOML's \\[cluster] section (default: its kind, else local).",
         ),
     ] = None,
     max_ahead: Annotated[int | None, typer.Option("--max-ahead", help="Async: streaming.max_ahead (default: the run config's).")] = None,

@@ -154,12 +154,14 @@ def _workdir_and_overrides(workdir: Path, config: Path | None) -> dict[str, Any]
         raise UserError(f"--workdir {str(workdir)[:300]!r} is not a folder")
     if config is None:
         return {}
-    from arl_flows.config import ConfigError, read_toml
+    from arl_flows.config import ConfigError, build_config, read_toml
 
     try:
-        return read_toml(config)
+        data = read_toml(config)
+        build_config(data, str(config))  # a field the file gets wrong is named with the file, before any work
     except ConfigError as exc:
         raise UserError(str(exc)) from None
+    return data
 
 
 def _timed_progress() -> Callable[[str], None]:
@@ -462,10 +464,22 @@ def learning(
         missing = [str(p) for p in merge if not p.is_file()]
         if missing:
             raise UserError(f"--merge: no such report(s): {', '.join(missing)}")
+        reports = []
+        for path in merge:
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+                data = None
+            if not (isinstance(data, dict) and isinstance(data.get("settings"), dict) and isinstance(data.get("regimes"), dict)):
+                raise UserError(f"--merge {path}: not a learning-benchmark report (a JSON object with 'settings' and "
+                                "'regimes', as --json writes)")
+            reports.append(data)
         try:
-            report = learning_harness.merge_reports([json.loads(p.read_text()) for p in merge])
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not a report this command wrote
-            raise UserError(f"--merge: not a learning-benchmark report ({type(exc).__name__}: {exc})") from None
+            report = learning_harness.merge_reports(reports)
+        except ValueError as exc:  # the reports do not belong together
+            raise UserError(f"--merge: {exc}") from None
+        except (KeyError, TypeError, AttributeError) as exc:  # a report of this shape that another version wrote
+            raise UserError(f"--merge: a report lacks what this version reads ({exc!s:.100}); rerun it with this version") from None
         _print_learning(report, json_out, png_out)
         return
 

@@ -71,14 +71,38 @@ def cut(value: object, limit: int = 200) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
-def open_ledger(url: str | None = None):  # noqa: ANN201 - avoids importing SQLAlchemy for --help
-    """Open the ledger at ``url`` (or ``ARL_DATABASE_URL`` / the default file), as a UserError on failure."""
-    from storage.ledger import Ledger, LedgerError
+def open_ledger(url: str | None = None, *, existing: bool = False):  # noqa: ANN201 - avoids importing SQLAlchemy for --help
+    """Open the ledger at ``url`` (or ``ARL_DATABASE_URL`` / the default file), as a UserError on failure.
+
+    ``existing``: for a command that checks or answers what a ledger holds (`arl db check`, `arl lab`), an SQLite
+    path with no file is a mistyped path, not a new ledger: one line, and nothing is created.
+    """
+    from storage.ledger import Ledger, LedgerError, default_database_url
 
     try:
+        if existing:
+            require_existing_ledger(url or default_database_url())
         return Ledger(url)
     except LedgerError as exc:
         raise UserError(str(exc)) from None
+
+
+def require_existing_ledger(url: str) -> None:
+    """A UserError when ``url`` is an SQLite ledger whose file does not exist (or an in-memory one, which is empty)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return  # the ledger says what is wrong with the URL itself
+    if parsed.get_backend_name() != "sqlite":
+        return
+    database = parsed.database or ""
+    if database in ("", ":memory:") or database.startswith("file::memory:"):
+        raise UserError(f"{url} names no database file (SQLite would use an empty one in memory); give sqlite:///PATH")
+    if not Path(database).expanduser().exists():
+        raise UserError(f"no ledger at {database}; check the path (`arl db upgrade --url {url}` creates a new one)")
 
 
 def goal_of_items(items: list[str], option: str) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from arl_flows.cli._common import UserError, app, console, open_ledger, print_json, shown
+from arl_flows.cli._common import UserError, app, console, open_ledger, print_json, require_existing_ledger, shown
 
 # Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
 # run, so that `arl --help` loads none of it.
@@ -26,7 +26,7 @@ def upgrade(url: str | None = URL_OPTION, revision: str = typer.Option("head", h
 @db_app.command("downgrade")
 def downgrade(revision: str = typer.Argument("-1", help="Target revision, e.g. -1 or base."), url: str | None = URL_OPTION) -> None:
     """Revert migrations (for development; data in dropped tables is lost)."""
-    ledger = _open_unmigrated(url)
+    ledger = _open_unmigrated(url, existing=True)
     ledger.downgrade(revision)
     console.print(f"ledger at {shown(ledger.safe_url)} is at revision {ledger.current_revision()}")
 
@@ -34,7 +34,7 @@ def downgrade(revision: str = typer.Argument("-1", help="Target revision, e.g. -
 @db_app.command("check")
 def check(url: str | None = URL_OPTION, json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Run the integrity checks and report problems in plain words (exit 1 if any)."""
-    ledger = open_ledger(url)
+    ledger = open_ledger(url, existing=True)
     problems = ledger.integrity_problems()
     if json_out:
         print_json({"ok": not problems, "problems": problems})
@@ -47,10 +47,12 @@ def check(url: str | None = URL_OPTION, json_out: bool = typer.Option(False, "--
     raise typer.Exit(1 if problems else 0)
 
 
-def _open_unmigrated(url: str | None):  # noqa: ANN202
-    from storage.ledger import Ledger, LedgerError
+def _open_unmigrated(url: str | None, existing: bool = False):  # noqa: ANN202
+    from storage.ledger import Ledger, LedgerError, default_database_url
 
     try:
+        if existing:
+            require_existing_ledger(url or default_database_url())
         return Ledger(url, migrate=False)
     except LedgerError as exc:
         raise UserError(str(exc)) from None

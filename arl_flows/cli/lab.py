@@ -23,7 +23,7 @@ def lab_list(
     """Pending lab requests (a training run never waits for them)."""
     from storage.records import Status
 
-    ledger = open_ledger(url)
+    ledger = open_ledger(url, existing=True)
     if run_id is not None:
         from storage.ledger import LedgerError
 
@@ -57,7 +57,7 @@ def lab_submit(
         number = float(value)
     except ValueError:
         raise UserError(f"--value must be a number, got {value!r}") from None
-    ledger = open_ledger(url)
+    ledger = open_ledger(url, existing=True)
     try:
         verdict = ledger.submit_lab_result(request, number, notes)
     except LedgerError as exc:

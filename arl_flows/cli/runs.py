@@ -119,12 +119,12 @@ def eval_run(
     run_id: str = typer.Argument(..., help="Run id (a unique prefix is enough)."),
     samples: int | None = typer.Option(
         None, "--samples", min=2, max=4096,
-        help="Samples per side (default: the run's [eval] samples, or 64 when its config has the set off).",
+        help="Samples per side (default: the run's \\[eval] samples, or 64 when its config has the set off).",
     ),
     budget: float | None = typer.Option(
-        None, "--budget", min=0.001, help="CPU-seconds of verification for both sides together (default: the run's [eval] budget, 60).",
+        None, "--budget", min=0.001, help="CPU-seconds of verification for both sides together (default: the run's \\[eval] budget, 60).",
     ),
-    seed: int | None = typer.Option(None, "--seed", min=0, max=2**32 - 1, help="Sampling seed of both sides (default: the run's [eval] seed)."),
+    seed: int | None = typer.Option(None, "--seed", min=0, max=2**32 - 1, help="Sampling seed of both sides (default: the run's \\[eval] seed)."),
     url: str | None = URL_OPTION,
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:

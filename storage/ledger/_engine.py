@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from storage.ledger._errors import _BUG_ERRORS, _DAMAGED, LedgerError, _plain
+from storage.ledger._errors import _BUG_ERRORS, _DAMAGED, LedgerError, _hint, _plain
 
 DATABASE_URL_ENV = "ARL_DATABASE_URL"
 _CHUNK = 2000  # keys per IN (...) query; well under SQLite's 32,766 variable limit
@@ -209,7 +209,7 @@ class _Database:
         except DatabaseError as exc:
             if isinstance(exc, _BUG_ERRORS):
                 raise
-            raise LedgerError(f"the ledger at {self.safe_url} failed: {_plain(exc)}{_DAMAGED}") from None
+            raise LedgerError(f"the ledger at {self.safe_url} failed: {_plain(exc)}{_hint(exc)}") from None
 
     def _insert(self, table: Any) -> Any:
         """An ``INSERT`` that supports ``ON CONFLICT`` on this database."""

@@ -21,6 +21,13 @@ class LedgerError(RuntimeError):
 # Database errors that mean ARL's own code is wrong; every other one is about the database itself.
 _BUG_ERRORS = (IntegrityError, DataError, ProgrammingError)
 _DAMAGED = " (if the file is damaged, `arl db check` reports what it can read; restore a backup or use a new ledger)"
+_READ_ONLY = " (the ledger's file or its folder is read-only: make them writable, or copy the ledger to a writable place)"
+
+
+def _hint(exc: BaseException) -> str:
+    """What to do about a database error: a read-only file is not a damaged one."""
+    text = _plain(exc).lower()
+    return _READ_ONLY if "readonly" in text or "read-only" in text else _DAMAGED
 
 
 def _raised_in(exc: BaseException, path_end: tuple[str, ...]) -> bool:

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DatabaseError, OperationalError, SQLAlchemyError
 
 from storage.ledger._engine import _Database, _foreign_database_error
-from storage.ledger._errors import _BUG_ERRORS, _DAMAGED, LedgerError, _plain, _raised_in, _short_repr
+from storage.ledger._errors import _BUG_ERRORS, LedgerError, _hint, _plain, _raised_in, _short_repr
 
 _MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 _MIGRATION_LOCK_ID = 740_221_773  # PostgreSQL advisory lock key for migrations
@@ -74,7 +74,7 @@ class _Migrations(_Database):
             # DDL is transactional: the tables and the record appear together), so read the record again.
             foreign = "alembic_version" not in tables and bool(tables) and self.current_revision() is None
         except (DatabaseError, UnicodeDecodeError) as exc:
-            raise LedgerError(f"cannot read the ledger at {self.safe_url}: {_plain(exc)}{_DAMAGED}") from None
+            raise LedgerError(f"cannot read the ledger at {self.safe_url}: {_plain(exc)}{_hint(exc)}") from None
         if foreign:
             raise _foreign_database_error(self.safe_url, tables)
 
@@ -107,8 +107,8 @@ class _Migrations(_Database):
                 f"(this ARL knows revisions up to {_head()}; see `arl db upgrade --help`)"
             ) from None
         except (OperationalError, UnicodeDecodeError) as exc:
-            raise LedgerError(f"cannot {direction} the ledger at {self.safe_url}: {_plain(exc)}{_DAMAGED}") from None
+            raise LedgerError(f"cannot {direction} the ledger at {self.safe_url}: {_plain(exc)}{_hint(exc)}") from None
         except DatabaseError as exc:
             if isinstance(exc, _BUG_ERRORS):
                 raise
-            raise LedgerError(f"cannot {direction} the ledger at {self.safe_url}: {_plain(exc)}{_DAMAGED}") from None
+            raise LedgerError(f"cannot {direction} the ledger at {self.safe_url}: {_plain(exc)}{_hint(exc)}") from None

@@ -119,3 +119,23 @@ def test_history_is_the_held_out_split_of_a_small_pool(tmp_path) -> None:
         assert (len(data.held_out), len(data.pool)) == (4, 16)  # more than the pool holds: a fifth, as before
     finally:
         ledger.close()
+
+
+def test_bench_learning_names_the_file_that_is_wrong(tmp_path) -> None:
+    """A bad field in --config was blamed on the "default config"; a bad --merge file showed Python's exception."""
+    runner = CliRunner()
+    config = tmp_path / "bad.toml"
+    config.write_text('[trainer]\nlr = "fast"\n')
+    for command in ("learning", "pipeline"):
+        result = runner.invoke(app, ["bench", command, "--config", str(config), "--workdir", str(tmp_path / "w")])
+        assert result.exit_code != 0 and "Traceback" not in result.output
+        assert f"{config}: trainer.lr: should be a valid number" in str(result.exception), result.exception
+    good = {"settings": {"budget": 1.0}, "regimes": {}}
+    for name, text in (("broken.json", "{not json"), ("list.json", "[1, 2, 3]"), ("other.json", '{"a": 1}')):
+        (tmp_path / name).write_text(text)
+        (tmp_path / "good.json").write_text(json.dumps(good))
+        result = runner.invoke(app, ["bench", "learning", "--merge", str(tmp_path / "good.json"), "--merge", str(tmp_path / name)])
+        assert result.exit_code != 0
+        message = str(result.exception)
+        assert message.startswith(f"--merge {tmp_path / name}: not a learning-benchmark report"), message
+        assert "Error" not in message and "\n" not in message

@@ -47,7 +47,7 @@ def test_the_job_settings_are_the_ones_arl_run_builds() -> None:
     [
         (["--cluster", "lsf"], None, "--cluster lsf: use one of local, dask, slurm, pbs"),
         (["--cluster", "slurm"], None, "bad benchmark setting: cluster: kind 'slurm' runs the real DFT tier; add --real"),
-        (["--real"], TOML.replace('"3GB"', '"lots"'), "bad benchmark setting: cluster.memory: 'lots' is not an amount of memory"),
+        (["--real"], TOML.replace('"3GB"', '"lots"'), "bench.toml: cluster.memory: 'lots' is not an amount of memory"),
         (["--real", "--cluster", "dask"], TOML, "bad benchmark setting: cluster: address: kind = 'dask' needs the scheduler's address"),
     ],
 )

@@ -243,6 +243,23 @@ def test_db_upgrade_to_an_unknown_revision(ledger_url: str, revision: str) -> No
     assert [r[1] for r in _rows(ledger_url)] == ["plain"]
 
 
+def test_commands_that_read_a_ledger_never_create_one_at_a_mistyped_path(tmp_path: Path) -> None:
+    """`arl db check` of a path with no file said "ledger is consistent" and left a new, empty ledger there."""
+    missing = tmp_path / "ledgr.db"
+    for args in (["db", "check"], ["db", "downgrade"], ["lab", "list"], ["lab", "submit", "--request", "r", "--value", "1"]):
+        code, out, err = arl([*args, "--url", f"sqlite:///{missing}"])
+        assert_user_error(code, err, out=out)
+        assert f"no ledger at {missing}; check the path" in err, err
+    assert list(tmp_path.iterdir()) == []
+    code, out, err = arl(["db", "check", "--url", "sqlite:///"])
+    assert_user_error(code, err, out=out)
+    assert "names no database file" in err
+    code, out, err = arl(["db", "upgrade", "--url", f"sqlite:///{missing}"])  # the command that creates one
+    assert code == 0 and missing.is_file(), err
+    code, out, err = arl(["db", "check", "--url", f"sqlite:///{missing}"])
+    assert code == 0 and "ledger is consistent" in out, err
+
+
 def test_lab_list_of_an_unknown_run_says_so(ledger_url: str) -> None:
     code, out, err = arl(["lab", "list", "--run", "no-such-run", "--url", ledger_url])
     assert_user_error(code, err, out=out)

@@ -306,3 +306,23 @@ def test_one_lab_request_per_pending_verdict(ledger: Ledger) -> None:
     with pytest.raises(LedgerError, match="no lab request"):
         ledger.submit_lab_result("r2", 5.0)
     assert ledger.integrity_problems() == []
+
+
+def test_a_read_only_ledger_is_not_called_damaged(tmp_path) -> None:  # noqa: ANN001
+    """`arl lab submit` on a read-only ledger was told to restore a backup of a "damaged" file."""
+    import sqlite3
+
+    from sqlalchemy.exc import OperationalError
+
+    from storage.ledger._errors import _hint
+
+    path = tmp_path / "ro.db"
+    sqlite3.connect(path).execute("CREATE TABLE t (x INTEGER)").connection.commit()
+    reader = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        reader.execute("INSERT INTO t VALUES (1)")
+    except sqlite3.OperationalError as exc:  # SQLite's own words: "attempt to write a readonly database"
+        refused = OperationalError("INSERT", {}, exc)
+    reader.close()
+    assert "read-only" in _hint(refused) and "damaged" not in _hint(refused)
+    assert "damaged" in _hint(OperationalError("SELECT", {}, sqlite3.DatabaseError("database disk image is malformed")))

@@ -49,7 +49,8 @@ def list_tasks(
     try:
         loaded = load_source(spec)
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RuntimeError) as exc:
-        raise UserError(f"cannot read code tasks from {shown(path or source, 200)}: {shown(str(exc), 300)}") from None
+        detail = str(exc).removeprefix(f"{path}: ") if path else str(exc)  # the loader names the file too
+        raise UserError(f"cannot read code tasks from {shown(path or source, 200)}: {shown(detail, 300)}") from None
     tasks = loaded.tasks
     if as_json:
         print_json([{"id": t.id, "prompt": t.prompt, "visible_tests": len(t.visible_tests), "hidden_tests": len(t.tests)} for t in tasks])

@@ -15,7 +15,7 @@ from arl_flows.cli._common import UserError, console, print_json
 # run, so that `arl --help` loads none of it.
 prior_app = typer.Typer(help="The SMILES prior: where it comes from, and pretraining another one.", no_args_is_help=True)
 
-CONFIG_OPTION = typer.Option(None, "--config", "-c", help="Run config (TOML) whose [prior] table to use; default: the built-in one.")
+CONFIG_OPTION = typer.Option(None, "--config", "-c", help="Run config (TOML) whose \\[options.prior] table to use; default: the built-in one.")
 
 
 SPACE_OPTION = typer.Option(None, "--space", help="Chemistry space whose prior to use (qm9, druglike; default: the config's, else qm9).")
@@ -210,8 +210,8 @@ def evaluate_command(
 def pretrain_command(
     config: Path | None = CONFIG_OPTION,
     profile: str = typer.Option("default", "--profile", help="Config profile ('default' or 'quick')."),
-    steps: int | None = typer.Option(None, "--steps", min=1, max=10_000_000, help="Step budget (overrides [prior] max_steps)."),
-    seed: int | None = typer.Option(None, "--seed", min=0, max=2**31 - 1, help="Seed (overrides [prior] seed)."),
+    steps: int | None = typer.Option(None, "--steps", min=1, max=10_000_000, help="Step budget (overrides \\[options.prior] max_steps)."),
+    seed: int | None = typer.Option(None, "--seed", min=0, max=2**31 - 1, help="Seed (overrides \\[options.prior] seed)."),
     force: bool = typer.Option(False, "--force", help="Retrain even if the prior is shipped or cached."),
     ship: bool = typer.Option(False, "--ship", help="Write it into the package as the shipped default (for ARL's developers)."),
     as_json: bool = typer.Option(False, "--json", help="Print the pretraining report as JSON."),
