@@ -104,8 +104,8 @@ def test_the_readme_and_run_help_say_the_same_about_the_quick_profile() -> None:
     promise = "about a minute on an idle machine"
     help_text = " ".join(_invoke(["run", "--help"]).stdout.replace("│", " ").split())
     assert promise in help_text
-    (line,) = [line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines() if "arl run --profile quick " in line]
-    assert promise in line
+    lines = [line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines() if "arl run --profile quick " in line]
+    assert lines and all(promise in line for line in lines), lines
 
 
 # ---------------------------------------------------------------- arl tasks list: one line per task
