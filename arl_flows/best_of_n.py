@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from arl_flows.config import RunConfig
+from arl_flows.config import RunConfig, describe_errors
 from arl_flows.suites import SuiteNotFound, get_suite
 from arl_flows.suites.capabilities import objective_window
-from arl_flows.tiered_reward import RewardDetail, TieredReward, Window, _text
+from arl_flows.tiered_reward import RewardDetail, TieredReward, Window, _text, _window_of
 from storage.ledger import Ledger
 from storage.records import tier_rank
 from verifiers.scheduler import VoiTarget
@@ -125,14 +125,30 @@ def rerank(
         cls = get_suite(suite)
     except SuiteNotFound as exc:
         raise ValueError(str(exc)) from None
-    parsed = [it if isinstance(it, RerankItem) else RerankItem.model_validate(dict(it)) for it in items]
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
+        raise ValueError(f"items is a list of mappings, e.g. [{{'candidates': ['CCO', 'CCN']}}], got {type(items).__name__}")
+    parsed = []
+    for idx, it in enumerate(items):
+        if isinstance(it, RerankItem):
+            parsed.append(it)
+            continue
+        if not isinstance(it, Mapping):
+            raise ValueError(f"item {idx + 1} is {it!r:.60}; an item is a mapping, e.g. {{'candidates': ['CCO', 'CCN']}}")
+        try:
+            parsed.append(RerankItem.model_validate(dict(it)))
+        except ValidationError as exc:
+            raise ValueError(describe_errors(exc, f"item {idx + 1}", RerankItem, "see RerankItem's fields")) from None
+    if goal is not None and not isinstance(goal, Mapping):
+        raise ValueError(f"goal is one mapping for every item, e.g. goal={{'window': [3, 4]}}; got {goal!r:.60}")
+    if window is not None:
+        window = _window_of(window)
     goals = []
     for idx, item in enumerate(parsed):
         try:
             goals.append(cls.goal(dict(goal or {}) | item.all_goal()))
         except ValueError as exc:
             raise ValueError(f"item {idx + 1}: {exc}") from None
-    default = (window.low, window.high) if isinstance(window, Window) else tuple(window) if window else None
+    default = (window.low, window.high) if window is not None else None
     rewards: dict[tuple[float, float] | None, TieredReward] = {}
     shared_ledger = ledger if ledger is not None else Ledger(ledger_url)
     out = []

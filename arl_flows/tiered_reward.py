@@ -44,9 +44,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from arl_flows.config import RunConfig, TierConfig, build_config
+from arl_flows.config import RunConfig, TierConfig, build_config, describe_errors
 from arl_flows.suites import Calibration, Prior, Suite, SuiteNotFound, get_suite, suite_for
 from arl_flows.suites.capabilities import goal_columns
 from arl_flows.step import TierRunner, verify_candidates, verify_inline
@@ -78,7 +78,10 @@ class Window(BaseModel):
 
     def __init__(self, **data: Any) -> None:
         _require_edges(data)
-        super().__init__(**data)
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:  # one line, without pydantic's type tags and links
+            raise ValueError(describe_errors(exc, "Window", Window, "its fields are low, high and softness")) from None
 
     @model_validator(mode="before")
     @classmethod
@@ -134,16 +137,22 @@ class CallSummary:
 
 
 def _tier_configs(tiers: Sequence[str | Mapping[str, Any] | TierConfig | tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    if isinstance(tiers, (str, bytes)) or not isinstance(tiers, Sequence):
+        raise ValueError(f"tiers is a list of rungs, cheapest first, e.g. tiers=['rdkit-eht', 'gfn2-xtb', 'pyscf-b3lyp']; "
+                         f"got {tiers!r:.80}")
     out = []
-    for t in tiers:
+    for i, t in enumerate(tiers):
         if isinstance(t, TierConfig):
             out.append(t.model_dump())
         elif isinstance(t, str):
             out.append({"verifier": t})
-        elif isinstance(t, tuple):
+        elif isinstance(t, tuple) and len(t) == 2 and isinstance(t[0], str) and isinstance(t[1], Mapping):
             out.append({"verifier": t[0], "params": dict(t[1])})
-        else:
+        elif isinstance(t, Mapping):
             out.append(dict(t))
+        else:
+            raise ValueError(f"tiers[{i}] is {t!r:.80}; write a rung as a verifier name, (name, params) or "
+                             "{'verifier': name, 'params': {...}}")
     return out
 
 
@@ -196,10 +205,12 @@ def verification_config(
 
 def _window_of(objective: Any) -> Window:
     """A ``(low, high)`` pair as a :class:`Window` (the suite's softness), or one line saying what to pass."""
+    if isinstance(objective, Window):
+        return objective
     try:
         low, high = objective
     except (TypeError, ValueError):
-        raise ValueError(f"objective must be a Window or a (low, high) pair, got {objective!r}") from None
+        raise ValueError(f"objective must be a Window or a (low, high) pair, got {objective!r:.80}") from None
     return Window(low=low, high=high)
 
 
@@ -214,13 +225,54 @@ def _text(message: Any) -> str:
     """
     if isinstance(message, str):
         text = message
-    elif isinstance(message, Mapping):
-        text = str(message.get("content", ""))
-    elif isinstance(message, Sequence):
+    elif isinstance(message, Mapping):  # a chat message; its content may be text or a list of content parts
+        content = message.get("content")
+        if content is None:
+            text = ""
+        elif isinstance(content, str):
+            text = content
+        elif isinstance(content, Sequence) and not isinstance(content, (bytes, bytearray)):
+            text = "".join(str(part.get("text") or "") if isinstance(part, Mapping) else _text(part) for part in content)
+        else:
+            raise TypeError(f"a chat message's content is text or a list of parts, got {type(content).__name__}")
+    elif isinstance(message, Sequence) and not isinstance(message, (bytes, bytearray)):
         text = "".join(_text(m) for m in message)
     else:
-        text = str(message)
+        raise TypeError(f"a prompt or completion is text or a list of chat messages, got {type(message).__name__} "
+                        f"{message!r:.40}")
     return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def _check_settings(budget_per_call: Any, max_wait_s: Any, max_batch: Any, group_size: Any, ledger_url: Any) -> None:
+    """A TieredReward's own settings, checked when it is made (a bad one used to fail each call after its rows were
+    written to the ledger)."""
+
+    def whole(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    if not (whole(max_batch) and max_batch >= 1):
+        raise ValueError(f"max_batch is the most candidates a tier batch holds: a whole number >= 1, got {max_batch!r:.60}")
+    if group_size is not None and not (whole(group_size) and group_size >= 1):
+        raise ValueError(f"group_size must be a whole number >= 1 (TRL's num_generations), got {group_size!r:.60}")
+    if max_wait_s is not None and not (isinstance(max_wait_s, (int, float)) and not isinstance(max_wait_s, bool)
+                                       and max_wait_s >= 0):  # NaN fails this too
+        raise ValueError(f"max_wait_s is the seconds a call may start tier batches for (0: none, the prior answers; "
+                         f"math.inf: no limit): a number >= 0, "
+                         f"got {max_wait_s!r:.60}")
+    if max_wait_s is None and isinstance(budget_per_call, (int, float)) and math.isinf(budget_per_call):
+        raise ValueError("budget_per_call is unbounded, so a call would have no time limit; give max_wait_s (seconds, "
+                         "or math.inf to mean it)")
+    if isinstance(ledger_url, str) and ledger_url.startswith("sqlite"):
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            database = make_url(ledger_url).database or ""
+        except (ArgumentError, ValueError):
+            return  # the ledger says what is wrong with the URL
+        if database in ("", ":memory:") or database.startswith("file::memory:"):
+            raise ValueError(f"ledger_url {ledger_url!r:.80} is an SQLite database in memory: its verdicts are lost at "
+                             "exit and other threads (ascore, TRL's async rewards) do not see it; give sqlite:///PATH")
 
 
 class TieredReward:
@@ -276,6 +328,9 @@ class TieredReward:
             suite, objective=objective, tiers=tiers, budget_per_call=budget_per_call, budget_total=budget_total,
             policy=policy, routing=routing, name=run_name, seed=seed, options=options,
         )
+        _check_settings(budget_per_call, max_wait_s, max_batch, group_size, ledger_url if ledger is None else None)
+        if goal is not None and not isinstance(goal, Mapping):
+            raise ValueError(f"goal is one mapping for every completion, e.g. goal={{'window': [3, 4]}}; got {goal!r:.80}")
         self.goal: dict[str, Any] = dict(goal or {})
         sched = self.config.scheduler
         self.window = None if sched.target_low is None else Window(  # None: the suite's reward is an objective
@@ -284,8 +339,6 @@ class TieredReward:
         self.budget_per_call = float(budget_per_call)
         self.max_wait_s = float(max_wait_s) if max_wait_s is not None else self.budget_per_call
         self.max_batch = max_batch
-        if group_size is not None and group_size < 1:
-            raise ValueError(f"group_size must be at least 1 (TRL's num_generations), got {group_size}")
         self.group_size = group_size
         self.suite: Suite = suite_for(self.config)
         self.ledger = ledger if ledger is not None else Ledger(ledger_url)
@@ -302,6 +355,7 @@ class TieredReward:
         self.last_details: list[RewardDetail] = []
         self.last_call: CallSummary | None = None
         self._lock = threading.Lock()
+        self._closed = False
         self.__name__ = f"arl_{self.suite.name}"  # TRL names a reward function's metrics after it
 
     # ------------------------------------------------------------------ the trainer-facing forms
@@ -339,6 +393,13 @@ class TieredReward:
         passes Prefect tasks here. ``goal``: one goal per completion (merged over the reward's own);
         the suite's goal columns (``capabilities.GoalColumns``) may come as keyword arrays instead.
         """
+        if self._closed:
+            raise RuntimeError("this TieredReward is closed (its ledger run is marked completed); create a new one")
+        for name, batch in (("prompts", prompts), ("completions", completions)):
+            if isinstance(batch, (str, bytes, Mapping)) or not isinstance(batch, Sequence):
+                raise TypeError(f"{name} must be a list with one entry per completion, got {type(batch).__name__}")
+        if deadline is not None and not (isinstance(deadline, (int, float)) and not isinstance(deadline, bool)):
+            raise TypeError(f"deadline is a time.monotonic() value in seconds, got {deadline!r:.60}")
         if len(prompts) != len(completions):
             raise ValueError(f"got {len(prompts)} prompts and {len(completions)} completions; pass one prompt per completion")
         if completion_ids is not None and len(completion_ids) != len(completions):
@@ -346,6 +407,7 @@ class TieredReward:
                              "pass one list of token ids per completion, or none")
         goals = self._goals(len(completions), goal, columns)
         prompt_texts = [_text(p) for p in prompts]
+        texts = [_text(c) for c in completions]  # before the ledger run: a completion that is not text writes nothing
         built = [self.suite.external_prompt(text, g) for text, g in zip(prompt_texts, goals)]
         with self._lock:
             t0 = time.monotonic()
@@ -353,7 +415,6 @@ class TieredReward:
                 deadline = t0 + self.max_wait_s
             run_id = self._ensure_run()
             step = self.step
-            texts = [_text(c) for c in completions]
             group_of: dict[str, int] = {}
             rows = []
             for i, (prompt, text) in enumerate(zip(built, texts)):
@@ -464,6 +525,10 @@ class TieredReward:
 
     def _goals(self, n: int, goal: Sequence[Mapping[str, Any]] | None, columns: Mapping[str, Any]) -> list[dict[str, Any]]:
         """One goal per completion: the reward's own, then ``goal[i]``, then the suite's goal columns."""
+        if goal is not None and (isinstance(goal, (str, Mapping)) or not isinstance(goal, Sequence)
+                                 or not all(isinstance(g, Mapping) for g in goal)):
+            raise ValueError("goal is a list with one mapping per completion (for one goal for every call, pass "
+                             f"TieredReward(goal=...)); got {goal!r:.80}")
         if goal is not None and len(goal) != n:
             raise ValueError(f"goal has {len(goal)} entries for {n} completions; pass one per completion")
         goals = [self.goal | dict(goal[i] if goal is not None else {}) for i in range(n)]
@@ -500,13 +565,16 @@ class TieredReward:
     def close(self) -> None:
         """Mark the ledger run completed and stop the ladder's worker processes."""
         with self._lock:
-            if self.run_id is not None:
+            if self.run_id is not None and not self._closed:
                 self.ledger.set_run_status(self.run_id, RunStatus.completed)
+            self._closed = True
             for v in self.ladder:
                 if isinstance(v, Closable):
                     v.close()
 
     def __enter__(self) -> TieredReward:
+        if self._closed:
+            raise RuntimeError("this TieredReward is closed (its ledger run is marked completed); create a new one")
         return self
 
     def __exit__(self, *exc: object) -> None:

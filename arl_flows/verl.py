@@ -66,6 +66,13 @@ def compute_score_batch(
     extra_infos = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
     if not (len(data_sources) == len(solution_strs) == len(ground_truths) == len(extra_infos)):
         raise ValueError("data_sources, solution_strs, ground_truths and extra_infos must have one entry per response")
+    for i, info in enumerate(extra_infos):
+        if info is not None and not isinstance(info, Mapping):
+            raise ValueError(f"extra_info of response {i} is {type(info).__name__}; it is a mapping (verl's extra_info) or None")
+    taken = sorted({"objective", "suite", "run_name"} & set(options))
+    if taken:
+        raise ValueError(f"reward_kwargs {', '.join(taken)}: the suite comes from data_source and the window from "
+                         "ground_truth; leave them out")
     batches: dict[tuple[str, tuple[float, float] | None], list[int]] = {}
     targets = []
     for i, (source, truth) in enumerate(zip(data_sources, ground_truths)):

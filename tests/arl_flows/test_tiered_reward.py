@@ -192,3 +192,81 @@ def test_the_window_has_no_core_default_and_the_suite_gives_its_own() -> None:
     given = verification_config("molecules", objective=Window(low=2.0, high=5.0, softness=0.1)).scheduler
     assert (given.target_low, given.target_high, given.window_softness) == (2.0, 5.0, 0.1)
     assert verification_config("code", objective=Window(low=0.2, high=1.0)).scheduler.window_softness == 0.0
+
+
+def test_bad_settings_and_shapes_are_one_line_before_anything_is_written(tmp_path: Path) -> None:
+    """A probe of the API as a trainer calls it: each of these was accepted and then failed, hung or wrote a stray row."""
+    url = _url(tmp_path)
+    for bad, match in (
+        ({"max_batch": "4"}, "max_batch is the most candidates"), ({"max_batch": -1}, "max_batch"),
+        ({"max_wait_s": math.nan}, "max_wait_s"), ({"max_wait_s": -1.0}, "max_wait_s"), ({"max_wait_s": "5"}, "max_wait_s"),
+        ({"group_size": 1.5}, "group_size"), ({"budget_per_call": math.inf}, "give max_wait_s"),
+        ({"ledger_url": "sqlite://"}, "in memory"), ({"ledger_url": "sqlite:///"}, "in memory"),
+        ({"tiers": "rdkit-eht"}, "tiers is a list of rungs"), ({"tiers": ["rdkit-eht", None]}, r"tiers\[1\] is None"),
+        ({"tiers": ["rdkit-eht", ("reference-table",)]}, r"tiers\[1\]"), ({"goal": [3, 4]}, "goal is one mapping"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            TieredReward("molecules", objective=(3.0, 8.0), **({"ledger_url": url, "tiers": TWO_TIERS} | bad))
+    with TieredReward("molecules", objective=(3.0, 8.0), ledger_url=url, tiers=TWO_TIERS) as reward:
+        for prompts, completions, kwargs, error, match in (
+            (["a", "b", "c"], "CCO", {}, TypeError, "completions must be a list"),
+            ("pq", ["CCO", "CC"], {}, TypeError, "prompts must be a list"),
+            (["p"], [None], {}, TypeError, "text or a list of chat messages, got NoneType"),
+            (["p"], [b"CCO"], {}, TypeError, "got bytes"),
+            (["p"], ["CCO"], {"goal": {"window": [4, 5]}}, ValueError, "one mapping per completion"),
+            (["p"], ["CCO"], {"deadline": "x"}, TypeError, "deadline"),
+        ):
+            with pytest.raises(error, match=match):
+                reward.score(prompts, completions, **kwargs)
+        assert reward.run_id is None  # nothing reached the ledger
+        # OpenAI-style content parts and a message without content are text (the second an empty completion).
+        parts = [[{"role": "assistant", "content": [{"type": "text", "text": "CC"}, {"type": "text", "text": "O"}]}]]
+        (detail,) = reward.score(["p"], parts)
+        assert detail.completion == "CCO"
+        (empty,) = reward.score(["p"], [[{"role": "assistant", "content": None}]])
+        assert empty.completion == "" and empty.status == "invalid"
+    with pytest.raises(RuntimeError, match="closed"):
+        reward(["p"], ["CCN"])
+    with pytest.raises(RuntimeError, match="closed"):
+        with reward:
+            pass
+    with Ledger(url) as ledger:
+        (run,) = ledger.list_runs()
+        assert run.status.value == "completed" and run.steps_done <= 2
+
+
+def test_a_huge_completion_is_invalid_at_once_and_never_parsed(tmp_path: Path) -> None:
+    """60,000 characters took 10 s and 200,000 over 45 s: the scheduler's features parsed what the key had refused."""
+    from arl_flows.suites.molecules.features import molecule_features
+    from arl_flows.suites.molecules.graph import mol_graph
+    from arl_flows.suites.molecules.pretrained import _fingerprints
+    from arl_flows.suites.molecules import make_candidate
+
+    huge = "C" * 200_000
+    candidate = make_candidate(huge)
+    assert not candidate.valid
+    assert not molecule_features(candidate).any() and mol_graph(huge) is None and _fingerprints([huge]) == [None]
+
+
+def test_windows_rerank_items_and_verl_inputs_are_one_line(tmp_path: Path) -> None:
+    """pydantic's dumps (type tags, links) and Python's own errors (KeyError, 'dictionary update sequence') before."""
+    from arl_flows.integrations import rerank
+
+    for bad, match in ((dict(low=4, high=3), "needs finite low < high"), (dict(low=3, high=4, softness=-1), "softness"),
+                       (dict(low=3, high=4, foo=1), "foo: unknown field"), (dict(low="a", high="b"), "low: should be")):
+        with pytest.raises(ValueError, match=match) as info:
+            Window(**bad)
+        assert "pydantic" not in str(info.value) and "\n" not in str(info.value)
+    url = _url(tmp_path)
+    for items, match in ((None, "items is a list of mappings"), ("abc", "items is a list of mappings"),
+                         ([None], "item 1 is None"), ([{"candidates": "CCO"}], "item 1: candidates: should be a valid list"),
+                         ([{"candidates": [1]}], r"item 1: candidates\.0: should be a valid string")):
+        with pytest.raises(ValueError, match=match) as info:
+            rerank(items, n=2, k=1, budget=1.0, ledger_url=url, tiers=TWO_TIERS)
+        assert "pydantic" not in str(info.value)
+    with pytest.raises(ValueError, match="needs finite low < high"):
+        rerank([{"candidates": ["CCO"]}], n=1, k=1, budget=1.0, ledger_url=url, tiers=TWO_TIERS, window=(4, 3))
+    for truth, info, options, match in ((None, None, {}, "give the gap window"), ("3,4", "x", {}, "extra_info of response 0"),
+                                        ("3,4", None, {"objective": (3, 4)}, "reward_kwargs objective")):
+        with pytest.raises(ValueError, match=match):
+            compute_score("molecules", "CCO", truth, info, ledger_url=url, tiers=TWO_TIERS, **options)

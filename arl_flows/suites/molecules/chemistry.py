@@ -384,7 +384,7 @@ def xyz_of(molh: Chem.Mol) -> tuple[list[int], list[str], list[tuple[float, floa
 
 # Longer text is keyed by its hash without parsing: parsing a 10,000-atom chain
 # only to build a cache key would cost more than rejecting it.
-_KEY_PARSE_LIMIT = 1000
+KEY_PARSE_LIMIT = 1000
 
 
 class MoleculeJobParams(IsolationParams):
@@ -422,7 +422,7 @@ def make_candidate(smiles: str, goal: dict[str, Any] | None = None) -> Candidate
     """Candidate for the molecules suite, keyed by canonical SMILES (or a hash of unparseable text)."""
     text = smiles if isinstance(smiles, str) else str(smiles)
     try:
-        mol = parse_smiles(text, max_length=_KEY_PARSE_LIMIT)
+        mol = parse_smiles(text, max_length=KEY_PARSE_LIMIT)
     except InvalidMolecule as exc:
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
         key = candidate_key(SUITE, f"invalid:{digest}")

@@ -24,6 +24,8 @@ def molecule_features(candidate: Candidate, bits: int = 64, radius: int = 2) -> 
     from rdkit.Chem import rdFingerprintGenerator
 
     out = np.zeros(2 + bits)
+    if not candidate.valid:  # the suite's own parse refused it (e.g. 60,000 characters of text): never parse it again
+        return out
     # Silence parse errors here only: RDLogger.DisableLog would silence them process-wide,
     # and the verifiers' feedback ("unclosed ring") is read from that log.
     with rdBase.BlockLogs():

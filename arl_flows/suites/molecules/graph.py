@@ -52,8 +52,10 @@ def mol_graph(smiles: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Heavy-atom graph of a SMILES: atom features, directed edge index (2, E), edge features; None if unparsable."""
     from rdkit import Chem, rdBase
 
-    with rdBase.BlockLogs():
-        mol = Chem.MolFromSmiles(smiles) if smiles else None
+    from arl_flows.suites.molecules.chemistry import KEY_PARSE_LIMIT
+
+    with rdBase.BlockLogs():  # longer text than a candidate's key parse is never a valid molecule: not parsed
+        mol = Chem.MolFromSmiles(smiles) if smiles and len(smiles) <= KEY_PARSE_LIMIT else None
     if mol is None or mol.GetNumHeavyAtoms() == 0:
         return None
     ring = mol.GetRingInfo()

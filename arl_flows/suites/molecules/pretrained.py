@@ -218,11 +218,13 @@ def _fingerprints(smiles: Sequence[str]) -> list[Any]:
     from rdkit import Chem, rdBase
     from rdkit.Chem import rdFingerprintGenerator
 
+    from arl_flows.suites.molecules.chemistry import KEY_PARSE_LIMIT
+
     gen = rdFingerprintGenerator.GetMorganGenerator(**_MORGAN)
     out = []
     with rdBase.BlockLogs():  # an invalid candidate has no fingerprint; the fast tier says why, not the terminal
         for s in smiles:
-            mol = Chem.MolFromSmiles(s) if s else None
+            mol = Chem.MolFromSmiles(s) if s and len(s) <= KEY_PARSE_LIMIT else None  # longer: never a candidate's
             out.append(gen.GetFingerprint(mol) if mol is not None else None)
     return out
 

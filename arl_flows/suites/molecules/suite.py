@@ -253,7 +253,10 @@ class MoleculeSuite(Suite):
             if len(parts) != 2:
                 raise ValueError(f"ground_truth {ground_truth[:40]!r}: give the gap window as 'low,high', e.g. '3.0,4.0'")
             return cls.goal({"window": parts})
-        return cls.goal({"window": list(ground_truth)})
+        if isinstance(ground_truth, Sequence) and not isinstance(ground_truth, (bytes, bytearray)) or hasattr(ground_truth, "tolist"):
+            return cls.goal({"window": list(ground_truth)})
+        raise ValueError(f"ground_truth {ground_truth!r:.40}: give the gap window as [low, high], 'low,high' or "
+                         "{'low': .., 'high': ..}")
 
     @classmethod
     def objective_window(cls, goal: Mapping[str, Any]) -> tuple[float, float] | None:
