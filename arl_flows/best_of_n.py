@@ -116,10 +116,10 @@ def rerank(
     cached in the ledger like any run's and the calls form one ledger run
     named ``rerank-SUITE``.
     """
-    if n < 1 or k < 1:
-        raise ValueError(f"n and k must be at least 1 (got n={n}, k={k})")
-    if not (budget > 0 and math.isfinite(budget)):
-        raise ValueError(f"budget must be a positive number of CPU-seconds, got {budget}")
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in (n, k)):
+        raise ValueError(f"n and k must be whole numbers >= 1 (got n={n!r:.20}, k={k!r:.20})")
+    if not (isinstance(budget, (int, float)) and not isinstance(budget, bool) and budget > 0 and math.isfinite(budget)):
+        raise ValueError(f"budget must be a positive number of CPU-seconds, got {budget!r:.40}")
     suite = suite or str(RunConfig.model_fields["suite"].default)
     try:
         cls = get_suite(suite)

@@ -185,7 +185,7 @@ def verification_config(
         data["tiers"] = _tier_configs(tiers)
     scheduler = dict(cls.defaults.get("scheduler", {})) | {
         "policy": policy,
-        "voi_target": VoiTarget(routing).value,
+        "voi_target": _routing(routing),
         "budget_per_step": budget_per_call,
         "budget_per_run": budget_total,
         "seed": seed,
@@ -201,6 +201,13 @@ def verification_config(
         data["policy_path"] = "(owned by the calling trainer)"
     data["scheduler"] = scheduler
     return build_config(data, f"suite {suite!r}'s verification config")
+
+
+def _routing(routing: Any) -> str:
+    try:
+        return VoiTarget(routing).value
+    except ValueError:
+        raise ValueError(f"routing {routing!r:.40} is not one of {', '.join(t.value for t in VoiTarget)}") from None
 
 
 def _window_of(objective: Any) -> Window:
@@ -490,6 +497,8 @@ class TieredReward:
         them with their bill as one step of this reward's run: a later
         TieredReward on the same ledger learns from them for free (``history=True``).
         """
+        if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+            raise ValueError(f"warm_start's n is how many calibration candidates to verify: a whole number >= 1, got {n!r:.40}")
         offered = self.suite.calibration_candidates() if isinstance(self.suite, Calibration) else []
         pool = [c for c in offered if c.key not in set(exclude)]
         if not pool:

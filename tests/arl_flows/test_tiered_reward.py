@@ -270,3 +270,14 @@ def test_windows_rerank_items_and_verl_inputs_are_one_line(tmp_path: Path) -> No
                                         ("3,4", None, {"objective": (3, 4)}, "reward_kwargs objective")):
         with pytest.raises(ValueError, match=match):
             compute_score("molecules", "CCO", truth, info, ledger_url=url, tiers=TWO_TIERS, **options)
+
+
+def test_rerank_counts_and_routing_are_checked(tmp_path: Path) -> None:
+    from arl_flows.integrations import rerank
+
+    for options, match in ((dict(n="3"), "n and k must be whole numbers"), (dict(k=1.5), "n and k must be whole numbers"),
+                           (dict(budget="5"), "budget must be a positive number")):
+        with pytest.raises(ValueError, match=match):
+            rerank([{"candidates": ["CCO"]}], **({"n": 1, "k": 1, "budget": 1.0} | options), ledger_url=_url(tmp_path))
+    with pytest.raises(ValueError, match="routing 'nope' is not one of discovery, advantage"):
+        TieredReward("molecules", objective=(3.0, 4.0), ledger_url=_url(tmp_path), tiers=TWO_TIERS, routing="nope")
