@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from arl_flows.config import RunConfig, describe_errors
 from arl_flows.suites import SuiteNotFound, get_suite
 from arl_flows.suites.capabilities import objective_window
-from arl_flows.tiered_reward import RewardDetail, TieredReward, Window, _text, _window_of
+from arl_flows.tiered_reward import RewardDetail, TieredReward, Window, _is_count, _text, _window_of
 from storage.ledger import Ledger
 from storage.records import tier_rank
 from verifiers.scheduler import VoiTarget
@@ -116,7 +116,7 @@ def rerank(
     cached in the ledger like any run's and the calls form one ledger run
     named ``rerank-SUITE``.
     """
-    if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in (n, k)):
+    if not (_is_count(n) and _is_count(k)):
         raise ValueError(f"n and k must be whole numbers >= 1 (got n={n!r:.20}, k={k!r:.20})")
     if not (isinstance(budget, (int, float)) and not isinstance(budget, bool) and budget > 0 and math.isfinite(budget)):
         raise ValueError(f"budget must be a positive number of CPU-seconds, got {budget!r:.40}")

@@ -33,7 +33,7 @@ def build_ladder(config: RunConfig) -> list[Verifier]:
                 f"`arl tiers list --suite {suite.name}` lists this suite's"
             )
         try:
-            ladder.append(registry.create(rung.verifier, suite.verifier_params(cls, dict(rung.params))))
+            ladder.append(cls(suite.verifier_params(cls, dict(rung.params))))
         except ValidationError as exc:
             raise ValueError(describe_errors(exc, where, cls.Params, f"`arl tiers show {cls.name}` lists its params")) from None
     ranks = [tier_rank(v.tier) for v in ladder]

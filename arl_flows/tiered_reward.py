@@ -52,7 +52,7 @@ from arl_flows.suites.capabilities import goal_columns
 from arl_flows.step import TierRunner, verify_candidates, verify_inline
 from arl_flows.ladder import build_ladder
 from arl_flows.recording import Completion, record_batch, teach_from_ledger
-from storage.ledger import Ledger
+from storage.ledger import Ledger, LedgerError, sqlite_file
 from storage.records import RunStatus, Status, TrainingStepRecord
 from verifiers import Closable
 from verifiers.scheduler import Scheduler, VoiTarget, charge_one, spend_records
@@ -250,16 +250,17 @@ def _text(message: Any) -> str:
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
+def _is_count(value: Any) -> bool:
+    """A whole number >= 1 (not a bool, a float or a numeric string)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 def _check_settings(budget_per_call: Any, max_wait_s: Any, max_batch: Any, group_size: Any, ledger_url: Any) -> None:
     """A TieredReward's own settings, checked when it is made (a bad one used to fail each call after its rows were
     written to the ledger)."""
-
-    def whole(value: Any) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool)
-
-    if not (whole(max_batch) and max_batch >= 1):
+    if not _is_count(max_batch):
         raise ValueError(f"max_batch is the most candidates a tier batch holds: a whole number >= 1, got {max_batch!r:.60}")
-    if group_size is not None and not (whole(group_size) and group_size >= 1):
+    if group_size is not None and not _is_count(group_size):
         raise ValueError(f"group_size must be a whole number >= 1 (TRL's num_generations), got {group_size!r:.60}")
     if max_wait_s is not None and not (isinstance(max_wait_s, (int, float)) and not isinstance(max_wait_s, bool)
                                        and max_wait_s >= 0):  # NaN fails this too
@@ -269,17 +270,11 @@ def _check_settings(budget_per_call: Any, max_wait_s: Any, max_batch: Any, group
     if max_wait_s is None and isinstance(budget_per_call, (int, float)) and math.isinf(budget_per_call):
         raise ValueError("budget_per_call is unbounded, so a call would have no time limit; give max_wait_s (seconds, "
                          "or math.inf to mean it)")
-    if isinstance(ledger_url, str) and ledger_url.startswith("sqlite"):
-        from sqlalchemy.engine import make_url
-        from sqlalchemy.exc import ArgumentError
-
+    if isinstance(ledger_url, str):
         try:
-            database = make_url(ledger_url).database or ""
-        except (ArgumentError, ValueError):
-            return  # the ledger says what is wrong with the URL
-        if database in ("", ":memory:") or database.startswith("file::memory:"):
-            raise ValueError(f"ledger_url {ledger_url!r:.80} is an SQLite database in memory: its verdicts are lost at "
-                             "exit and other threads (ascore, TRL's async rewards) do not see it; give sqlite:///PATH")
+            sqlite_file(ledger_url)  # an in-memory ledger is lost at exit and unseen by ascore's thread
+        except LedgerError as exc:
+            raise ValueError(f"ledger_url: {exc}") from None
 
 
 class TieredReward:
@@ -400,8 +395,7 @@ class TieredReward:
         passes Prefect tasks here. ``goal``: one goal per completion (merged over the reward's own);
         the suite's goal columns (``capabilities.GoalColumns``) may come as keyword arrays instead.
         """
-        if self._closed:
-            raise RuntimeError("this TieredReward is closed (its ledger run is marked completed); create a new one")
+        self._check_open()
         for name, batch in (("prompts", prompts), ("completions", completions)):
             if isinstance(batch, (str, bytes, Mapping)) or not isinstance(batch, Sequence):
                 raise TypeError(f"{name} must be a list with one entry per completion, got {type(batch).__name__}")
@@ -497,7 +491,7 @@ class TieredReward:
         them with their bill as one step of this reward's run: a later
         TieredReward on the same ledger learns from them for free (``history=True``).
         """
-        if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+        if not _is_count(n):
             raise ValueError(f"warm_start's n is how many calibration candidates to verify: a whole number >= 1, got {n!r:.40}")
         offered = self.suite.calibration_candidates() if isinstance(self.suite, Calibration) else []
         pool = [c for c in offered if c.key not in set(exclude)]
@@ -582,9 +576,12 @@ class TieredReward:
                     v.close()
 
     def __enter__(self) -> TieredReward:
+        self._check_open()
+        return self
+
+    def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("this TieredReward is closed (its ledger run is marked completed); create a new one")
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

@@ -89,20 +89,14 @@ def open_ledger(url: str | None = None, *, existing: bool = False):  # noqa: ANN
 
 def require_existing_ledger(url: str) -> None:
     """A UserError when ``url`` is an SQLite ledger whose file does not exist (or an in-memory one, which is empty)."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    from storage.ledger import LedgerError, sqlite_file
 
     try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError):
-        return  # the ledger says what is wrong with the URL itself
-    if parsed.get_backend_name() != "sqlite":
-        return
-    database = parsed.database or ""
-    if database in ("", ":memory:") or database.startswith("file::memory:"):
-        raise UserError(f"{url} names no database file (SQLite would use an empty one in memory); give sqlite:///PATH")
-    if not Path(database).expanduser().exists():
-        raise UserError(f"no ledger at {database}; check the path (`arl db upgrade --url {url}` creates a new one)")
+        path = sqlite_file(url)
+    except LedgerError as exc:
+        raise UserError(str(exc)) from None
+    if path is not None and not path.exists():
+        raise UserError(f"no ledger at {path}; check the path (`arl db upgrade --url {url}` creates a new one)")
 
 
 def goal_of_items(items: list[str], option: str) -> dict[str, Any]:

@@ -83,6 +83,24 @@ def _make_engine(url: str) -> Engine:
         raise LedgerError(f"cannot use {url!r}: {exc} (install the postgres extra: pip install 'arl[postgres]')") from None
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file of an SQLite ledger URL; None for another database, a URL that does not parse (opening it says why)
+    or a URI filename (``file:...``). An SQLite URL without a file is a LedgerError: the ledger would live in memory."""
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return None
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    database = parsed.database or ""
+    if database in ("", ":memory:") or database.startswith("file::memory:"):
+        raise LedgerError(
+            f"{url} names no database file: SQLite would keep the ledger in memory, lost at exit and unseen by other "
+            "processes and threads; give sqlite:///PATH"
+        )
+    return None if database.startswith("file:") else Path(database).expanduser()
+
+
 def _check_sqlite_path(path: Path, url: str) -> None:
     """The ledger file must be a regular file, or a name in a folder we can create (one line otherwise)."""
     hint = "; point ARL_DATABASE_URL (or --url) at an ARL ledger file, or ARL_HOME at a folder"
