@@ -200,7 +200,7 @@ def verification_config(
         # The run check asks for a policy to train; here the trainer owns the policy.
         data["policy_path"] = "(owned by the calling trainer)"
     data["scheduler"] = scheduler
-    return build_config(data, f"suite {suite!r}'s verification config")
+    return build_config(data, f"the {suite} suite's verification config")
 
 
 def _routing(routing: Any) -> str:

@@ -34,17 +34,21 @@ def _commands() -> ModuleType:
     return commands
 
 
-PoolOpt = Annotated[Path | None, typer.Option("--pool", help="CSV with 'smiles' and 'gap_ev' (default: shipped QM9 subset; see --space).")]
-WindowOpt = Annotated[tuple[float, float], typer.Option("--window", help="Target window LO HI of the top-tier value (eV).")]
+PoolOpt = Annotated[Path | None, typer.Option("--pool", help="CSV with 'smiles' and 'gap_ev', or a reference pool's name (qm9_novel, druglike_moses; benchmarks/data/pools/); default: the space's (see --space).")]
+WindowOpt = Annotated[
+    tuple[float, float] | None,
+    typer.Option("--window", help="Target window LO HI of the top-tier value (eV; default: the space's, 3 4 for qm9 and "
+                 "examples/druglike.toml's 4.5 5.5 for druglike)."),
+]
 TopCostOpt = Annotated[
     float | None,
     typer.Option("--top-cost", help="CPU-seconds charged per top-tier call (default: the space's DFT call: 10.5 for qm9, "
                  "the DFT cost model at the typical size for druglike; docs/tiers.md)."),
 ]
 SpaceOpt = Annotated[
-    str,
-    typer.Option("--space", help="Chemistry space (qm9, druglike): the runs' \\[options] space, the tiers' validity rules "
-                 "and, for scheduler/advantages, the default pool (druglike: benchmarks/data/pools/druglike_moses.csv, "
+    str | None,
+    typer.Option("--space", help="Chemistry space (qm9, druglike; default: the --config's, else qm9): the runs' \\[options] space, the tiers' validity rules "
+                 "and, for scheduler/advantages, the default pool and window (druglike: benchmarks/data/pools/druglike_moses.csv, "
                  "DFT computed here); for learning, the space's example settings (examples/druglike.toml) unless --config "
                  "is given, and its history from that pool."),
 ]
@@ -61,12 +65,12 @@ def bench_scheduler(
     pool: Annotated[
         str | None,
         typer.Option("--pool", help="CSV with 'smiles' and 'gap_ev', or a reference pool's name (qm9_novel, druglike_moses: "
-                     "novel molecules with real DFT, benchmarks/data/pools/); default: shipped QM9 subset."),
+                     "novel molecules with real DFT, benchmarks/data/pools/); default: the space's (qm9: the shipped QM9 subset; druglike: druglike_moses)."),
     ] = None,
-    window: WindowOpt = (3.0, 4.0),
+    window: WindowOpt = None,
     policies: Annotated[str, typer.Option("--policies", help="Comma list: voi,all,cascade,random,oracle,fast-only.")] = "voi,all,cascade,random,oracle",
     top_cost: TopCostOpt = None,
-    space: SpaceOpt = "qm9",
+    space: SpaceOpt = None,
     step_budget: Annotated[float | None, typer.Option("--step-budget", help="CPU-seconds per scheduler step for voi/random (default: 10 top-tier calls).")] = None,
     seed: SeedOpt = 0,
     limit: LimitOpt = 5000,
@@ -94,14 +98,14 @@ def bench_scheduler(
 @bench_app.command("advantages")
 def bench_advantages(
     pool: PoolOpt = None,
-    window: WindowOpt = (3.0, 4.0),
+    window: WindowOpt = None,
     softness: Annotated[float, typer.Option("--softness", help="Width of the reward's fall-off outside the window (eV).")] = 0.5,
     group_size: Annotated[int, typer.Option("--group-size", help="G: candidates per group.")] = 8,
     groups: Annotated[int, typer.Option("--groups", help="Number of groups drawn from the pool.")] = 250,
     policies: Annotated[str, typer.Option("--policies", help="Comma list: voi (advantage objective), voi-discovery, all, random, fast-only.")] = "voi,voi-discovery,random,all,fast-only",
     fractions: Annotated[str, typer.Option("--fractions", help="Budgets as fractions of the cost of 'all'.")] = "0.02,0.05,0.1,0.2,0.33,0.5",
     top_cost: TopCostOpt = None,
-    space: SpaceOpt = "qm9",
+    space: SpaceOpt = None,
     seed: SeedOpt = 0,
     limit: LimitOpt = 5000,
     held_out: HeldOutOpt = 1000,
@@ -158,7 +162,7 @@ def learning(
     config: Annotated[
         Path | None, typer.Option("--config", help="TOML run config whose training settings every regime shares.")
     ] = None,
-    space: SpaceOpt = "qm9",
+    space: SpaceOpt = None,
     workdir: Annotated[Path, typer.Option("--workdir", help="Where the per-regime ledgers go.")] = Path("artifacts/bench/learning"),
     cache: Annotated[
         Path | None,
@@ -208,7 +212,7 @@ def bench_pipeline(
     top_k: Annotated[int, typer.Option("--top-k", help="Molecules audited at each audit point (the k of the top-k AUC).")] = 10,
     history: Annotated[int, typer.Option("--history", help="Held-out QM9 molecules given to both surrogates (simulated setting).")] = 200,
     config: Annotated[Path | None, typer.Option("--config", help="TOML run config whose training settings both modes share.")] = None,
-    space: SpaceOpt = "qm9",
+    space: SpaceOpt = None,
     workdir: Annotated[Path, typer.Option("--workdir", help="Where the per-mode ledgers go.")] = Path("artifacts/bench/pipeline"),
     cache: Annotated[
         Path | None, typer.Option("--cache", help="SQLite ledger keeping the audit verdicts (the truth) across reruns.")

@@ -100,14 +100,24 @@ def _count(option: str, value: int, low: int, high: int) -> None:
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"  # a space's example run: its window and ladder
 
 
-def _space(space: str) -> str:
-    """The chemistry space ``--space`` names; an unknown one is one line listing the known ones."""
-    from arl_flows.suites.molecules.spaces import get_space
+def _space(space: str | None) -> str:
+    """The chemistry space ``--space`` names (none: qm9); an unknown one is one line listing the known ones."""
+    from arl_flows.suites.molecules.spaces import DEFAULT_SPACE, get_space
 
     try:
-        return get_space(space).name
+        return get_space(DEFAULT_SPACE if space is None else space).name
     except ValueError as exc:
         raise UserError(f"--space: {exc}") from None
+
+
+def _space_window(space: str) -> tuple[float, float]:
+    """The target window of ``space``'s runs: the suite's own (3-4 eV) for qm9, else its example run's."""
+    if space == "qm9":
+        return 3.0, 4.0
+    import tomllib
+
+    scheduler = tomllib.loads((EXAMPLES / f"{space}.toml").read_text(encoding="utf-8"))["scheduler"]
+    return float(scheduler["target_low"]), float(scheduler["target_high"])
 
 
 def _space_defaults(space: str, pool: Path | None, top_cost: float | None) -> tuple[Path | None, float]:
@@ -132,20 +142,21 @@ def _space_defaults(space: str, pool: Path | None, top_cost: float | None) -> tu
     return pool, round(typical, 1) if top_cost is None else top_cost
 
 
-def _pool_inputs(window: tuple[float, float], space: str, pool: Path | None,
+def _pool_inputs(window: tuple[float, float] | None, space: str | None, pool: Path | None,
                  top_cost: float | None) -> tuple[float, float, str, Path | None, float]:
-    """The checked window and space, and the pool and top-tier cost the space implies where the options leave them out."""
-    low, high = _window(window)
+    """The checked window and space, and the window, pool and top-tier cost the space implies where the options leave
+    them out."""
     space = _space(space)
+    low, high = _window(window if window is not None else _space_window(space))
     pool, top_cost = _space_defaults(space, pool, top_cost)
     return low, high, space, pool, top_cost
 
 
-def _with_space(overrides: dict[str, Any], space: str) -> dict[str, Any]:
-    """``overrides`` with ``[options] space``: a --space other than the default wins over the config's."""
-    if space == "qm9":
+def _with_space(overrides: dict[str, Any], space: str | None) -> dict[str, Any]:
+    """``overrides`` with ``[options] space``: a given --space wins over the config's; none leaves the config's."""
+    if space is None:
         return overrides  # the config's own space, if it names one; else the suite's default
-    return overrides | {"options": dict(overrides.get("options") or {}) | {"space": space}}
+    return overrides | {"options": dict(overrides.get("options") or {}) | {"space": _space(space)}}
 
 
 def _workdir_and_overrides(workdir: Path, config: Path | None) -> dict[str, Any]:
@@ -227,10 +238,10 @@ def _choices(option: str, text: str, allowed: Sequence[str]) -> list[str]:
 def scheduler(
     *,
     pool: Path | None,
-    window: tuple[float, float],
+    window: tuple[float, float] | None,
     policies: str,
     top_cost: float | None,
-    space: str,
+    space: str | None,
     step_budget: float | None,
     seed: int,
     limit: int,
@@ -357,14 +368,14 @@ def _print_retrieval(report: dict[str, Any]) -> None:
 def advantages(
     *,
     pool: Path | None,
-    window: tuple[float, float],
+    window: tuple[float, float] | None,
     softness: float,
     group_size: int,
     groups: int,
     policies: str,
     fractions: str,
     top_cost: float | None,
-    space: str,
+    space: str | None,
     seed: int,
     limit: int,
     held_out: int,
@@ -453,7 +464,7 @@ def learning(
     novel_k: int,
     history: int,
     config: Path | None,
-    space: str,
+    space: str | None,
     workdir: Path,
     cache: Path | None,
     json_out: Path | None,
@@ -493,8 +504,8 @@ def learning(
     _count("--audit-points", audit_points, 1, 10_000)
     _count("--novel-k", novel_k, 1, 10_000)
     _count("--history", history, 0, _MAX_POOL)
-    space = _space(space)
-    if config is None and space != "qm9":  # the space's own run settings: its window, token limit, ladder
+    space = _space(space) if space is not None else None
+    if config is None and space not in (None, "qm9"):  # the space's own run settings: its window, token limit, ladder
         config = EXAMPLES / f"{space}.toml"
         err_console.print(f"  settings of the {space} space: {config} (give --config to change them)")
     overrides = _with_space(_workdir_and_overrides(workdir, config), space)
@@ -572,7 +583,7 @@ def pipeline(
     top_k: int,
     history: int,
     config: Path | None,
-    space: str,
+    space: str | None,
     workdir: Path,
     cache: Path | None,
     json_out: Path | None,
@@ -588,7 +599,7 @@ def pipeline(
     _count("--audit-points", audit_points, 1, 10_000)
     _count("--top-k", top_k, 1, 10_000)
     _count("--history", history, 0, 10_000_000)
-    overrides = _with_space(_workdir_and_overrides(workdir, config), _space(space))
+    overrides = _with_space(_workdir_and_overrides(workdir, config), space)
     kinds = ("local", "dask", "slurm", "pbs")
     if cluster is not None and cluster not in kinds:
         raise UserError(f"--cluster {shown(cluster)}: use one of {', '.join(kinds)}")

@@ -117,8 +117,9 @@ MAX_INPUT_BYTES = 200 * 2**20  # an --input of candidates; larger is the wrong f
 
 
 def read_text_file(option: str, path: Path) -> str:
-    """The UTF-8 text of a regular file of sane size, or one UserError line: not a file (a folder, a FIFO or
-    /dev/zero, which would never finish reading), too large, unreadable, or not UTF-8 (naming the first bad line)."""
+    """The UTF-8 text of a regular file of sane size (a byte-order mark that some editors write is dropped), or one
+    UserError line: not a file (a folder, a FIFO or /dev/zero, which would never finish reading), too large,
+    unreadable, or not UTF-8 (naming the first bad line)."""
     name = cut(str(path), 300)
     try:
         if not path.is_file():
@@ -130,7 +131,7 @@ def read_text_file(option: str, path: Path) -> str:
     except OSError as exc:
         raise UserError(f"cannot read {option} {name}: {exc.strerror or exc}") from None
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise UserError(f"{option} {name} is not UTF-8 text (line {line}); save it as UTF-8") from None

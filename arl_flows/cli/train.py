@@ -209,6 +209,27 @@ def _budget_text(seconds: float) -> str:
     return "no cap" if math.isinf(seconds) else f"{seconds:g} CPU-s"
 
 
+def _objective_text(cfg: Any) -> str:
+    """The reward a run optimises, in words: the [objective]'s terms, or the window on the top tier's value."""
+    objective = cfg.objective or cfg.scheduler.reward
+    if objective is not None:
+        terms = getattr(objective, "terms", None) or []
+        shown_terms = ", ".join(f"{t.kind} {t.property}" for t in terms)
+        return f"[objective], {getattr(objective, 'mean', '')} mean of {shown_terms}" if terms else "[objective]"
+    sched = cfg.scheduler
+    return (f"the top tier's value in the window {sched.target_low:g} to {sched.target_high:g}"
+            + (f" (softness {sched.window_softness:g})" if sched.window_softness else ""))
+
+
+def _prompts_text(cfg: Any) -> str:
+    """Where the run's prompts come from, as the suite says, and the [options] the config sets."""
+    from arl_flows.suites import get_suite
+
+    text = get_suite(cfg.suite).prompts_source(cfg.suite_options)
+    given = ", ".join(f"{k} = {v!r}" for k, v in sorted((cfg.options or {}).items()))
+    return text + (f"; [options] {given}" if given else "")
+
+
 def _print_dry_run(cfg: Any, tiers: list[tuple[str, str, Any]], ledger_url: str, source: str, profile: str,
                    resume: str | None) -> None:
     """What `arl run` would do with this config, in lines; nothing is started, downloaded, trained or verified."""
@@ -225,6 +246,8 @@ def _print_dry_run(cfg: Any, tiers: list[tuple[str, str, Any]], ledger_url: str,
         f"{cfg.rollout.prompts_per_step * cfg.trainer.group_size} candidates a step; seed {cfg.seed}",
         f"pipeline: {cfg.pipeline}; task runner: {cfg.task_runner}"
         + (f" ([cluster] {cfg.cluster.kind})" if cfg.cluster.kind != "local" else ""),
+        f"objective: {_objective_text(cfg)}",
+        f"prompts: {_prompts_text(cfg)}",
         f"ladder (cheapest first; scheduler policy {cfg.scheduler.policy!r}):",
     ]
     for name, tier, costs in tiers:

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from arl_flows.cli import app
-from benchmarks.commands import _space_defaults, _with_space
+from benchmarks.commands import _pool_inputs, _space_defaults, _with_space
 from benchmarks.molecule_pool import novel_hits, space_of
 from benchmarks.tiers import load_druglike_sample
 
@@ -30,11 +30,18 @@ def test_novel_hits_are_those_in_neither_the_space_training_set_nor_qm9() -> Non
     assert novel_hits(moses_test + qm9, "qm9") == 5
 
 
-def test_the_space_reaches_the_runs_and_picks_the_pool_and_the_top_cost() -> None:
-    assert _with_space({}, "qm9") == {} and space_of({}) == "qm9"
+def test_the_space_reaches_the_runs_and_picks_the_pool_the_window_and_the_top_cost() -> None:
+    assert _with_space({}, None) == {} and space_of({}) == "qm9"
     config = {"options": {"prior": "x", "space": "qm9"}, "steps": 3}
     assert _with_space(config, "druglike") == {"options": {"prior": "x", "space": "druglike"}, "steps": 3}
     assert space_of(_with_space(config, "druglike")) == "druglike"
+    # No --space leaves the config's space; a given one wins, qm9 included (it used to count as "not given").
+    druglike = {"options": {"space": "druglike"}}
+    assert space_of(_with_space(druglike, None)) == "druglike" and space_of(_with_space(druglike, "qm9")) == "qm9"
+    # No --window: the space's (druglike: its example run's, where the pool's DFT gaps lie; qm9: 3-4 eV).
+    assert _pool_inputs(None, None, None, None)[:3] == (3.0, 4.0, "qm9")
+    assert _pool_inputs(None, "druglike", None, None)[:3] == (4.5, 5.5, "druglike")
+    assert _pool_inputs((2.0, 3.0), "druglike", None, None)[:2] == (2.0, 3.0)
     assert _space_defaults("qm9", None, None) == (None, 10.5)
     pool, cost = _space_defaults("druglike", None, None)
     assert pool.name == "druglike_moses.csv" and cost > 60  # minutes per DFT call at drug size

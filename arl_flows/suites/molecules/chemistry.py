@@ -293,6 +293,12 @@ def parse_smiles(text: str, max_length: int = 500) -> Chem.Mol:
     return mol
 
 
+def _elsewhere(space: str, fits: Any) -> str:
+    """Where a molecule ``space`` refuses would fit: '; the druglike space allows it (...)', or '' (none does)."""
+    others = [s.name for s in SPACES.values() if s.name != space and fits(s)]
+    return f"; the {others[0]} space allows it ([options] space, --space {others[0]})" if others else ""
+
+
 def check_molecule(text: str, constraints: MoleculeConstraints | None = None) -> ParsedMolecule:
     """Parse ``text`` and check the suite's constraints; :class:`InvalidMolecule` says which failed."""
     c = constraints or MoleculeConstraints()
@@ -302,6 +308,7 @@ def check_molecule(text: str, constraints: MoleculeConstraints | None = None) ->
     if bad:
         raise InvalidMolecule(
             f"element(s) {', '.join(bad)} not in the {c.space} space (allowed: {', '.join(c.elements)})"
+            + _elsewhere(c.space, lambda s: set(bad) <= set(s.elements))
         )
     if "H" not in allowed and any(a.GetTotalNumHs() for a in mol.GetAtoms()):
         raise InvalidMolecule("hydrogen is not allowed")
@@ -309,7 +316,8 @@ def check_molecule(text: str, constraints: MoleculeConstraints | None = None) ->
     if heavy == 0:
         raise InvalidMolecule("no heavy atoms")
     if heavy > c.max_heavy_atoms:
-        raise InvalidMolecule(f"{heavy} heavy atoms > {c.max_heavy_atoms}, the most the {c.space} space allows")
+        raise InvalidMolecule(f"{heavy} heavy atoms > {c.max_heavy_atoms}, the most the {c.space} space allows"
+                              + _elsewhere(c.space, lambda s: heavy <= s.max_heavy_atoms))
     charge = Chem.GetFormalCharge(mol)
     if charge != c.formal_charge:
         raise InvalidMolecule(f"charged: net formal charge {charge:+d}; the {c.space} space needs {c.formal_charge:+d}")

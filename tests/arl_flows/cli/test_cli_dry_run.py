@@ -31,6 +31,9 @@ def test_dry_run_describes_the_run_and_creates_nothing(tmp_path: Path, monkeypat
     assert "'look-first'" in out and "suite 'molecules'" in out and "policy the suite's own" in out
     assert "steps: 4; batch: 4 prompts x 8 samples = 32 candidates a step" in out
     assert "pipeline: async" in out
+    # What the run aims at, and the suite's options the config sets (a newcomer could not see the space).
+    assert "objective: the top tier's value in the window 3 to 4 (softness 0.5)" in out
+    assert "prompts: goal windows of the HOMO-LUMO gap (eV)" in out and "[options]" not in out
     # The molecules ladder, cheapest first, each with its cost model (DFT grows with the cube of the size).
     ladder = [line.strip() for line in lines if line.startswith("  ")]
     assert [line.split(" ")[0] for line in ladder] == ["rdkit-eht", "gfn2-xtb", "pyscf-b3lyp"], out
@@ -86,6 +89,17 @@ def test_a_bad_config_fails_the_dry_run_in_one_line(tmp_path: Path, monkeypatch:
     assert_user_error(code, err, out=out)
     assert expected in err and "dry run" not in out
     assert str(config) in err and "pydantic" not in err and "EHTParams" not in err
+
+
+def test_dry_run_names_the_space_and_the_objective_terms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _home(tmp_path, monkeypatch)
+    examples = Path(__file__).resolve().parents[3] / "examples"
+    code, out, err = arl(["run", "--config", str(examples / "druglike.toml"), "--dry-run"])
+    assert code == 0, err[-2000:]
+    assert "objective: the top tier's value in the window 4.5 to 5.5" in out and "space = 'druglike'" in out
+    code, out, err = arl(["run", "--config", str(examples / "objective.toml"), "--dry-run"])
+    assert code == 0, err[-2000:]
+    assert "objective: [objective], geometric mean of window value, maximize qed, minimize sa_score" in out
 
 
 def test_a_tier_can_be_written_as_its_name_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -101,6 +101,10 @@ def test_verify_input_files_that_hold_no_candidate_text_are_one_line(tmp_path: P
         result = runner.invoke(app, ["verify", "--tiers", "fast", *args])
         assert isinstance(result.exception, UserError), result.output
         assert message.format(tmp_path) in str(result.exception), str(result.exception)
+    # A byte-order mark (Windows editors write one) is not part of the first candidate.
+    (tmp_path / "bom.smi").write_bytes("\ufeffCCO\n".encode())
+    rows = _json(["verify", "--tiers", "fast", "--input", str(tmp_path / "bom.smi"), "--json"])
+    assert [(r["candidate_key"], r["status"]) for r in rows] == [("molecules:CCO", "ok")]
 
 
 def test_verify_stores_verdicts_and_lab_requests(sqlite_url: str) -> None:
