@@ -49,6 +49,7 @@ unless ``--arl-home`` points to one that has it.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -174,20 +175,32 @@ def ensure_prior(arl_home: Path) -> None:
     about 9 CPU-s a call. The kept copy is keyed by ``TINY_PRIOR``, the shipped copy's report and the prior
     module's source, so a change to any of them checks (or pretrains) again.
     """
-    from storage.cache import keep_folder
     from storage.settings import settings
 
     cache_dir = settings().cache_dir
-    kept = None
-    if cache_dir is not None:
-        digest = hashlib.sha256(json.dumps(TINY_PRIOR, sort_keys=True).encode())
-        for source in (TINY_PRIOR_DIR / "pretrain_report.json", ROOT / "arl_flows" / "suites" / "molecules" / "prior.py"):
-            digest.update(source.read_bytes() if source.is_file() else b"-")
-        kept = cache_dir / "harness_tiny_prior" / digest.hexdigest()[:24]
+    if cache_dir is None:
+        _check_prior(arl_home, None)
+        return
+    digest = hashlib.sha256(json.dumps(TINY_PRIOR, sort_keys=True).encode())
+    for source in (TINY_PRIOR_DIR / "pretrain_report.json", ROOT / "arl_flows" / "suites" / "molecules" / "prior.py"):
+        digest.update(source.read_bytes() if source.is_file() else b"-")
+    kept = cache_dir / "harness_tiny_prior" / digest.hexdigest()[:24]
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    # One process fills the cache: the test workers start their harnesses at once, and each used to find it empty
+    # and check the prior itself (about 9 CPU-s each); the others wait here and copy what it kept.
+    with open(cache_dir / "harness_tiny_prior.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         copies = [p for p in kept.iterdir() if p.is_dir()] if kept.is_dir() else []
         if len(copies) == 1:
             shutil.copytree(copies[0], arl_home / "priors" / copies[0].name, dirs_exist_ok=True)
             return
+        _check_prior(arl_home, kept)
+
+
+def _check_prior(arl_home: Path, kept: Path | None) -> None:
+    """Check (or pretrain) the tiny prior in ``arl_home`` in a subprocess; keep the checked folder at ``kept``."""
+    from storage.cache import keep_folder
+
     code = (
         "import shutil; from arl_flows.suites.molecules.prior import PretrainConfig, load_or_pretrain, prior_cache_key, prior_dir; "
         f"config = PretrainConfig(**{TINY_PRIOR!r}); src = {str(TINY_PRIOR_DIR)!r}; "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.cli_runner import run_one_step
+from tests.helpers.cli_runner import run_one_step_in_process
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "druglike.toml"
 
@@ -22,6 +22,6 @@ def test_a_druglike_run_verifies_in_its_space(prefect_harness, flow_home, tmp_pa
                "tiers": [{"verifier": "rdkit-eht"}, {"verifier": "gfn2-xtb", "params": {"threads": 1}}]}
     config["trainer"] |= {"group_size": 4}
     config["scheduler"] |= {"budget_per_step": 20.0, "budget_per_run": 20.0}
-    rows = run_one_step(config, tmp_path / "druglike.toml", prefect_harness, flow_home)
+    rows = run_one_step_in_process(config, tmp_path / "druglike.toml")
     assert load_config(tmp_path / "druglike.toml").suite_options.space == "druglike"
     assert len(rows) == 8

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.cli_runner import run_one_step
+from tests.helpers.cli_runner import run_one_step_in_process
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "objective.toml"
 
@@ -22,7 +22,7 @@ def test_composite_objective_runs_end_to_end(prefect_harness, flow_home, overrid
     small = overrides(steps=1, name="objective-run")  # the tiny prior, xTB and the reference table on top
     config |= {k: small[k] for k in ("steps", "name", "prior", "rollout", "trainer", "tiers", "tier_concurrency")}
     config["scheduler"] |= {"budget_per_step": 15.0, "budget_per_run": 15.0}
-    rows = run_one_step(config, tmp_path / "objective.toml", prefect_harness, flow_home)
+    rows = run_one_step_in_process(config, tmp_path / "objective.toml")
     objective = load_config(tmp_path / "objective.toml").scheduler.reward_objective()
     assert objective == load_config(EXAMPLE).objective  # the example's objective, untouched
     assert len(rows) == 8

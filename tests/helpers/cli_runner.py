@@ -2,7 +2,8 @@
 
 ``arl(args)`` calls ``arl_flows.cli.main`` with ``sys.argv`` set (as the
 console script does) and returns the exit code, stdout and stderr;
-``arl_run_subprocess`` runs ``arl run`` in a child process, as a user does.
+``arl_run_subprocess`` runs ``arl run`` in a child process, as a user does;
+``run_one_step_in_process`` runs a config's flow here, for tests of what a config does.
 ``assert_user_error`` is the contract for a user mistake: exit code 2, no
 traceback, and either one ``error: ...`` line or click's usage text ending in
 one ``Error: ...`` line. An ``internal error:`` line (the last-resort guard)
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-__all__ = ["arl", "arl_run_subprocess", "assert_no_traceback", "assert_user_error"]
+__all__ = ["arl", "arl_run_subprocess", "assert_no_traceback", "assert_user_error", "run_one_step_in_process"]
 
 
 def arl(args: list[str]) -> tuple[int, str, str]:
@@ -53,20 +54,27 @@ def arl_run_subprocess(config: Path, url: str, prefect_api_url: str, home: Path)
 
 
 
-def run_one_step(config: dict, path: Path, prefect_api_url: str, home: Path) -> list:
-    """Write ``config`` to ``path`` (TOML), ``arl run`` it to completion on a fresh SQLite ledger beside it, and
-    return step 0's reward estimates (the ``RewardEstimate`` of every trajectory that has one)."""
+def run_one_step_in_process(config: dict, path: Path) -> list:
+    """Write ``config`` to ``path`` (TOML) and run it to completion with ``run_training`` in this process, on a fresh
+    SQLite ledger beside it (the test's ``prefect_harness`` and ARL_HOME); return step 0's reward estimates.
+
+    For a test about what a config does rather than about the CLI (which `test_cli_run` runs end to end): it saves
+    the child's imports of torch, transformers and Prefect, about 12 CPU-s a run."""
     import tomli_w
 
+    from arl_flows.flows import run_training
     from storage.ledger import Ledger
 
     path.write_text(tomli_w.dumps(config))
     url = f"sqlite:///{path.parent / 'ledger.db'}"
-    out = arl_run_subprocess(path, url, prefect_api_url, home)
-    assert "completed" in out and "Traceback" not in out, out[-3000:]
+    summary = run_training(None, config_path=str(path), database_url=url)
+    assert summary["status"] == "completed", summary
     ledger = Ledger(url)
-    run = ledger.list_runs()[0]
-    return [e for _, e in ledger.step_trajectories(run.id, 0) if e is not None]
+    try:
+        return [e for _, e in ledger.step_trajectories(summary["id"], 0) if e is not None]
+    finally:
+        ledger.close()
+
 
 def assert_no_traceback(code: int, out: str, err: str) -> None:
     assert "Traceback" not in err and "Traceback" not in out, err[-3000:]

@@ -14,6 +14,7 @@ checkpoint is on disk but before the step is recorded.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import signal
@@ -30,13 +31,20 @@ TOP = crash.TOP_TIER
 # ---------------------------------------------------------------------- the harness's bookkeeping
 def test_the_tiny_prior_is_checked_once_per_cache_and_copied_after(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ARL_CACHE_DIR", str(tmp_path / "cache"))
-    crash.ensure_prior(tmp_path / "one")  # checks and loads it in a subprocess, and keeps it
+    checks, check = [], crash._check_prior
+    monkeypatch.setattr(crash, "_check_prior", lambda home, kept: (checks.append(home), check(home, kept)))
+    # Two harnesses at once on an empty cache (the test workers start theirs together): one checks it in a
+    # subprocess and keeps it, the other waits for it and copies the kept one.
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(crash.ensure_prior, [tmp_path / "one", tmp_path / "three"]))
+    assert len(checks) == 1
     (kept,) = (tmp_path / "cache" / "harness_tiny_prior").iterdir()
     (name,) = [p.name for p in (tmp_path / "one" / "priors").iterdir()]
     assert [p.name for p in kept.iterdir()] == [name]
     (kept / name / "marker").write_text("from the cache")
     crash.ensure_prior(tmp_path / "two")  # no subprocess: the kept copy
-    assert (tmp_path / "two" / "priors" / name / "marker").read_text() == "from the cache"
+    assert len(checks) == 1 and (tmp_path / "two" / "priors" / name / "marker").read_text() == "from the cache"
+    assert [p.name for p in (tmp_path / "three" / "priors").iterdir()] == [name]
     assert sorted(p.name for p in (tmp_path / "two" / "priors" / name).iterdir()) == sorted(
         [*(p.name for p in (tmp_path / "one" / "priors" / name).iterdir()), "marker"]
     )
