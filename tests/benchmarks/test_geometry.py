@@ -16,7 +16,7 @@ from arl_flows.suites.molecules.chemistry import make_candidate
 def _pool(tmp_path: Path, smiles: list[str]) -> Path:
     """A reference pool of small molecules with their MMFF-geometry xTB and DFT gaps computed here."""
     cands = [make_candidate(s) for s in smiles]
-    dft = make_verifier("pyscf-b3lyp", 1, space="druglike").verify_batch(cands)
+    dft = make_verifier("pyscf-b3lyp:geometry_source=mmff", 1, space="druglike").verify_batch(cands)
     xtb = make_verifier("gfn2-xtb", 1, space="druglike").verify_batch(cands)
     path = tmp_path / "pool.csv"
     with open(path, "w", newline="") as fh:

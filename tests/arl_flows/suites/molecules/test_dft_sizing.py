@@ -57,14 +57,14 @@ def test_the_geometry_is_the_spaces_unless_the_params_name_one() -> None:
     from arl_flows.suites.molecules.reference_or_dft import ReferenceOrDFTVerifier
 
     assert DFTGapVerifier().params.geometry_source == get_space("qm9").dft_geometry == "xtb"
-    assert _druglike().params.geometry_source == get_space("druglike").dft_geometry == "mmff"
-    assert _druglike(geometry_source="xtb").params.geometry_source == "xtb"
+    assert _druglike().params.geometry_source == get_space("druglike").dft_geometry == "xtb"
+    assert _druglike(geometry_source="mmff").params.geometry_source == "mmff"
     mmff = DFTGapVerifier({"geometry_source": "mmff"})
     assert mmff.params.geometry_source == "mmff"
     assert mmff.job_settings()["geometry_source"] == "mmff"
     # Verdicts on another geometry are other verdicts: never read from the cache for this one.
     assert mmff.params_hash != DFTGapVerifier().params_hash
-    assert _druglike(geometry_source="xtb").params_hash != _druglike().params_hash
+    assert _druglike(geometry_source="mmff").params_hash != _druglike().params_hash
     # The reference-or-DFT tier's correction onto QM9's scale was fitted on MMFF94 geometries: it keeps them.
     for constraints in ({}, {"constraints": {"space": "qm9"}}):
         assert ReferenceOrDFTVerifier(constraints).params.geometry_source == "mmff"
