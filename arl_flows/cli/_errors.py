@@ -129,6 +129,27 @@ def _internal_error(exc: BaseException) -> NoReturn:
     sys.exit(INTERNAL_ERROR_EXIT)
 
 
+def _suite_option_hint(exc: Any) -> str:
+    """For ``arl run --space ...``: the option is a suite's, set in the config's [options] table; else "".
+
+    `arl verify` and `arl rerank` take some suite options as flags (``--space``); `arl run` reads them from its
+    config only, and click's own hint ("Possible options: --name") pointed elsewhere."""
+    ctx, name = getattr(exc, "ctx", None), getattr(exc, "option_name", None)
+    if ctx is None or ctx.command.name != "run" or not isinstance(name, str) or not name.startswith("--"):
+        return ""
+    field = name[2:].replace("-", "_")
+    try:
+        from arl_flows.suites import suite_classes
+
+        owners = [n for n, cls in sorted(suite_classes().items()) if field in cls.Options.model_fields]
+    except Exception:  # noqa: BLE001 - a hint must never turn a usage error into a crash
+        return ""
+    if not owners:
+        return ""
+    return (f"; {field} is an option of the {' and '.join(owners)} suite: set it in the run config's [options] table "
+            f"({field} = ...; `arl suites show {owners[0]}` lists them)")
+
+
 def _show_click_error(exc: Any) -> None:
     """click's usage text, with its message on one line and the user's text in it escaped.
 
@@ -142,7 +163,7 @@ def _show_click_error(exc: Any) -> None:
         if ctx.command.get_help_option(ctx) is not None:
             lines.append(f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.")
         lines.append("")
-    lines.append(f"Error: {one_line(exc.format_message())}")
+    lines.append(f"Error: {one_line(exc.format_message())}{_suite_option_hint(exc)}")
     text = "\n".join(lines) + "\n"
     try:
         sys.stderr.write(text)

@@ -194,3 +194,18 @@ def test_the_first_commands_a_newcomer_types_say_what_to_do_next(tmp_path: Path)
         message = str(exc)
     assert "does not exist" in message and "examples/molecules.toml" in message and "\n" not in message
     assert (ROOT / "examples" / "molecules.toml").is_file()
+
+
+def test_a_suite_option_given_to_arl_run_says_where_it_goes() -> None:
+    """`arl verify --space` exists, `arl run --space` does not: click's hint ("Possible options: --name") misled."""
+    from tests.helpers.cli_runner import arl, assert_user_error
+
+    code, _, err = arl(["run", "--space", "druglike"])
+    assert_user_error(code, err)
+    assert err.splitlines()[-1].endswith(
+        "space is an option of the molecules suite: set it in the run config's [options] table "
+        "(space = ...; `arl suites show molecules` lists them)"
+    ), err
+    code, _, err = arl(["run", "--no-such-flag"])
+    assert_user_error(code, err)
+    assert "suite" not in err.splitlines()[-1]  # not a suite's option: click's message alone
