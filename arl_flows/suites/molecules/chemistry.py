@@ -264,7 +264,12 @@ def parse_smiles(text: str, max_length: int = 500) -> Chem.Mol:
     if len(smiles) > max_length:
         raise InvalidMolecule(f"SMILES is {len(smiles)} characters long; at most {max_length} are accepted")
     if any(ch.isspace() for ch in smiles):
-        raise InvalidMolecule("SMILES must not contain whitespace")
+        # A .smi line is 'SMILES name'; a tokenized SMILES ('C C O') has no word of four letters or more.
+        first, *rest = smiles.split()
+        named = len(first) > 1 and (rest[0].startswith("#") or any(len(w) >= 4 and w.replace("_", "").replace("-", "").isalnum()
+                                                                 for w in rest))
+        raise InvalidMolecule("SMILES must not contain whitespace" + (
+            f" (a name after the SMILES, as in a .smi line? give {first[:40]!r} alone)" if named else ""))
     # RDKit skips some characters it cannot read ("\x00C" and "C\u0301" parse as methane) and
     # cannot encode others (lone surrogates raise UnicodeEncodeError): SMILES is printable ASCII.
     if not (smiles.isascii() and smiles.isprintable()):

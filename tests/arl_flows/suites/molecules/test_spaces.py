@@ -139,3 +139,15 @@ def test_the_default_run_stays_in_qm9() -> None:
 def test_prompts_state_the_space(options: dict, prompt_id: str, rules: str) -> None:
     prompt = suite_for(build_config({"suite": "molecules", "options": options})).prompts(0)[0]
     assert prompt.id == prompt_id and rules in prompt.text
+
+
+@pytest.mark.parametrize(("text", "hint"), [
+    ("c1ccccc1 benzene", "give 'c1ccccc1' alone"), ("CCO\tZINC000123", "give 'CCO' alone"), ("CCN # amine", "give 'CCN' alone"),
+    ("C C O", None), ("Cl C ( = O ) [nH]", None),  # a tokenizer's spaced SMILES: no name in it
+])
+def test_a_smi_line_with_a_name_says_to_give_the_smiles_alone(text: str, hint: str | None) -> None:
+    with pytest.raises(InvalidMolecule) as caught:
+        check_molecule(text)
+    message = str(caught.value)
+    assert message.startswith("SMILES must not contain whitespace")
+    assert (hint in message) if hint else message == "SMILES must not contain whitespace"
