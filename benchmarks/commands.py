@@ -266,6 +266,9 @@ def scheduler(
     learned_config = LearnedSurrogateConfig(enabled=learned, shipped=learned and shipped)
     if maximize and minimize:
         raise UserError("give --maximize or --minimize, not both")
+    if window is not None and (maximize or minimize):
+        raise UserError("--window and --maximize/--minimize exclude each other: the hits are either the window's or the "
+                        "pool's top (bottom) --top-fraction")
     if (maximize or minimize) and not 0 < top_fraction <= 0.5:  # NaN fails the comparison too
         raise UserError(f"--top-fraction must be in (0, 0.5], got {top_fraction}")
     _positive("--top-cost", top_cost)

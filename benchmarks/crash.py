@@ -185,16 +185,29 @@ def ensure_prior(arl_home: Path) -> None:
     for source in (TINY_PRIOR_DIR / "pretrain_report.json", ROOT / "arl_flows" / "suites" / "molecules" / "prior.py"):
         digest.update(source.read_bytes() if source.is_file() else b"-")
     kept = cache_dir / "harness_tiny_prior" / digest.hexdigest()[:24]
-    kept.parent.mkdir(parents=True, exist_ok=True)
+    if _copy_kept(kept, arl_home):
+        return
     # One process fills the cache: the test workers start their harnesses at once, and each used to find it empty
     # and check the prior itself (about 9 CPU-s each); the others wait here and copy what it kept.
-    with open(cache_dir / "harness_tiny_prior.lock", "w") as lock:
+    try:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(cache_dir / "harness_tiny_prior.lock", "w")  # noqa: SIM115 - held across the check below
+    except OSError:  # a cache we cannot write: check the prior here, keep nothing
+        _check_prior(arl_home, None)
+        return
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        copies = [p for p in kept.iterdir() if p.is_dir()] if kept.is_dir() else []
-        if len(copies) == 1:
-            shutil.copytree(copies[0], arl_home / "priors" / copies[0].name, dirs_exist_ok=True)
-            return
-        _check_prior(arl_home, kept)
+        if not _copy_kept(kept, arl_home):
+            _check_prior(arl_home, kept)
+
+
+def _copy_kept(kept: Path, arl_home: Path) -> bool:
+    """Copy the one prior folder kept at ``kept`` into ``arl_home/priors``; False when there is none."""
+    copies = [p for p in kept.iterdir() if p.is_dir()] if kept.is_dir() else []
+    if len(copies) != 1:
+        return False
+    shutil.copytree(copies[0], arl_home / "priors" / copies[0].name, dirs_exist_ok=True)
+    return True
 
 
 def _check_prior(arl_home: Path, kept: Path | None) -> None:

@@ -266,6 +266,14 @@ def run_tier_druglike(
     return _druglike_result(spec, verifier, molecules, rows + list(previous.values()), time.perf_counter() - start)
 
 
+def _params_of(spec: str, threads: int) -> dict[str, Any]:
+    """The params (as JSON) the druglike tier ``spec`` runs with now."""
+    verifier = make_verifier(spec, threads, space="druglike")
+    if isinstance(verifier, Closable):
+        verifier.close()
+    return verifier.params.model_dump(mode="json")
+
+
 def _druglike_result(
     spec: str, verifier: Any, molecules: list[tuple[str, int]], rows: list[dict[str, Any]], wall: float
 ) -> dict[str, Any]:
@@ -473,6 +481,10 @@ def main_druglike(args: argparse.Namespace) -> None:
         expensive_tier = cls.tier.value in ("high_fidelity", "lab")
         subset = expensive if expensive_tier else cheap_order
         earlier = previous.get(spec, {}).get("per_molecule")
+        if earlier and previous[spec].get("params") != _params_of(spec, args.threads):
+            # Another default since (e.g. the druglike DFT geometry, MMFF94 until 2026-12-07): other verdicts.
+            print(f"  {spec}: the saved rows were computed with other params; computing again", flush=True)
+            earlier = None
         result = run_tier_druglike(spec, subset, args.threads, chunk=1 if expensive_tier else None, done=earlier,
                                    progress=save)
         results.append(result)

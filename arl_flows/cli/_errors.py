@@ -146,7 +146,8 @@ def _suite_option_hint(exc: Any) -> str:
         return ""
     if not owners:
         return ""
-    return (f"; {field} is an option of the {' and '.join(owners)} suite: set it in the run config's [options] table "
+    named = f"the {owners[0]} suite" if len(owners) == 1 else f"the suites {', '.join(owners)}"
+    return (f"; {field} is an option of {named}: set it in the run config's [options] table "
             f"({field} = ...; `arl suites show {owners[0]}` lists them)")
 
 
@@ -163,7 +164,10 @@ def _show_click_error(exc: Any) -> None:
         if ctx.command.get_help_option(ctx) is not None:
             lines.append(f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.")
         lines.append("")
-    lines.append(f"Error: {one_line(exc.format_message())}{_suite_option_hint(exc)}")
+    hint = _suite_option_hint(exc)
+    if hint:
+        exc.possibilities = None  # click's guess ("Possible options: --name") pointed elsewhere
+    lines.append(f"Error: {one_line(exc.format_message())}{hint}")
     text = "\n".join(lines) + "\n"
     try:
         sys.stderr.write(text)

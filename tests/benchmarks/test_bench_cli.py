@@ -86,6 +86,7 @@ def test_bench_scheduler_options_for_novel_pools_reject_bad_input_in_one_line(tm
         ("--pool", "qm9_novel", "--history", "-1"): "--history must be from 0 to 200",
         ("--pool", "qm9_novel", "--history", "20", "--held-out", "20"): "not both",
         ("--pool", "qm9_novel", "--space", "nope"): "unknown chemistry space 'nope'",
+        ("--pool", "qm9_novel", "--window", "3", "4", "--maximize"): "--window and --maximize/--minimize exclude each other",
     }
     for args, message in cases.items():
         code, out, err = arl(["bench", "scheduler", *args, *cache])  # the real entry point: one line, exit code 2

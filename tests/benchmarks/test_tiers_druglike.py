@@ -84,3 +84,22 @@ def test_a_file_that_is_not_a_pool_gets_one_line(tmp_path) -> None:
         main(["--space", "druglike", "--pool", str(bad)])
     with pytest.raises(SystemExit, match="--pool: no such file"):
         main(["--space", "druglike", "--pool", str(tmp_path / "missing.csv")])
+
+
+def test_resume_reuses_saved_rows_only_when_the_tier_runs_with_the_same_params(tmp_path, capsys) -> None:
+    """A default that changed since (the druglike DFT geometry did) makes other verdicts: they are computed again."""
+    sample, out = tmp_path / "sample.csv", tmp_path / "run.json"
+    sample.write_text("smiles,heavy_atoms\nc1ccccc1Cl,7\nCCOC(=O)c1ccccc1,11\n")
+    args = ["--space", "druglike", "--sample", str(sample), "--verifiers", "rdkit-eht", "--out", str(out)]
+    main(args)
+    saved = json.loads(out.read_text())
+    for row in saved["results"][0]["per_molecule"]:
+        row["gap_ev"] = -1.0  # a marker: reused rows keep it
+    out.write_text(json.dumps(saved))
+    main([*args, "--resume"])
+    assert {r["gap_ev"] for r in json.loads(out.read_text())["results"][0]["per_molecule"]} == {-1.0}
+    saved["results"][0]["params"]["geometry"] = {"conformers": 7}  # as if computed with other params
+    out.write_text(json.dumps(saved))
+    main([*args, "--resume"])
+    assert "computed with other params; computing again" in capsys.readouterr().out
+    assert -1.0 not in {r["gap_ev"] for r in json.loads(out.read_text())["results"][0]["per_molecule"]}

@@ -298,14 +298,22 @@ def parse_smiles(text: str, max_length: int = 500) -> Chem.Mol:
     return mol
 
 
-def _elsewhere(space: str, fits: Any) -> str:
-    """Where a molecule ``space`` refuses would fit: '; the druglike space allows it (...)', or '' (none does)."""
-    others = [s.name for s in SPACES.values() if s.name != space and fits(s)]
-    return f"; the {others[0]} space allows it ([options] space, --space {others[0]})" if others else ""
+def _elsewhere(space: str, text: str) -> str:
+    """Where a molecule ``space`` refuses passes every rule: '; the druglike space allows it (...)', or '' (none)."""
+    for other in SPACES.values():
+        if other.name == space:
+            continue
+        try:
+            check_molecule(text, MoleculeConstraints(space=other.name), hint=False)
+        except InvalidMolecule:
+            continue
+        return f"; the {other.name} space allows it ([options] space, --space {other.name})"
+    return ""
 
 
-def check_molecule(text: str, constraints: MoleculeConstraints | None = None) -> ParsedMolecule:
-    """Parse ``text`` and check the suite's constraints; :class:`InvalidMolecule` says which failed."""
+def check_molecule(text: str, constraints: MoleculeConstraints | None = None, *, hint: bool = True) -> ParsedMolecule:
+    """Parse ``text`` and check the suite's constraints; :class:`InvalidMolecule` says which failed (and, with
+    ``hint``, for a rule of the space's size or elements, another space that takes the molecule whole)."""
     c = constraints or MoleculeConstraints()
     mol = parse_smiles(text, c.max_smiles_length)
     allowed = set(c.elements)
@@ -313,7 +321,7 @@ def check_molecule(text: str, constraints: MoleculeConstraints | None = None) ->
     if bad:
         raise InvalidMolecule(
             f"element(s) {', '.join(bad)} not in the {c.space} space (allowed: {', '.join(c.elements)})"
-            + _elsewhere(c.space, lambda s: set(bad) <= set(s.elements))
+            + (_elsewhere(c.space, text) if hint else "")
         )
     if "H" not in allowed and any(a.GetTotalNumHs() for a in mol.GetAtoms()):
         raise InvalidMolecule("hydrogen is not allowed")
@@ -322,7 +330,7 @@ def check_molecule(text: str, constraints: MoleculeConstraints | None = None) ->
         raise InvalidMolecule("no heavy atoms")
     if heavy > c.max_heavy_atoms:
         raise InvalidMolecule(f"{heavy} heavy atoms > {c.max_heavy_atoms}, the most the {c.space} space allows"
-                              + _elsewhere(c.space, lambda s: heavy <= s.max_heavy_atoms))
+                              + (_elsewhere(c.space, text) if hint else ""))
     charge = Chem.GetFormalCharge(mol)
     if charge != c.formal_charge:
         raise InvalidMolecule(f"charged: net formal charge {charge:+d}; the {c.space} space needs {c.formal_charge:+d}")

@@ -13,10 +13,10 @@ not converge, even after the optional second-order (Newton) fallback, is a
 ``failed`` verdict with the reason: not a gap of 0.
 
 **The geometry comes from the chemistry space** (``ChemistrySpace.dft_geometry``) unless the params name
-one: ``xtb`` in qm9 (the ETKDG conformer relaxed with MMFF94, then with GFN2-xTB; on QM9 this halves the
-error against QM9's B3LYP geometries, 0.21 to 0.10 eV, for a few per cent of a call), ``mmff`` in druglike
-until its reference pool is recomputed on the relaxed geometry (docs/tiers.md). The geometry is part of a
-verdict's cache key.
+one: ``xtb`` in both spaces (the ETKDG conformer relaxed with MMFF94, then with GFN2-xTB; on QM9 this halves
+the error against QM9's B3LYP geometries, 0.21 to 0.10 eV, for a few per cent of a call; druglike moved on
+2026-12-07, with its reference pool: docs/tiers.md). ``mmff`` keeps the force-field geometry. The geometry is part
+of a verdict's cache key.
 
 **Sized by the chemistry space.** A call costs ~``0.014 n^3`` CPU-s at n heavy
 atoms (docs/tiers.md): 10 s at QM9's 9, minutes at drug size. What must be
@@ -117,7 +117,7 @@ class DFTParams(MoleculeJobParams):
     geometry_source: Literal["mmff", "xtb"] = Field(
         default="xtb",
         description="'mmff': the force-field geometry; 'xtb': relax it with GFN2-xTB first (default: the space's, "
-        "xtb in qm9, mmff in druglike; docs/tiers.md).",
+        "xtb in qm9 and druglike; docs/tiers.md).",
     )
     conv_tol: float = Field(default=1e-8, gt=0, description="SCF energy convergence threshold (Hartree).")
     max_scf_cycles: int = Field(default=100, ge=1, description="SCF cycles before giving up.")

@@ -24,6 +24,8 @@ TABLE = [
     ("qm9", "CCS", "S not in the qm9 space"),
     ("qm9", "CCCCCCCCCC", "10 heavy atoms > 9, the most the qm9 space allows; the druglike space allows it"),
     ("qm9", "CCI", "I not in the qm9 space (allowed: C, N, O, F, H)$"),  # no space allows iodine: no hint
+    ("qm9", "C" * 45 + "Cl", "element(s) Cl not in the qm9 space (allowed: C, N, O, F, H)$"),  # druglike: 46 > 40
+    ("qm9", "CCCCCCCCCC[O-]", "11 heavy atoms > 9, the most the qm9 space allows$"),  # druglike: charged
     ("qm9", "C[NH3+]", "charged: net formal charge +1"),
     ("qm9", "[CH3]", "radical"),
     ("qm9", "CC.O", "several fragments: 2 disconnected fragments"),
