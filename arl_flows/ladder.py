@@ -7,14 +7,17 @@ and the benchmarks build it from a run config the same way: the suite adjusts ea
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from typing import Any
+
 from pydantic import ValidationError
 
 from arl_flows.config import RunConfig, describe_errors
 from arl_flows.suites import suite_for
-from storage.records import tier_rank
+from storage.records import Verdict, tier_rank
 from verifiers import Verifier, registry
 
-__all__ = ["build_ladder"]
+__all__ = ["build_ladder", "ladder_verdicts"]
 
 
 def build_ladder(config: RunConfig) -> list[Verifier]:
@@ -41,3 +44,15 @@ def build_ladder(config: RunConfig) -> list[Verifier]:
         order = ", ".join(f"{v.name} ({v.tier.value})" for v in ladder)
         raise ValueError(f"tiers must be listed cheapest first (fast, simulation, high_fidelity, lab); got {order}")
     return ladder
+
+
+def ladder_verdicts(ledger: Any, keys: Iterable[str], ladder: Sequence[Verifier]) -> list[Verdict]:
+    """The ledger's verdicts on ``keys`` by the ladder's verifiers as they are configured now.
+
+    The same name is not enough: a tier with other params (another chemistry space's rules, another basis or
+    geometry) answers another question, so its verdicts count only with the same version and params hash, as
+    they do in the scheduler's cache (``Scheduler.plan_step``).
+    """
+    identity = {(v.name, v.version, v.params_hash) for v in ladder}
+    return [v for v in ledger.verdicts_for(keys, verifiers=[v.name for v in ladder])
+            if (v.verifier, v.version, v.params_hash) in identity]

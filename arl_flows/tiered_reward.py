@@ -50,7 +50,7 @@ from arl_flows.config import RunConfig, TierConfig, build_config, describe_error
 from arl_flows.suites import Calibration, Prior, Suite, SuiteNotFound, get_suite, suite_for
 from arl_flows.suites.capabilities import goal_columns
 from arl_flows.step import TierRunner, verify_candidates, verify_inline
-from arl_flows.ladder import build_ladder
+from arl_flows.ladder import build_ladder, ladder_verdicts
 from arl_flows.recording import Completion, record_batch, teach_from_ledger
 from storage.ledger import Ledger, LedgerError, sqlite_file
 from storage.records import RunStatus, Status, TrainingStepRecord
@@ -435,7 +435,7 @@ class TieredReward:
                 cost = charge_one(self.scheduler.verifier(v.verifier), cand_of[v.candidate_key], v)
                 spend_by_key[v.candidate_key] = spend_by_key.get(v.candidate_key, 0.0) + cost
             statuses: dict[str, set[Status]] = {}
-            for v in self.ledger.verdicts_for({c.key for c in candidates}, verifiers=[v.name for v in self.ladder]):
+            for v in ladder_verdicts(self.ledger, {c.key for c in candidates}, self.ladder):
                 statuses.setdefault(v.candidate_key, set()).add(v.status)
             details = []
             for traj, cand, est in zip(trajectories, candidates, result.estimates, strict=True):

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from arl_flows.config import RunConfig
-from arl_flows.ladder import build_ladder
+from arl_flows.ladder import build_ladder, ladder_verdicts
 from arl_flows.recording import Completion, has_behaviour, record_batch, rollout_from_tokens, teach_from_ledger
 from arl_flows.suites import Failure, Hindsight, Prior, Suite, suite_for
 from arl_flows.suites.capabilities import decoding_constraint
@@ -114,7 +114,7 @@ def valid_share(ledger: Ledger, ladder: list[Verifier], candidates: list[Candida
     """
     if not candidates:
         return 0.0
-    judged = ledger.verdicts_for({c.key for c in candidates if c.valid}, verifiers=[v.name for v in ladder])
+    judged = ladder_verdicts(ledger, {c.key for c in candidates if c.valid}, ladder)
     invalid = {v.candidate_key for v in judged if v.status == Status.invalid}
     return sum(1 for c in candidates if c.valid and c.key not in invalid) / len(candidates)
 
@@ -347,7 +347,7 @@ class RunSession:
     def _distill(self, rows: list[Failure]) -> dict[str, float]:
         """One distillation step on the failures among ``rows`` (their verdicts are read here, from the ledger)."""
         hcfg = self.config.hindsight
-        verdicts = self.ledger.verdicts_for([r.trajectory.candidate_key for r in rows], verifiers=[v.name for v in self.ladder])
+        verdicts = ladder_verdicts(self.ledger, [r.trajectory.candidate_key for r in rows], self.ladder)
         verdicts += self._new_lab_verdicts()
         by_key: dict[str, list[Verdict]] = {}
         for v in verdicts:

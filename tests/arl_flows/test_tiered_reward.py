@@ -281,3 +281,21 @@ def test_rerank_counts_and_routing_are_checked(tmp_path: Path) -> None:
             rerank([{"candidates": ["CCO"]}], **({"n": 1, "k": 1, "budget": 1.0} | options), ledger_url=_url(tmp_path))
     with pytest.raises(ValueError, match="routing 'nope' is not one of discovery, advantage"):
         TieredReward("molecules", objective=(3.0, 4.0), ledger_url=_url(tmp_path), tiers=TWO_TIERS, routing="nope")
+
+
+def test_a_verdict_of_another_space_never_decides_a_status(tmp_path: Path) -> None:
+    """One ledger, two spaces: qm9 judges paracetamol invalid (11 heavy atoms); a druglike reward asked after it
+    used to read that verdict by the tier's name alone and call paracetamol invalid (and the run's validity 0)."""
+    paracetamol = "CC(=O)Nc1ccc(O)cc1"
+    kwargs = {"ledger_url": _url(tmp_path), "tiers": TWO_TIERS, "objective": (3.0, 8.0), "policy": "all"}
+    with TieredReward("molecules", options={"space": "druglike"}, **kwargs) as druglike:
+        druglike(["p"], [paracetamol])
+        assert druglike.last_details[0].status == "ok"
+    with TieredReward("molecules", **kwargs) as qm9:
+        qm9(["p"], [paracetamol])
+        assert qm9.last_details[0].status == "invalid" and qm9.last_details[0].reward == 0.0
+    with TieredReward("molecules", options={"space": "druglike"}, **kwargs) as again:
+        again(["p"], [paracetamol])
+        assert again.last_details[0].status == "ok" and again.last_details[0].cached >= 1
+        steps = again.ledger.run_summary(again.run_id)["steps"]
+    assert steps[0]["validity"] == 1.0

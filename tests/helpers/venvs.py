@@ -6,10 +6,15 @@ user does, into a venv of their own, without downloading anything.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import os
 import subprocess
 import sys
 import sysconfig
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,13 +34,28 @@ class InstalledWheel:
         return self.python.with_name("arl")
 
 
+@contextlib.contextmanager
+def _building(source: Path) -> Iterator[None]:
+    """Hold the build of ``source`` for this process: pip builds in the source tree (``build/``, ``*.egg-info``), and
+    two test workers building the same checkout at once broke each other's build (a CI run: ``pip wheel`` exit 1)."""
+    digest = hashlib.sha256(str(source.resolve()).encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"arl-build-{digest}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _run_pip(args: list[str], **kwargs: object) -> None:
+    """Run pip; a failure raises with pip's own output in the message (a bare exit status says nothing)."""
+    done = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, timeout=600, **kwargs)
+    if done.returncode != 0:
+        raise RuntimeError(f"pip {' '.join(args[:2])} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+
+
 def build_wheel(source: Path, out: Path) -> Path:
     """``pip wheel`` of a project folder, offline (no build isolation), into ``out``."""
     before = set(out.glob("*.whl"))
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
-        check=True, cwd=out, capture_output=True, text=True, timeout=600,
-    )
+    with _building(source):
+        _run_pip(["wheel", str(source), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)], cwd=out)
     (wheel,) = set(out.glob("*.whl")) - before
     return wheel
 
@@ -83,5 +103,9 @@ def pip_install(python: Path, wheel: Path, *options: str) -> None:
     there) would make pip see ARL as installed already and skip the wheel.
     """
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", *options, str(wheel)],
-                   check=True, capture_output=True, text=True, timeout=600, env=env)
+    args = ["--python", str(python), "install", "--no-deps", "-q", *options, str(wheel)]
+    if wheel.is_dir():  # a project folder (``-e``): built in its tree, like build_wheel
+        with _building(wheel):
+            _run_pip(args, env=env)
+    else:
+        _run_pip(args, env=env)

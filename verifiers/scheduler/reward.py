@@ -6,9 +6,8 @@ surrogate's gross-error tail ``(1 - rate) N(mean, std^2) + rate N(mean,
 (scale std)^2)``. The reward ``R(y)`` with the exact properties plugged in is
 then a random variable; :func:`objective_moments` gives its mean and variance
 and :func:`discovery_value` what confirming the candidate at the top tier is
-worth. A window alone on ``y`` goes to :mod:`.window` (exact Bernoulli moments
-for a hard window, Gauss-Hermite for a soft one), so the default objective
-gives the numbers it always gave.
+worth. A window alone on ``y`` goes to :mod:`.window` (exact moments: Bernoulli
+for a hard window, a closed form for a soft one).
 """
 
 from __future__ import annotations

@@ -73,3 +73,19 @@ def test_reward_moments_hard_window_is_bernoulli_and_soft_matches_monte_carlo() 
     assert v[0] == pytest.approx(draws.var(), abs=2e-3)
     m0, v0 = reward_moments(np.array([4.3]), np.array([0.0]), 3.0, 4.0, 0.5)
     assert (m0[0], v0[0]) == pytest.approx((math.exp(-0.5 * (0.3 / 0.5) ** 2), 0.0))  # 0.3 eV above the window
+
+
+@pytest.mark.parametrize(("mean", "std"), [(3.42, 15.0), (3.42, 5.0), (9.0, 40.0), (3.5, 0.05), (-20.0, 3.0), (4.2, 0.01)])
+def test_soft_reward_moments_are_exact_for_a_belief_much_wider_than_the_window(mean: float, std: float) -> None:
+    """A cold start's belief (about 15 eV of std before any calibration) on a 1 eV window: the Gauss-Hermite rule
+    that stood here put no node near the window and scored 1e-16 instead of 0.06, so nothing was worth escalating."""
+    from scipy.integrate import quad
+
+    def moment(k: int) -> float:
+        f = lambda y: float(window_score(y, 3.0, 4.0, 0.5)) ** k * norm.pdf(y, mean, std)  # noqa: E731
+        lo, hi = mean - 12 * std, mean + 12 * std  # the belief's mass; the window's edges split the integral
+        return quad(f, lo, hi, points=[e for e in (3.0, 4.0) if lo < e < hi] or None, limit=500, epsabs=1e-13)[0]
+
+    m, v = reward_moments(np.array([mean]), np.array([std]), 3.0, 4.0, softness=0.5)
+    assert m[0] == pytest.approx(moment(1), abs=1e-9, rel=1e-7)
+    assert v[0] == pytest.approx(moment(2) - moment(1) ** 2, abs=1e-9, rel=1e-6)
