@@ -39,6 +39,8 @@ def build_ladder(config: RunConfig) -> list[Verifier]:
             ladder.append(cls(suite.verifier_params(cls, dict(rung.params))))
         except ValidationError as exc:
             raise ValueError(describe_errors(exc, where, cls.Params, f"`arl tiers show {cls.name}` lists its params")) from None
+        except ValueError as exc:  # the suite refuses these params for this run (e.g. another chemistry space)
+            raise ValueError(f"{where}: {exc}") from None
     ranks = [tier_rank(v.tier) for v in ladder]
     if ranks != sorted(ranks):
         order = ", ".join(f"{v.name} ({v.tier.value})" for v in ladder)

@@ -180,6 +180,9 @@ def verification_config(
         cls = get_suite(suite)
     except SuiteNotFound as exc:
         raise ValueError(str(exc)) from None
+    if options is not None and not isinstance(options, Mapping):
+        raise TypeError(f"options are the suite's [options] as a mapping, e.g. options={{'space': 'druglike'}}; "
+                        f"got {options!r:.80}")
     data: dict[str, Any] = {"name": name or f"tiered-reward-{cls.name}", "suite": suite, "seed": seed, "options": dict(options or {})}
     if tiers is not None:
         data["tiers"] = _tier_configs(tiers)
@@ -214,6 +217,9 @@ def _window_of(objective: Any) -> Window:
     """A ``(low, high)`` pair as a :class:`Window` (the suite's softness), or one line saying what to pass."""
     if isinstance(objective, Window):
         return objective
+    if isinstance(objective, (str, bytes, Mapping)):  # a dict unpacks to its keys: "low: should be a valid number"
+        raise ValueError(f"objective must be a Window or a (low, high) pair, got {objective!r:.80}; e.g. "
+                         "objective=(3.0, 4.0) or Window(low=3.0, high=4.0)")
     try:
         low, high = objective
     except (TypeError, ValueError):

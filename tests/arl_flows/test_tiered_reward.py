@@ -287,7 +287,9 @@ def test_a_verdict_of_another_space_never_decides_a_status(tmp_path: Path) -> No
     """One ledger, two spaces: qm9 judges paracetamol invalid (11 heavy atoms); a druglike reward asked after it
     used to read that verdict by the tier's name alone and call paracetamol invalid (and the run's validity 0)."""
     paracetamol = "CC(=O)Nc1ccc(O)cc1"
-    kwargs = {"ledger_url": _url(tmp_path), "tiers": TWO_TIERS, "objective": (3.0, 8.0), "policy": "all"}
+    # The fast tier and xTB: the shipped QM9 table cannot end a druglike ladder.
+    kwargs = {"ledger_url": _url(tmp_path), "tiers": ["rdkit-eht", ("gfn2-xtb", {"threads": 1, "workers": 1})],
+              "objective": (3.0, 8.0), "policy": "all"}
     with TieredReward("molecules", options={"space": "druglike"}, **kwargs) as druglike:
         druglike(["p"], [paracetamol])
         assert druglike.last_details[0].status == "ok"
@@ -299,3 +301,10 @@ def test_a_verdict_of_another_space_never_decides_a_status(tmp_path: Path) -> No
         assert again.last_details[0].status == "ok" and again.last_details[0].cached >= 1
         steps = again.ledger.run_summary(again.run_id)["steps"]
     assert steps[0]["validity"] == 1.0
+
+
+def test_options_and_objective_of_the_wrong_shape_say_what_to_pass(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"options are the suite's \[options\] as a mapping, e.g. options=\{'space': 'druglike'\}"):
+        TieredReward("molecules", options="druglike", ledger_url=_url(tmp_path), tiers=TWO_TIERS)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"objective must be a Window or a \(low, high\) pair, got \{'low': 3"):
+        TieredReward("molecules", objective={"low": 3, "high": 4}, ledger_url=_url(tmp_path), tiers=TWO_TIERS)  # type: ignore[arg-type]

@@ -119,11 +119,23 @@ class MoleculeSuite(Suite):
         if "constraints" not in fields:
             return params
         options = self.options
+        if getattr(verifier, "name", None) == "reference-table" and options.space != "qm9" and "path" not in params:
+            # Every molecule above QM9's 9 heavy atoms misses the shipped table, and each miss is charged a call.
+            raise ValueError(
+                f"the shipped reference table holds QM9's molecules (at most 9 heavy atoms), not the {options.space} "
+                "space's: end the ladder with pyscf-b3lyp, or give the table a CSV of the space's molecules (path = ...)")
         if getattr(verifier, "name", None) == "pyscf-b3lyp" and "basis" not in params:  # the space's DFT basis
             from arl_flows.suites.molecules.spaces import get_space
 
             params = {"basis": get_space(options.space).dft_basis} | params
-        constraints = {"space": options.space} | dict(params.get("constraints") or {})
+        given = dict(params.get("constraints") or {})
+        if given.get("space", options.space) != options.space:
+            # A ladder of two spaces judges a molecule by one space's rules and scores it by the other's: refused.
+            raise ValueError(
+                f"its constraints name the space {str(given['space'])[:40]!r} but the run's space is {options.space!r} "
+                f"([options] space, qm9 by default): set [options] space = {str(given['space'])[:40]!r} (the prior, goal "
+                "bins and novelty follow it) or leave the space out of the tier's constraints")
+        constraints = {"space": options.space} | given
         if options.max_heavy_atoms is not None:
             constraints.setdefault("max_heavy_atoms", options.max_heavy_atoms)
         return params | {"constraints": constraints}

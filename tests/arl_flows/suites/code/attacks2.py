@@ -185,9 +185,11 @@ ATTACKS2: list[tuple[str, str, str, str]] = [
     ("fork-allocate-total", "memory-pinning", "sum-to-n",  # each child within RLIMIT_AS; together far past it
      # Each child holds its memory until the parent is done (not for a fixed time, which on a busy machine can
      # end before the next child has touched its pages) and reports its pid; the parent reaps the children the
-     # OOM killer took (it picks the largest, often an earlier child that had already reported), so every
-     # PINNED line counts the memory of children alive at once. It waits up to 50 s for the first report and 5 s
-     # for each next one: at a load of 5 no child had touched its 150 MiB within 3 s and nothing was printed.
+     # OOM killer took (it picks the largest, often an earlier child that had already reported), and every
+     # PINNED line sums the resident memory of the children alive at once (/proc/PID/statm: a child the OOM killer
+     # is tearing down, not yet reapable, used to count as 150 MiB; CI under load saw 2 x 150 > 256). It waits up
+     # to 50 s for the first report and 5 s for each next one: at a load of 5 no child had touched its 150 MiB
+     # within 3 s and nothing was printed.
      "import os, select\nr, w = os.pipe()\nhold_r, hold_w = os.pipe()\nfor _ in range(6):\n    if os.fork() == 0:\n"
      "        os.close(hold_w)\n        b = bytearray(150 << 20)\n        for j in range(0, len(b), 4096):\n"
      "            b[j] = 1\n        os.write(w, b'%8d' % os.getpid())\n        os.read(hold_r, 1)\n        os._exit(0)\n"
@@ -195,7 +197,10 @@ ATTACKS2: list[tuple[str, str, str, str]] = [
      "    msg = os.read(r, 8)\n    if not msg:\n        break\n    seen += 1\n    alive.add(int(msg))\n    while True:\n"
      "        try:\n            pid, _ = os.waitpid(-1, os.WNOHANG)\n        except ChildProcessError:\n            break\n"
      "        if pid == 0:\n            break\n        alive.discard(pid)\n"
-     "    print('PINNED', len(alive) * (150 << 20), flush=True)\n"),
+     "    rss = 0\n    for p in alive:\n        try:\n            with open(f'/proc/{p}/statm') as fh:\n"
+     "                rss += int(fh.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')\n"
+     "        except (OSError, ValueError, IndexError):\n            pass\n"
+     "    print('PINNED', rss, flush=True)\n"),
     ("memfd-fork-fill", "memory-pinning", "sum-to-n",  # each child pins its own open_files x file_size_mb of memfds
      "import os, signal, time\nsignal.signal(signal.SIGXFSZ, signal.SIG_IGN)\nr, w = os.pipe()\nchunk = b'z' * (1 << 20)\n"
      "for _ in range(6):\n    if os.fork() == 0:\n        fds = []\n        try:\n            for i in range(64):\n"

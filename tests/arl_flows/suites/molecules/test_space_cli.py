@@ -43,7 +43,7 @@ def test_rerank_checks_the_space_it_is_given(tmp_path: Path) -> None:
     path = tmp_path / "in.jsonl"
     path.write_text(json.dumps({"window": [3.0, 9.0], "candidates": ["CCCl", "CC[O-]"]}) + "\n", encoding="utf-8")
     base = ["rerank", "--suite", "molecules", "--input", str(path), "--n", "2", "--k", "2", "--budget", "5", "--json",
-            "--ledger", f"sqlite:///{tmp_path / 'l.db'}", "--tiers", "rdkit-eht,reference-table"]
+            "--ledger", f"sqlite:///{tmp_path / 'l.db'}", "--tiers", "rdkit-eht,gfn2-xtb"]
     code, out, err = arl([*base, "--space", "druglike"])
     assert_no_traceback(code, out, err)
     assert code == 0, err[-2000:]

@@ -115,6 +115,29 @@ def test_the_options_space_reaches_every_tier_with_rules() -> None:
     assert suite_for(config).options.space == "druglike"
 
 
+@pytest.mark.parametrize(("run_space", "tier_space"), [("druglike", "qm9"), ("qm9", "druglike")])
+def test_a_tier_of_another_space_than_the_runs_is_one_line_naming_both(run_space: str, tier_space: str) -> None:
+    """It used to build a ladder of two spaces: paracetamol invalid at the fast tier of a druglike run, silently."""
+    config = build_config({"suite": "molecules", "options": {"space": run_space},
+                           "tiers": [{"verifier": "rdkit-eht", "params": {"constraints": {"space": tier_space}}}, "gfn2-xtb"]})
+    with pytest.raises(ValueError) as caught:
+        build_ladder(config)
+    message = str(caught.value)
+    assert message.startswith(f"tiers[0] (rdkit-eht): its constraints name the space '{tier_space}' but the run's space "
+                              f"is '{run_space}'") and "\n" not in message
+    same = build_config({"suite": "molecules", "options": {"space": run_space},
+                         "tiers": [{"verifier": "rdkit-eht", "params": {"constraints": {"space": run_space}}}, "gfn2-xtb"]})
+    for verifier in build_ladder(same):  # naming the run's own space is allowed
+        getattr(verifier, "close", lambda: None)()
+
+
+def test_the_shipped_qm9_table_cannot_end_a_druglike_ladder() -> None:
+    """Every drug-sized molecule missed it, and each miss was charged as a call (300 CPU-s by default)."""
+    config = build_config({"suite": "molecules", "options": {"space": "druglike"}, "tiers": ["rdkit-eht", "reference-table"]})
+    with pytest.raises(ValueError, match=r"tiers\[1\] \(reference-table\): the shipped reference table holds QM9's molecules"):
+        build_ladder(config)
+
+
 def test_the_default_run_stays_in_qm9() -> None:
     config = build_config({"suite": "molecules"})
     ladder = build_ladder(config)
