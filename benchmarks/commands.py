@@ -112,12 +112,10 @@ def _space(space: str | None) -> str:
 
 def _space_window(space: str) -> tuple[float, float]:
     """The target window of ``space``'s runs: the suite's own (3-4 eV) for qm9, else its example run's."""
-    if space == "qm9":
-        return 3.0, 4.0
-    import tomllib
+    from arl_flows.config import load_config
 
-    scheduler = tomllib.loads((EXAMPLES / f"{space}.toml").read_text(encoding="utf-8"))["scheduler"]
-    return float(scheduler["target_low"]), float(scheduler["target_high"])
+    scheduler = load_config(None if space == "qm9" else EXAMPLES / f"{space}.toml").scheduler
+    return float(scheduler.target_low), float(scheduler.target_high)
 
 
 def _space_defaults(space: str, pool: Path | None, top_cost: float | None) -> tuple[Path | None, float]:

@@ -236,14 +236,19 @@ def markdown_table(results: list[dict[str, Any]]) -> str:
 
 def run_tier_druglike(
     spec: str, molecules: list[tuple[str, int]], threads: int, chunk: int | None = None,
-    done: list[dict[str, Any]] | None = None, progress: Any = None,
+    done: list[dict[str, Any]] | None = None, progress: Any = None, done_params: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One tier on drug-like molecules: statuses, failure rate, cost per call overall and by size, per molecule.
 
     ``chunk``: verify that many molecules at a time and call ``progress(partial result)`` after each chunk (a DFT
-    tier at drug size is minutes per call); ``done``: per-molecule rows of an earlier, interrupted run, reused.
+    tier at drug size is minutes per call); ``done``: per-molecule rows of an earlier, interrupted run, reused
+    unless ``done_params`` (the params they were computed with) differ from the tier's now.
     """
     verifier = make_verifier(spec, threads, space="druglike")
+    if done and done_params is not None and done_params != verifier.params.model_dump(mode="json"):
+        # Another default since (e.g. the druglike DFT geometry, MMFF94 until 2026-12-07): other verdicts.
+        print(f"  {spec}: the saved rows were computed with other params; computing again", flush=True)
+        done = None
     previous = {row["smiles"]: row for row in done or []}
     rows: list[dict[str, Any]] = []
     start = time.perf_counter()
@@ -264,14 +269,6 @@ def run_tier_druglike(
         if isinstance(verifier, Closable):
             verifier.close()
     return _druglike_result(spec, verifier, molecules, rows + list(previous.values()), time.perf_counter() - start)
-
-
-def _params_of(spec: str, threads: int) -> dict[str, Any]:
-    """The params (as JSON) the druglike tier ``spec`` runs with now."""
-    verifier = make_verifier(spec, threads, space="druglike")
-    if isinstance(verifier, Closable):
-        verifier.close()
-    return verifier.params.model_dump(mode="json")
 
 
 def _druglike_result(
@@ -480,13 +477,9 @@ def main_druglike(args: argparse.Namespace) -> None:
         cls = _LADDER.get(spec.partition(":")[0]) or registry.get(spec.partition(":")[0])
         expensive_tier = cls.tier.value in ("high_fidelity", "lab")
         subset = expensive if expensive_tier else cheap_order
-        earlier = previous.get(spec, {}).get("per_molecule")
-        if earlier and previous[spec].get("params") != _params_of(spec, args.threads):
-            # Another default since (e.g. the druglike DFT geometry, MMFF94 until 2026-12-07): other verdicts.
-            print(f"  {spec}: the saved rows were computed with other params; computing again", flush=True)
-            earlier = None
-        result = run_tier_druglike(spec, subset, args.threads, chunk=1 if expensive_tier else None, done=earlier,
-                                   progress=save)
+        saved = previous.get(spec, {})
+        result = run_tier_druglike(spec, subset, args.threads, chunk=1 if expensive_tier else None,
+                                   done=saved.get("per_molecule"), done_params=saved.get("params"), progress=save)
         results.append(result)
         print(f"{spec}: {result['n_ok']}/{result['n']} ok, failure rate {result['failure_rate']:.1%}, "
               f"median cost {result['median_cost_s']:.3g} s", flush=True)

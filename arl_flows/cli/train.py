@@ -211,11 +211,9 @@ def _budget_text(seconds: float) -> str:
 
 def _objective_text(cfg: Any) -> str:
     """The reward a run optimises, in words: the [objective]'s terms, or the window on the top tier's value."""
-    objective = cfg.objective or cfg.scheduler.reward
+    objective = cfg.objective or cfg.scheduler.reward  # one and the same when both are given (RunConfig checks it)
     if objective is not None:
-        terms = getattr(objective, "terms", None) or []
-        shown_terms = ", ".join(f"{t.kind} {t.property}" for t in terms)
-        return f"[objective], {getattr(objective, 'mean', '')} mean of {shown_terms}" if terms else "[objective]"
+        return f"[objective], {objective.mean} mean of " + ", ".join(f"{t.kind} {t.property}" for t in objective.terms)
     sched = cfg.scheduler
     return (f"the top tier's value in the window {sched.target_low:g} to {sched.target_high:g}"
             + (f" (softness {sched.window_softness:g})" if sched.window_softness else ""))
