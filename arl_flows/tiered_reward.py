@@ -106,6 +106,9 @@ def _require_edges(data: Mapping[str, Any]) -> None:
         )
 
 
+_UNPARSED = "the suite could not read the completion as a candidate (its validity rules refused it before any tier)"
+
+
 @dataclass
 class RewardDetail:
     """What the verification layer knows about one completion after a call."""
@@ -121,6 +124,9 @@ class RewardDetail:
     cached: int  # verdicts reused from the ledger (paid for before this call)
     new: int  # verdicts computed in this call
     spend_s: float  # CPU-seconds this call charged for this completion's candidate
+    # Why an 'invalid' completion is, in words: the cheapest tier's feedback ("rdkit-eht: 11 heavy atoms, ..."), or
+    # that the suite could not parse it. None for 'ok' and 'unverified'.
+    reason: str | None = None
 
 
 @dataclass
@@ -441,8 +447,12 @@ class TieredReward:
                 cost = charge_one(self.scheduler.verifier(v.verifier), cand_of[v.candidate_key], v)
                 spend_by_key[v.candidate_key] = spend_by_key.get(v.candidate_key, 0.0) + cost
             statuses: dict[str, set[Status]] = {}
+            rank = {v.name: i for i, v in enumerate(self.ladder)}
+            refusals: dict[str, list[tuple[int, str]]] = {}
             for v in ladder_verdicts(self.ledger, {c.key for c in candidates}, self.ladder):
                 statuses.setdefault(v.candidate_key, set()).add(v.status)
+                if v.status == Status.invalid:
+                    refusals.setdefault(v.candidate_key, []).append((rank.get(v.verifier, len(rank)), f"{v.verifier}: {v.feedback}"))
             details = []
             for traj, cand, est in zip(trajectories, candidates, result.estimates, strict=True):
                 used = result.verdicts_used.get(traj.id, [])
@@ -461,6 +471,7 @@ class TieredReward:
                         cached=len(used) - new,
                         new=new,
                         spend_s=spend_by_key.get(cand.key, 0.0),
+                        reason=(min(refusals[cand.key])[1] if cand.key in refusals else _UNPARSED) if invalid else None,
                     )
                 )
             rewards = [d.reward for d in details]

@@ -93,6 +93,7 @@ def compute_score_batch(
                 "tier_rank": float(tier_rank(d.tier)) if d.tier else -1.0,
                 "spend_s": d.spend_s,
                 "cached": float(bool(d.cached and not d.new)),
+                "invalid": float(d.status == "invalid"),  # a real 0, not a completion no tier could verify
             }
     return out
 

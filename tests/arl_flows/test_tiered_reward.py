@@ -30,7 +30,8 @@ def test_a_call_writes_a_run_and_a_repeat_is_a_cache_hit(tmp_path: Path) -> None
         rewards = reward(["<gap>"] * 5, ["CCO", "c1ccncc1", "not a smiles((", "CCO", "C C O"])
         assert len(rewards) == 5 and all(0.0 <= r <= 1.0 for r in rewards)
         first = reward.last_details
-        assert first[2].status == "invalid" and first[2].reward == 0.0
+        assert first[2].status == "invalid" and first[2].reward == 0.0 and first[2].reason
+        assert first[0].reason is None
         assert first[0].candidate_key == first[3].candidate_key == first[4].candidate_key  # spaces from a SMILES tokenizer
         assert first[0].new >= 2 and first[0].tier in ("simulation", "lab")
         spent = reward.last_call.spend_s
@@ -114,7 +115,7 @@ def test_verl_batch_and_single_shapes(tmp_path: Path) -> None:
         extra_infos=np.array([{"index": 0}, {"index": 0}, {"index": 1}], dtype=object),
         **options,
     )
-    assert len(scores) == 3 and scores[1]["score"] == 0.0
+    assert len(scores) == 3 and scores[1]["score"] == 0.0 and scores[1]["invalid"] == 1.0 and scores[0]["invalid"] == 0.0
     # One candidate key in two groups: verified once, in this call (not a cache hit yet).
     assert scores[0]["score"] == pytest.approx(scores[2]["score"], abs=1e-9) and scores[2]["cached"] == 0.0
     assert scores[0]["spend_s"] > 0 and scores[0]["tier_rank"] >= 1
@@ -296,6 +297,7 @@ def test_a_verdict_of_another_space_never_decides_a_status(tmp_path: Path) -> No
     with TieredReward("molecules", **kwargs) as qm9:
         qm9(["p"], [paracetamol])
         assert qm9.last_details[0].status == "invalid" and qm9.last_details[0].reward == 0.0
+        assert qm9.last_details[0].reason.startswith("rdkit-eht: ") and "heavy atoms" in qm9.last_details[0].reason
     with TieredReward("molecules", options={"space": "druglike"}, **kwargs) as again:
         again(["p"], [paracetamol])
         assert again.last_details[0].status == "ok" and again.last_details[0].cached >= 1

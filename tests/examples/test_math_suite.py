@@ -82,7 +82,11 @@ def test_the_math_suite_installs_verifies_and_runs(math_venv: tuple[Path, Path],
 
     config = example / "run-tiny.toml"
     text = (example / "run.toml").read_text().split("[options.prior]")[0] + TINY_PRIOR
-    config.write_text(text.replace("prompts_per_step = 4", "prompts_per_step = 2").replace("group_size = 8", "group_size = 4"))
+    text = text.replace("prompts_per_step = 4", "prompts_per_step = 2").replace("group_size = 8", "group_size = 4")
+    # The fixed evaluation set is the core's, suite-agnostic: the run ends with its first policy against its last
+    # checkpoint (`arl runs eval` does the same later, through the same code; tests/arl_flows/test_eval_set.py).
+    assert "[eval]" not in text
+    config.write_text(text + "\n[eval]\nsamples = 4\nbudget = 5.0\n")
     ran = _arl(python, example, home, "run", "--config", config.name, "--steps", "1")
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
 
@@ -92,7 +96,9 @@ def test_the_math_suite_installs_verifies_and_runs(math_venv: tuple[Path, Path],
     from arl_flows.cli import app
 
     url = f"sqlite:///{home / 'ledger.db'}"
-    [run] = json.loads(CliRunner().invoke(app, ["runs", "list", "--url", url, "--json"]).stdout)
+    runs = json.loads(CliRunner().invoke(app, ["runs", "list", "--url", url, "--json"]).stdout)
+    [run] = [r for r in runs if r["name"] == "math-calculus"]  # the evaluation's verification is a run of its own
+    assert [r["name"] for r in runs if r is not run] == [f"eval-{run['id']}"]
     record = json.loads(CliRunner().invoke(app, ["runs", "show", run["id"], "--url", url, "--json"]).stdout)
     assert record["name"] == "math-calculus" and record["status"] == "completed" and record["steps_done"] == 1
     assert record["trajectories"] == 2 * 4  # prompts_per_step x group_size
@@ -100,10 +106,10 @@ def test_the_math_suite_installs_verifies_and_runs(math_venv: tuple[Path, Path],
     assert record["steps"][0]["calls_by_tier"]["fast"] == record["candidates"]  # every candidate's format is checked
     assert list((home / "priors").glob("math-*/pretrain_report.json"))  # the prior was pretrained and cached
 
-    # The fixed evaluation set is the core's, suite-agnostic: the math run's first policy against its checkpoint.
-    scored = _arl(python, example, home, "runs", "eval", run["id"][:12], "--samples", "4", "--budget", "5", "--json")
-    assert scored.returncode == 0, scored.stdout[-2000:] + scored.stderr[-2000:]
-    evaluation = json.loads(scored.stdout)
+    # The evaluation's result lives in the run's folder under its ARL_HOME: read by an `arl` of that home.
+    shown = _arl(python, example, home, "runs", "show", run["id"][:12], "--json")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    evaluation = json.loads(shown.stdout)["eval"]
     assert evaluation["run_id"] == run["id"] and evaluation["samples"] == 4 and evaluation["group_size"] == 4
     assert {"reward_mean", "validity", "top_tier_answers"} <= evaluation["before"].keys() & evaluation["after"].keys()
     assert evaluation["spend_cpu_s"] <= 5.0 + 1.0

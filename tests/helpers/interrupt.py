@@ -1,7 +1,7 @@
 """What the interrupt tests share: a run of the counting top tier under a global limit of 1, and its slots.
 
-Ctrl-C and SIGTERM sent to the whole process group of ``arl run``, temporary Prefect server included
-(``tests/arl_flows/test_interrupt_signals.py``, ``test_interrupt_sigterm.py`` and ``test_interrupt_sigkill.py``, three files so that xdist runs them side by side).
+Ctrl-C, SIGTERM and SIGKILL sent to the whole process group of ``arl run``, temporary Prefect server included
+(``tests/arl_flows/test_interrupt_signals.py``).
 
 Each test starts real ``arl run`` subprocesses in a session of their own, on
 the temporary Prefect server (no ``PREFECT_API_URL``), with the counting top
@@ -41,10 +41,6 @@ def setup(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return config, env
 
 
-def in_verify(lines: list[tuple[float, str]]) -> bool:
-    return any("Task run 'rdkit-eht x" in line for _, line in lines)
-
-
 def active_slots(env: dict[str, str]) -> dict[str, int]:
     """Active slots of every ``arl-tier-*`` limit, as this home's Prefect database holds them.
 
@@ -59,8 +55,8 @@ def active_slots(env: dict[str, str]) -> dict[str, int]:
     return {name: int(n) for name, n in rows}
 
 
-def resume_completes(run_id: str, env: dict[str, str], log: Path) -> str:
-    resumed = crash.RunProcess(["run", "--resume", run_id], env, log)
+def resume_completes(run_id: str, env: dict[str, str], log: Path, *args: str) -> str:
+    resumed = crash.RunProcess(["run", "--resume", run_id, *args], env, log)
     rc = resumed.wait(1800)
     if rc is None:
         resumed.kill_group()
@@ -69,18 +65,54 @@ def resume_completes(run_id: str, env: dict[str, str], log: Path) -> str:
     return resumed.text()
 
 
-def stop_signal_exits_130_frees_the_slot_and_the_resume_completes(tmp_path: Path, sig: signal.Signals) -> None:
-    """Send ``sig`` to a run's whole process group during its first verify stage; then resume it."""
-    # SIGTERM is a request to stop, handled as Ctrl-C is: the run stops cleanly, so the exit code is the one
-    # of an interrupted run (130), not 143 (128 + 15, a process the signal itself ended).
-    config, env = setup(tmp_path)
-    run = crash.RunProcess(["run", "--config", str(config), "--verbose"], env, tmp_path / "run.log")
-    try:
-        assert run.wait_for(in_verify, 1200), run.text()[-3000:]
-        os.killpg(run.proc.pid, sig)
-        rc = run.wait(600)
-    finally:
-        run.kill_group()
+class _HeldCall:
+    """While in the ``with`` block, the counting tier's calls wait in flight (its hold file exists)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.hold = Path(env[crash.COUNT_HOLD_ENV])
+        self.count_log = Path(env[crash.COUNT_LOG_ENV])
+        self.starts = 0
+
+    def _started(self) -> int:
+        return sum(1 for event, *_ in crash.read_count_log(self.count_log) if event == "start")
+
+    def __enter__(self) -> _HeldCall:
+        self.starts = self._started()
+        self.hold.touch()
+        return self
+
+    def __call__(self, run: crash.RunProcess) -> bool:
+        """Wait until ``run`` has a new top-tier call in flight (its slot taken); False if it ended first."""
+        return run.wait_for(lambda _: self._started() > self.starts, 1200)
+
+    def release(self) -> None:
+        self.hold.unlink(missing_ok=True)
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def held_call(env: dict[str, str]) -> _HeldCall:
+    return _HeldCall(env)
+
+
+def stop_signal_exits_130_and_frees_the_slot(
+    args: list[str], env: dict[str, str], tmp_path: Path, sig: signal.Signals, log_name: str
+) -> str:
+    """Start ``arl run args``, send ``sig`` to its whole process group with a top-tier call in flight; return the run id.
+
+    The call is held in flight until the signal is sent, then let land (a stopped run waits for the calls it has
+    out), so the slot the run held must be released on the way out.
+    """
+    with held_call(env) as in_flight:
+        run = crash.RunProcess(args, env, tmp_path / log_name)
+        try:
+            assert in_flight(run), run.text()[-3000:]
+            os.killpg(run.proc.pid, sig)
+            in_flight.release()
+            rc = run.wait(600)
+        finally:
+            run.kill_group()
     text = run.text()
     assert rc == 130, text[-3000:]
     assert "interrupted" in text and "internal error" not in text and "Error logging to API" not in text, text[-3000:]
@@ -88,4 +120,4 @@ def stop_signal_exits_130_frees_the_slot_and_the_resume_completes(tmp_path: Path
     # The line says how to resume (rich may wrap it on a narrow console).
     run_id = re.search(r"continue with `arl run --resume (\w+)`", " ".join(text.split())).group(1)  # type: ignore[union-attr]
     assert active_slots(env).get(LIMIT) == 0
-    resume_completes(run_id, env, tmp_path / "resume.log")
+    return run_id
