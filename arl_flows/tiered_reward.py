@@ -106,7 +106,7 @@ def _require_edges(data: Mapping[str, Any]) -> None:
         )
 
 
-_UNPARSED = "the suite could not read the completion as a candidate (its validity rules refused it before any tier)"
+_UNPARSED = "the suite's validity rules refused the completion (no tier did)"
 
 
 @dataclass
@@ -124,7 +124,7 @@ class RewardDetail:
     cached: int  # verdicts reused from the ledger (paid for before this call)
     new: int  # verdicts computed in this call
     spend_s: float  # CPU-seconds this call charged for this completion's candidate
-    # Why an 'invalid' completion is, in words: the cheapest tier's feedback ("rdkit-eht: 11 heavy atoms, ..."), or
+    # Why an 'invalid' completion is, in words: the cheapest refusing tier's feedback ("rdkit-eht: 11 heavy atoms, ..."), or
     # that the suite could not parse it. None for 'ok' and 'unverified'.
     reason: str | None = None
 
@@ -452,7 +452,7 @@ class TieredReward:
             for v in ladder_verdicts(self.ledger, {c.key for c in candidates}, self.ladder):
                 statuses.setdefault(v.candidate_key, set()).add(v.status)
                 if v.status == Status.invalid:
-                    refusals.setdefault(v.candidate_key, []).append((rank.get(v.verifier, len(rank)), f"{v.verifier}: {v.feedback}"))
+                    refusals.setdefault(v.candidate_key, []).append((rank.get(v.verifier, len(rank)), f"{v.verifier}: {v.feedback or 'invalid'}"))
             details = []
             for traj, cand, est in zip(trajectories, candidates, result.estimates, strict=True):
                 used = result.verdicts_used.get(traj.id, [])

@@ -5,6 +5,8 @@ server, with the counting top tier under a global concurrency limit of 1. One ru
 after each: Ctrl-C and SIGTERM (what ``kill``, a batch scheduler's ``scancel`` or a timeout sends) exit 130, say how
 to resume and leave no slot taken; SIGKILL leaves its slot taken, and the next start frees it and completes the run.
 One chain of four processes instead of three tests of two: each ``arl run`` start costs ~15 CPU-s and a server.
+The start after the SIGKILL is a resume; a fresh ``arl run --config`` frees a dead run's slot by the same code
+(``arl_flows.flows._recover_stale_slots``, at every start on the temporary server).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ LIMIT = f"arl-tier-{crash.TOP_TIER}"
 def setup(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     home = tmp_path / "home"
     crash.ensure_prior(home)
-    config = crash.write_config(tmp_path / "run.toml", name="interrupt", steps=1, seed=0, seconds_per_call=1.0)
+    config = crash.write_config(tmp_path / "run.toml", name="interrupt", steps=1, seed=0)  # the hold file makes the window
     config.write_text(config.read_text().replace("tier_concurrency = {}", f'tier_concurrency = {{ "{crash.TOP_TIER}" = 1 }}'))
     env = crash.arl_env(home, "", tmp_path / "count.log")
     env.pop("PREFECT_API_URL")  # the temporary server, as a new user's `arl run` gets
@@ -83,7 +83,11 @@ class _HeldCall:
 
     def __call__(self, run: crash.RunProcess) -> bool:
         """Wait until ``run`` has a new top-tier call in flight (its slot taken); False if it ended first."""
-        return run.wait_for(lambda _: self._started() > self.starts, 1200)
+        if run.wait_for(lambda _: self._started() > self.starts, 1200):
+            return True
+        print(f"the run ended (rc {run.proc.poll()}) before a new top-tier call: its steps sampled no molecule the "
+              "ledger had not verified; give the config more steps")
+        return False
 
     def release(self) -> None:
         self.hold.unlink(missing_ok=True)

@@ -110,11 +110,7 @@ class DFTParams(MoleculeJobParams):
     """Parameters of the DFT tier."""
 
     xc: str = Field(default="B3LYPG", description="Exchange-correlation functional (PySCF name).")
-    basis: str = Field(
-        default="6-31G*",
-        description="Gaussian basis set (PySCF name). In a run's ladder, unless given: the chemistry space's "
-        "(qm9: 6-31G, druglike: 6-31G*).",
-    )
+    basis: str = Field(default="6-31G*", description="Gaussian basis set (PySCF name); runs: qm9 6-31G, druglike 6-31G*.")
     density_fitting: bool = Field(
         default=True, description="Density-fit the Coulomb/exchange integrals (~25% faster, gap changes < 1 meV)."
     )
