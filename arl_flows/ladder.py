@@ -7,15 +7,16 @@ and the benchmarks build it from a run config the same way: the suite adjusts ea
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
-from arl_flows.config import RunConfig, describe_errors
+from arl_flows.config import RunConfig, describe_errors, unknown_field_message
 from arl_flows.suites import suite_for
-from storage.records import Verdict, tier_rank
-from verifiers import Verifier, registry
+from storage.records import Tier, Verdict, tier_rank
+from verifiers import Verifier, VerifierNotFound, registry
 
 __all__ = ["build_ladder", "ladder_verdicts"]
 
@@ -28,24 +29,64 @@ def build_ladder(config: RunConfig) -> list[Verifier]:
     suite = suite_for(config)
     ladder = []
     for index, rung in enumerate(config.tiers):
-        cls = registry.get(rung.verifier)
+        try:
+            cls = registry.get(rung.verifier)
+        except VerifierNotFound as exc:
+            if ":" not in config.suite or ":" in rung.verifier:
+                raise
+            # A suite named by reference is imported, but its tiers' entry points exist only once it is installed.
+            raise VerifierNotFound(
+                f"tiers[{index}]: no verifier named {rung.verifier!r}: the suite {config.suite[:80]!r} is named by "
+                "reference, and its tiers are found by name only once its package is installed (pip install -e "
+                "PATH, which declares them as arl.verifiers entry points); or name each one 'package.module:Class' "
+                "in [tiers]"
+            ) from None
         where = f"tiers[{index}] ({cls.name})"
         if cls.suite not in (None, suite.name):
             raise ValueError(
                 f"{where}: the verifier belongs to suite {cls.suite!r}, not {suite.name!r}; "
                 f"`arl tiers list --suite {suite.name}` lists this suite's"
             )
+        extra = cls.Params.model_config.get("extra")
+        if extra not in ("forbid", "allow"):  # a Params that ignores unknown fields would drop a misspelled one
+            declared = set(cls.Params.model_fields) | {f.alias for f in cls.Params.model_fields.values() if f.alias}
+            unknown = [key for key in rung.params if key not in declared]
+            if unknown:
+                message = unknown_field_message(cls.Params, unknown[0], f"`arl tiers show {rung.verifier}` lists its params")
+                raise ValueError(f"{where}: params.{str(unknown[0])[:60]}: {message}")
         try:
             ladder.append(cls(suite.verifier_params(cls, dict(rung.params))))
         except ValidationError as exc:
             raise ValueError(describe_errors(exc, where, cls.Params, f"`arl tiers show {cls.name}` lists its params")) from None
         except ValueError as exc:  # the suite refuses these params for this run (e.g. another chemistry space)
             raise ValueError(f"{where}: {exc}") from None
+    _check_concurrency_keys(config, ladder)
     ranks = [tier_rank(v.tier) for v in ladder]
     if ranks != sorted(ranks):
         order = ", ".join(f"{v.name} ({v.tier.value})" for v in ladder)
         raise ValueError(f"tiers must be listed cheapest first (fast, simulation, high_fidelity, lab); got {order}")
     return ladder
+
+
+def _check_concurrency_keys(config: RunConfig, ladder: Sequence[Verifier]) -> None:
+    """A ``tier_concurrency`` key that names no verifier would limit nothing, silently: one line instead.
+
+    Keys are verifier names (a suite's defaults may name a registered verifier its ladder does not use: fine).
+    """
+    names = [v.name for v in ladder]
+    for key in config.tier_concurrency:
+        if key in names or key in registry:
+            continue
+        where = f"tier_concurrency.{key[:60]!r}"
+        by_reference = {rung.verifier: v.name for rung, v in zip(config.tiers, ladder)}
+        if key in by_reference:
+            raise ValueError(f"{where}: key the limit by the verifier's name, {by_reference[key]!r}, not its class reference")
+        if key in {t.value for t in Tier}:
+            raise ValueError(f"{where}: limits are per verifier, not per tier; use a verifier name of the ladder "
+                             f"({', '.join(names)})")
+        close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}?" if close else f"the ladder's verifiers are {', '.join(names)}"
+        raise ValueError(f"{where}: no verifier of that name, so it would limit nothing; {hint}")
 
 
 def ladder_verdicts(ledger: Any, keys: Iterable[str], ladder: Sequence[Verifier]) -> list[Verdict]:

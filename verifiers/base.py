@@ -124,6 +124,10 @@ class Verifier(ABC, Generic[P]):
     description: ClassVar[str] = ""
     origin: ClassVar[str] = "built-in"
 
+    @classmethod
+    def check_definition(cls) -> None:
+        """Raise TypeError (one line) if the class is not usable as defined; the registry calls it at registration."""
+
     def __init__(self, params: P | dict[str, Any] | None = None) -> None:
         if params is None:
             params = {}

@@ -460,6 +460,16 @@ class IsolatedVerifier(Verifier[Any]):
     preload_modules: ClassVar[tuple[str, ...]] = ()
     execution_fields: ClassVar[frozenset[str]] = frozenset({"workers", "threads"})
 
+    @classmethod
+    def check_definition(cls) -> None:
+        if not callable(getattr(cls, "work_function", None)):
+            raise TypeError(f"verifier class {cls.__qualname__} must set work_function = staticmethod(a top-level "
+                            "function): the function its worker processes run")
+        missing = [f for f in IsolationParams.model_fields if f not in cls.Params.model_fields]
+        if missing:
+            raise TypeError(f"verifier class {cls.__qualname__}: its Params lacks {', '.join(missing)}; derive it from "
+                            "verifiers.isolation.IsolationParams (class Params(IsolationParams): ...)")
+
     def __init__(self, params: BaseModel | dict[str, Any] | None = None) -> None:
         super().__init__(params)
         self._pool: WorkerPool | None = None

@@ -14,10 +14,16 @@ verifiers still work, and naming it is an error that says how to fix it.
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import inspect
+import traceback
+import warnings
 from collections.abc import Iterator
 from importlib.metadata import entry_points
 from typing import Any
+
+from pydantic import ValidationError
 
 from storage.records import Tier, tier_rank
 from verifiers.base import Verifier
@@ -50,7 +56,16 @@ class VerifierRegistry:
             if not getattr(cls, attr, None):
                 raise TypeError(f"verifier class {cls.__qualname__} must define class attribute {attr!r}")
         if not isinstance(cls.tier, Tier):
-            cls.tier = Tier(cls.tier)
+            try:
+                cls.tier = Tier(cls.tier)
+            except ValueError:
+                raise TypeError(f"verifier class {cls.__qualname__}: tier {cls.tier!r} is not a tier; use one of "
+                                f"{', '.join(t.value for t in Tier)}") from None
+        if inspect.isabstract(cls):
+            raise TypeError(f"verifier class {cls.__qualname__} must implement "
+                            f"{', '.join(sorted(cls.__abstractmethods__))} (see verifiers.Verifier)")
+        _check_params_defaults(cls)
+        cls.check_definition()
         existing = self._classes.get(cls.name)
         if existing is not None and existing is not cls:
             same = f"{existing.__module__}.{existing.__qualname__}" == f"{cls.__module__}.{cls.__qualname__}"
@@ -85,6 +100,11 @@ class VerifierRegistry:
             module = importlib.import_module(module_name)
         except ImportError as exc:
             raise ImportError(f"cannot import module {module_name!r} of verifier reference {ref!r}: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - the user's module failed while it ran: their code, one line
+            raise ImportError(
+                f"cannot import module {module_name!r} of verifier reference {ref!r}: {type(exc).__name__}: "
+                f"{' '.join(str(exc.msg if isinstance(exc, SyntaxError) else exc).split())[:200]}{_where(exc)}"
+            ) from exc
         try:
             cls = getattr(module, attr)
         except AttributeError:
@@ -106,7 +126,15 @@ class VerifierRegistry:
             if broken is not None:
                 raise VerifierNotFound(f"verifier {name!r} is broken: {broken}") from None
             known = ", ".join(sorted(self._classes)) or "none"
-            raise VerifierNotFound(f"no verifier named {name!r}; registered: {known}") from None
+            hint = ("; a class of your own is named 'package.module:ClassName' in a config (or installed as an "
+                    "arl.verifiers entry point)")
+            module, dot, attr = name.rpartition(".")
+            if dot and module and attr[:1].isupper():
+                hint = f"; did you mean {module + ':' + attr!r} (a class is named 'package.module:ClassName')"
+            close = difflib.get_close_matches(name, list(self._classes), n=1, cutoff=0.75)
+            if close:
+                hint = f"; did you mean {close[0]!r}"
+            raise VerifierNotFound(f"no verifier named {name!r}{hint}; registered: {known}") from None
 
     def create(self, name: str, params: dict[str, Any] | None = None) -> Verifier[Any]:
         return self.get(name)(params)
@@ -132,6 +160,39 @@ class VerifierRegistry:
 
     def _ensure_loaded(self) -> None:
         self.load_entry_points()
+
+
+def _check_params_defaults(cls: type[Verifier[Any]]) -> None:
+    """A ``Params`` whose defaults its own fields refuse ("abc" for a float, -3 for ``ge=1``) is the class's error.
+
+    pydantic does not validate defaults, so without this the class would register and fail at its first verdict.
+    """
+    params = getattr(cls, "Params", None)
+    if params is None:
+        return
+    try:
+        defaults = params()
+    except ValidationError:
+        return  # a required field without a default: a run's config must give it, and is checked then
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pydantic's serializer warns about the very value refused below
+            params.model_validate(defaults.model_dump())
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise TypeError(
+            f"verifier class {cls.__qualname__}: the default of {params.__name__}.{field} ({err.get('input')!r:.60}) "
+            f"fails its own check: {err['msg']}"
+        ) from None
+
+
+def _where(exc: BaseException) -> str:
+    """' (file:line)' of the user's code that raised ``exc`` (a SyntaxError's own position), else ''."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f" ({exc.filename}:{exc.lineno})"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "importlib" not in f.filename and "<frozen" not in f.filename]
+    return f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
 
 
 def _origin(ep: Any) -> str:

@@ -188,7 +188,7 @@ def _check_ladder_and_policy(cfg: Any, source: str) -> list[tuple[str, str, Any]
         ladder = build_ladder(cfg)
     except (VerifierNotFound, ImportError, TypeError, ValueError) as exc:
         message = " ".join(str(exc).split())
-        raise UserError(f"{source}: {message if message.startswith('tiers') else 'tiers: ' + message}") from None
+        raise UserError(f"{source}: {message if message.startswith(('tiers', 'tier_concurrency')) else 'tiers: ' + message}") from None
     tiers = [(verifier.name, verifier.tier.value, verifier.costs) for verifier in ladder]
     for verifier in ladder:
         if isinstance(verifier, Closable):
