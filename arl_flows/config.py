@@ -21,7 +21,7 @@ import sys
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
@@ -210,6 +210,7 @@ class EvalConfig(_Section):
 _MEMORY = re.compile(r"^\d+(\.\d+)?\s*([KMGTP]i?B)$", re.IGNORECASE)
 _WALLTIME = re.compile(r"^(\d+-)?(\d+:)?\d+:\d{2}$")
 MAX_JOBS = 1_000
+_DASK_SCHEMES = ("tcp", "tls", "ucx", "inproc", "ws", "wss")
 
 
 class ClusterConfig(_Section):
@@ -219,6 +220,13 @@ class ClusterConfig(_Section):
     per job, and scales them between ``min_jobs`` and ``max_jobs`` with the queue of tier calls. The job
     settings below are ignored for ``local`` and ``dask``.
     """
+
+    # What users of the batch schedulers call these fields (an unknown field's error names ours).
+    FIELD_SYNONYMS: ClassVar[dict[str, str]] = {
+        "partition": "queue", "account": "job_extra", "qos": "job_extra", "mem": "memory", "time": "walltime",
+        "ntasks": "cores", "cpus_per_task": "cores", "cpus": "cores", "n_workers": "max_jobs", "jobs": "max_jobs",
+        "scheduler_address": "address",
+    }
 
     kind: Literal["local", "dask", "slurm", "pbs"] = Field(
         default="local",
@@ -251,8 +259,11 @@ class ClusterConfig(_Section):
     @field_validator("memory")
     @classmethod
     def _memory_has_a_unit(cls, memory: str) -> str:
-        if not _MEMORY.match(memory.strip()):
+        match = _MEMORY.match(memory.strip())
+        if not match:
             raise ValueError(f"{memory!r} is not an amount of memory; write a number and a unit, e.g. '4GB' or '500MiB'")
+        if float(memory.strip()[: match.start(2)]) <= 0:
+            raise ValueError(f"{memory!r}: a job needs some memory; give more than 0, e.g. '4GB'")
         return memory.strip()
 
     @field_validator("walltime")
@@ -270,10 +281,23 @@ class ClusterConfig(_Section):
                 raise ValueError(f"{d!r}: give the directive without its '#SBATCH' / '#PBS' prefix (it is added)")
         return directives
 
+    @field_validator("address")
+    @classmethod
+    def _a_scheduler_address(cls, address: str | None) -> str | None:
+        if address is None:
+            return None
+        scheme, sep, _ = address.partition("://")
+        if sep and scheme.lower() not in _DASK_SCHEMES:
+            hint = " (http:// is the dashboard's; the scheduler listens on tcp://HOST:8786)" if scheme.lower().startswith("http") else ""
+            raise ValueError(f"{address[:80]!r} is not a Dask scheduler address{hint}; give e.g. 'tcp://10.0.0.5:8786'")
+        return address
+
     @model_validator(mode="after")
     def _address_and_bounds_fit_the_kind(self) -> ClusterConfig:
         if self.kind == "dask" and not self.address:
             raise ValueError("address: kind = 'dask' needs the scheduler's address, e.g. 'tcp://10.0.0.5:8786'")
+        if self.kind == "pbs" and "-" in self.walltime:
+            raise ValueError(f"walltime: PBS takes 'HH:MM:SS' (hours may pass 24), not SLURM's days: {self.walltime!r}")
         if self.kind != "dask" and self.address:
             raise ValueError(f"address: only kind = 'dask' connects to an address; remove it, or set kind = 'dask' (kind is {self.kind!r})")
         if self.walltime_s < 60:
@@ -427,7 +451,11 @@ class RunConfig(_Section):
     def _cluster_runs_on_dask(self) -> RunConfig:
         """The old ``dask_address`` names the [cluster] address; a [cluster] beyond this machine runs on Dask."""
         if self.dask_address and (self.cluster.kind != "dask" or self.cluster.address != self.dask_address):
-            raise ValueError("dask_address: give the address once, as [cluster] address (dask_address is its old name)")
+            raise ValueError(
+                f"dask_address (--dask-address): the config's [cluster] is kind {self.cluster.kind!r}"
+                + (f" at {self.cluster.address!r}" if self.cluster.address else "")
+                + "; give the scheduler's address once, in [cluster] address with kind = 'dask', or --dask-address "
+                "with no other [cluster]")
         if self.cluster.kind != "local" and self.task_runner != "dask":
             raise ValueError(f"task_runner: a [cluster] of kind {self.cluster.kind!r} runs on Dask; set task_runner = 'dask' or drop [cluster]")
         return self
@@ -525,6 +553,9 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
 def unknown_field_message(model: type[BaseModel] | None, field: object, listing: str) -> str:
     """One line for a field no section declares: the closest declared field if one is close, else where to look."""
     if model is not None and isinstance(field, str):
+        synonym = getattr(model, "FIELD_SYNONYMS", {}).get(field.lower())
+        if synonym:
+            return f"unknown field; ARL calls it {synonym!r}"
         close = difflib.get_close_matches(field, list(model.model_fields), n=1, cutoff=0.6)
         if close:
             return f"unknown field; did you mean {close[0]!r}?"
@@ -637,7 +668,26 @@ def _suite_options(suite: type[Suite], options: dict[str, Any]) -> BaseModel:
         raise ValueError(f"options.{loc}: {' '.join(msg.split())}" if loc else f"options: {msg}") from None
 
 
+def pipeline_reason(config: RunConfig) -> str:
+    """Why ``config`` runs in its pipeline mode, in words (the dry run's line): named, or the top tier's latency."""
+    from arl_flows.suites import get_suite
+
+    try:
+        default, latency = _default_pipeline_and_latency(config, get_suite(config.suite))
+    except Exception:  # noqa: BLE001 - a suite that does not load is reported elsewhere
+        return "as configured"
+    if config.pipeline != default:
+        return "named in the config or by --pipeline"
+    if latency is None:
+        return f"default: the top tier declares no call latency; async above {ASYNC_FROM_LATENCY_S:g} s"
+    return f"default: top-tier calls of about {latency:g} s; async above {ASYNC_FROM_LATENCY_S:g} s"
+
+
 def _default_pipeline(config: RunConfig, suite: type[Suite]) -> Literal["sync", "async"]:
+    return _default_pipeline_and_latency(config, suite)[0]
+
+
+def _default_pipeline_and_latency(config: RunConfig, suite: type[Suite]) -> tuple[Literal["sync", "async"], float | None]:
     """The mode a config that names none runs in: async once a top-tier call waits longer than ASYNC_FROM_LATENCY_S.
 
     The wait is the top tier's declared ``latency_s``: a remote queue's, or a local tier's hint from the run's
@@ -652,9 +702,11 @@ def _default_pipeline(config: RunConfig, suite: type[Suite]) -> Literal["sync", 
         cls = registry.get(top.verifier)
         params = cls.Params.model_validate(suite(config).verifier_params(cls, dict(top.params)))
     except Exception:  # noqa: BLE001 - reported where the ladder is built, in the user's words
-        return "sync"
+        return "sync", None
     latency = getattr(params, "latency_s", None)
-    return "async" if isinstance(latency, int | float) and latency > ASYNC_FROM_LATENCY_S else "sync"
+    if not isinstance(latency, int | float):
+        return "sync", None
+    return ("async" if latency > ASYNC_FROM_LATENCY_S else "sync"), float(latency)
 
 
 def build_config(data: Mapping[str, Any], source: str = "config") -> RunConfig:

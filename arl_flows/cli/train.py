@@ -228,13 +228,59 @@ def _prompts_text(cfg: Any) -> str:
     return text + (f"; [options] {given}" if given else "")
 
 
+def _check_cluster_tools(cfg: Any, source: str) -> None:
+    """A batch-job [cluster] needs dask-jobqueue here and the scheduler's submit command: one line, before a run starts."""
+    import importlib.util
+    import shutil
+
+    kind = cfg.cluster.kind
+    if kind not in ("slurm", "pbs"):
+        return
+    if importlib.util.find_spec("dask_jobqueue") is None:
+        raise UserError(f"{source}: [cluster] kind = {kind!r} needs dask-jobqueue: pip install 'arl[dask]'")
+    submit = "sbatch" if kind == "slurm" else "qsub"
+    if shutil.which(submit) is None:
+        raise UserError(f"{source}: [cluster] kind = {kind!r} submits jobs with {submit}, which is not on this machine's "
+                        "PATH; run `arl run` where you submit jobs (a login node)")
+
+
+def _cluster_lines(cfg: Any, tiers: list[tuple[str, str, Any]]) -> list[str]:
+    """The [cluster]'s jobs in one line, and what would keep them from being used (warnings, not errors)."""
+    import os
+
+    c = cfg.cluster
+    if c.kind == "local":
+        return []
+    if c.kind == "dask":
+        lines = [f"cluster: the Dask scheduler at {c.address}"]
+        capacity = None
+    else:
+        lines = [f"cluster: {c.kind} jobs of {c.cores} core(s), {c.memory}, walltime {c.walltime}, "
+                 f"{c.min_jobs} to {c.max_jobs} at once" + (f", queue {c.queue!r}" if c.queue else ", the default queue")
+                 + (f"; extra directives {' '.join(c.job_extra)}" if c.job_extra else "")]
+        capacity = c.max_jobs * c.cores
+    for name, _, _ in tiers:
+        limit = cfg.tier_concurrency.get(name)
+        if limit is not None and capacity is not None and limit < capacity:
+            lines.append(f"  note: tier_concurrency {name} = {limit} lets {limit} call(s) run at once, of the "
+                         f"{capacity} the jobs can take; raise it to {capacity} to use them all")
+    if not os.environ.get("PREFECT_API_URL"):
+        lines.append("  note: no PREFECT_API_URL: the run's temporary Prefect server listens on 127.0.0.1, which "
+                     "workers on other nodes cannot reach; start a server they can (README, 'Run on a cluster')")
+    return lines
+
+
 def _print_dry_run(cfg: Any, tiers: list[tuple[str, str, Any]], ledger_url: str, source: str, profile: str,
                    resume: str | None) -> None:
     """What `arl run` would do with this config, in lines; nothing is started, downloaded, trained or verified."""
     from sqlalchemy.engine import make_url
 
+    from arl_flows.config import pipeline_reason
+    from storage.ledger import check_database_url
+
     home = settings().home
     _check_home(home)
+    check_database_url(ledger_url)
     policy = cfg.policy_path or f"the suite's own (`arl suites show {cfg.suite}`)"
     lines = [
         f"dry run: the config is valid; nothing was started ({source}, profile {profile!r})",
@@ -242,8 +288,9 @@ def _print_dry_run(cfg: Any, tiers: list[tuple[str, str, Any]], ledger_url: str,
         + f"; suite {cfg.suite!r}; policy {policy}",
         f"steps: {cfg.steps}; batch: {cfg.rollout.prompts_per_step} prompts x {cfg.trainer.group_size} samples = "
         f"{cfg.rollout.prompts_per_step * cfg.trainer.group_size} candidates a step; seed {cfg.seed}",
-        f"pipeline: {cfg.pipeline}; task runner: {cfg.task_runner}"
+        f"pipeline: {cfg.pipeline} ({pipeline_reason(cfg)}); task runner: {cfg.task_runner}"
         + (f" ([cluster] {cfg.cluster.kind})" if cfg.cluster.kind != "local" else ""),
+        *_cluster_lines(cfg, tiers),
         f"objective: {_objective_text(cfg)}",
         f"prompts: {_prompts_text(cfg)}",
         f"ladder (cheapest first; scheduler policy {cfg.scheduler.policy!r}):",
@@ -256,7 +303,8 @@ def _print_dry_run(cfg: Any, tiers: list[tuple[str, str, Any]], ledger_url: str,
         f"{_budget_text(cfg.scheduler.budget_per_step)} a step",
         "eval set: off (`arl runs eval RUN_ID` scores a finished run)" if not cfg.eval.samples else
         f"eval set: {cfg.eval.samples} samples a side after the last step, {cfg.eval.budget:g} CPU-s, seed {cfg.eval.seed}",
-        f"ledger: {make_url(ledger_url).render_as_string(hide_password=True)}",
+        f"ledger: {make_url(ledger_url).render_as_string(hide_password=True)} (checked, not connected: a dry run "
+        "opens no database)",
         f"ARL_HOME: {home} (checkpoints and logs under {home / 'runs'})",
         "the resolved config: `arl config show"
         + (f" --config {source}" if source != "the built-in config" else "")
@@ -323,6 +371,7 @@ def run(
         raise UserError(str(exc)) from None
     source = str(config) if config else "the built-in config"
     tiers = _check_ladder_and_policy(cfg, source)
+    _check_cluster_tools(cfg, source)
     if dry_run:
         ledger_url = ledger.url if ledger is not None else (url or settings().ledger_url)
         _print_dry_run(cfg, tiers, ledger_url, source, profile, resume)

@@ -18,13 +18,13 @@ The same contract tests (``tests/storage``) run against SQLite and PostgreSQL.
 
 from __future__ import annotations
 
-from storage.ledger._engine import DATABASE_URL_ENV, default_database_url, sqlite_file
+from storage.ledger._engine import DATABASE_URL_ENV, check_database_url, default_database_url, sqlite_file
 from storage.ledger._errors import LedgerError
 from storage.ledger._integrity import _Integrity
 from storage.ledger._migrations import _Migrations
 from storage.ledger._reports import _Reports
 
-__all__ = ["DATABASE_URL_ENV", "Ledger", "LedgerError", "default_database_url", "sqlite_file"]
+__all__ = ["DATABASE_URL_ENV", "Ledger", "LedgerError", "check_database_url", "default_database_url", "sqlite_file"]
 
 
 class Ledger(_Reports, _Integrity, _Migrations):

@@ -12,6 +12,7 @@ that is not ours must not be changed at all.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -53,14 +54,46 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]
         yield items[i : i + size]
 
 
-def _make_engine(url: str) -> Engine:
+def check_database_url(url: str) -> None:
+    """Raise LedgerError (one line) for a URL a ledger cannot open, without connecting or creating anything.
+
+    What a dry run checks: the URL's form, the backend (sqlite or postgresql), the driver installed, an SQLite
+    path that is a folder or someone else's database. A server that is down is found only by connecting.
+    """
+    parsed = _parse(url)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        database = parsed.database or ""
+        path = Path(database).expanduser()
+        if database and database != ":memory:" and not database.startswith("file:"):
+            if path.exists() and not path.is_file():
+                raise LedgerError(f"the ledger path {str(path)!r} of {_shown(url)!r} is {'a folder' if path.is_dir() else 'not a regular file'}")
+            if _foreign_sqlite_tables(path):
+                raise _foreign_database_error(parsed.render_as_string(hide_password=True), _foreign_sqlite_tables(path))
+        return
+    _make_engine(url).dispose()  # no connection: an engine connects on first use
+
+
+def _shown(url: str) -> str:
+    """``url`` for a message: its password hidden where it parses (one that does not parse is shown as given)."""
     try:
-        parsed = make_url(url)
+        return str(make_url(url).render_as_string(hide_password=True))
+    except (ArgumentError, ValueError):
+        return re.sub(r":[^:@/]*@", ":***@", url)  # user:password@host in a URL that does not parse
+
+
+def _parse(url: str) -> Any:
+    try:
+        return make_url(url)
     except (ArgumentError, ValueError):  # ValueError: a port that is not a number ("mysql://:")
         raise LedgerError(
-            f"bad database URL {url!r}: use e.g. 'sqlite:////path/to/ledger.db' or "
+            f"bad database URL {_shown(url)!r}: use e.g. 'sqlite:////path/to/ledger.db' or "
             "'postgresql+psycopg://user@host:5432/dbname' (set it with ARL_DATABASE_URL)"
         ) from None
+
+
+def _make_engine(url: str) -> Engine:
+    parsed = _parse(url)
     backend = parsed.get_backend_name()
     if backend == "postgresql" and parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
@@ -71,16 +104,17 @@ def _make_engine(url: str) -> Engine:
         try:
             engine = create_engine(parsed, connect_args={"timeout": 60, "isolation_level": None})
         except (NoSuchModuleError, ArgumentError) as exc:
-            raise LedgerError(f"bad database URL {url!r}: {exc}") from None
+            raise LedgerError(f"bad database URL {_shown(url)!r}: {exc}") from None
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
         return engine
     if backend != "postgresql":
-        raise LedgerError(f"unsupported database {backend!r} in {url!r}: ARL supports sqlite and postgresql")
+        hint = " (write postgresql://, the name SQLAlchemy knows)" if backend == "postgres" else ""
+        raise LedgerError(f"unsupported database {backend!r} in {_shown(url)!r}: ARL supports sqlite and postgresql{hint}")
     try:
         return create_engine(parsed, pool_pre_ping=True)
     except (NoSuchModuleError, ArgumentError, ImportError) as exc:
-        raise LedgerError(f"cannot use {url!r}: {exc} (install the postgres extra: pip install 'arl[postgres]')") from None
+        raise LedgerError(f"cannot use {_shown(url)!r}: {exc} (install the postgres extra: pip install 'arl[postgres]')") from None
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -107,7 +141,7 @@ def _check_sqlite_path(path: Path, url: str) -> None:
     try:
         if path.exists() and not path.is_file():
             kind = "a folder" if path.is_dir() else "not a regular file"
-            raise LedgerError(f"the ledger path {str(path)!r} of {url!r} is {kind}{hint}")
+            raise LedgerError(f"the ledger path {str(path)!r} of {_shown(url)!r} is {kind}{hint}")
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise LedgerError(f"cannot create the ledger's folder {str(path.parent)!r}: {exc.strerror or exc}{hint}") from None

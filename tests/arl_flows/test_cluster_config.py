@@ -21,6 +21,11 @@ from arl_flows.config import ClusterConfig, build_config
         ({"kind": "slurm", "job_extra": ["#SBATCH --qos=short"]}, "without its '#SBATCH' / '#PBS' prefix"),
         ({"kind": "slurm", "max_jobs": 0}, "greater than or equal to 1"),
         ({"kind": "lsf"}, "'local', 'dask', 'slurm' or 'pbs'"),
+        ({"kind": "slurm", "memory": "0GB"}, "a job needs some memory; give more than 0"),
+        ({"kind": "pbs", "walltime": "1-00:00:00"}, "PBS takes 'HH:MM:SS' (hours may pass 24), not SLURM's days"),
+        ({"kind": "dask", "address": "http://10.0.0.5:8787"}, "http:// is the dashboard's; the scheduler listens on tcp://HOST:8786"),
+        ({"kind": "slurm", "partition": "debug"}, "cluster.partition: unknown field; ARL calls it 'queue'"),
+        ({"kind": "slurm", "account": "chem"}, "ARL calls it 'job_extra'"),
     ],
 )
 def test_a_bad_cluster_section_says_what_to_fix(section: dict[str, object], expected: str) -> None:
@@ -42,8 +47,11 @@ def test_a_cluster_beyond_this_machine_runs_on_dask_and_the_old_address_field_st
     old = build_config({"task_runner": "dask", "dask_address": "tcp://h:8786"})
     assert (old.cluster.kind, old.cluster.address) == ("dask", "tcp://h:8786")
     assert build_config(old.model_dump(mode="json")).cluster == old.cluster  # a stored config reloads
-    with pytest.raises(ValueError, match="give the address once"):
+    with pytest.raises(ValueError, match="give the scheduler.s address once"):
         build_config({"dask_address": "tcp://a:1", "cluster": {"kind": "dask", "address": "tcp://b:2"}})
+    with pytest.raises(ValueError, match=r"dask_address \(--dask-address\): the config's \[cluster\] is kind 'slurm'"):
+        build_config({"dask_address": "tcp://a:1", "cluster": {"kind": "slurm"}})
+    assert build_config({"cluster": {"kind": "dask", "address": "10.0.0.5:8786"}}).cluster.address == "10.0.0.5:8786"  # tcp assumed
     with pytest.raises(ValueError, match="runs on Dask"):
         build_config({"task_runner": "ray", "cluster": {"kind": "pbs"}})
     with pytest.raises(ValueError, match="runs on Dask"):
@@ -84,7 +92,7 @@ def test_the_models_checks_only_check_and_loading_fills_in_what_one_field_implie
     assert bare.scheduler.reward is None and bare.task_runner == "dask"
     with pytest.raises(ValueError, match="runs on Dask"):
         RunConfig.model_validate(base | {"cluster": {"kind": "slurm"}})
-    with pytest.raises(ValueError, match="give the address once"):
+    with pytest.raises(ValueError, match="give the scheduler.s address once"):
         RunConfig.model_validate(base | {"dask_address": "tcp://h:8786"})
     # Loading (build_config) resolves: [objective] is the scheduler's reward, the old address is the [cluster].
     loaded = build_config({"objective": objective, "dask_address": "tcp://h:8786"})

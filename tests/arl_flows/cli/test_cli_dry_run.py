@@ -135,3 +135,55 @@ def test_dry_run_never_imports_prefect(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "dry run: the config is valid" in done.stdout and "prefect loaded: False" in done.stdout, done.stdout[-2000:]
+
+
+def test_dry_run_of_a_batch_job_cluster_says_what_would_hold_its_jobs_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The druglike example on SLURM: its DFT limit of 1 would leave 15 of 16 jobs idle, and nothing said so."""
+    import shutil
+
+    home = _home(tmp_path, monkeypatch)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    root = Path(__file__).resolve().parents[3]
+    config = tmp_path / "druglike-slurm.toml"
+    config.write_text((root / "examples" / "druglike.toml").read_text()
+                      + '\n[cluster]\nkind = "slurm"\nmax_jobs = 16\nmemory = "4GB"\nqueue = "chem"\n')
+    bin_dir = tmp_path / "bin"  # a submit command on the PATH, as on a login node (this machine may have none)
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    if shutil.which("sbatch") != str(bin_dir / "sbatch"):
+        pytest.skip("another sbatch comes first on the PATH")
+    pytest.importorskip("dask_jobqueue")
+    code, out, err = arl(["run", "--config", str(config), "--dry-run"])
+    assert code == 0, err[-2000:]
+    flat = " ".join(out.split())
+    assert "pipeline: async (default: top-tier calls of about" in flat and "async above 1 s)" in flat
+    assert "cluster: slurm jobs of 1 core(s), 4GB, walltime 01:00:00, 0 to 16 at once, queue 'chem'" in flat
+    assert ("note: tier_concurrency pyscf-b3lyp = 1 lets 1 call(s) run at once, of the 16 the jobs can take; "
+            "raise it to 16 to use them all") in flat
+    assert "note: no PREFECT_API_URL: the run's temporary Prefect server listens on 127.0.0.1" in flat
+    assert "(checked, not connected: a dry run opens no database)" in flat
+    assert not (home / "ledger.db").exists()
+    # Without the scheduler's submit command (not a login node): one line, at the dry run already.
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    code, out, err = arl(["run", "--config", str(config), "--dry-run"])
+    assert_user_error(code, err, out=out)
+    assert "submits jobs with sbatch, which is not on this machine's PATH; run `arl run` where you submit jobs" in err
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgres://u:pw@127.0.0.1:5432/arl", "unsupported database 'postgres' in 'postgres://u:***@127.0.0.1:5432/arl'"),
+        ("mysql://u@h/arl", "ARL supports sqlite and postgresql"),
+        ("localhost:5432/arl", "bad database URL 'localhost:5432/arl': use e.g."),
+    ],
+)
+def test_dry_run_checks_the_ledger_url_without_connecting(url: str, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _home(tmp_path, monkeypatch)
+    monkeypatch.setenv("ARL_DATABASE_URL", url)
+    code, out, err = arl(["run", "--profile", "quick", "--dry-run"])
+    assert_user_error(code, err, out=out)
+    assert "write postgresql://" in err if url.startswith("postgres:") else True
+    assert expected in err and "pw@" not in err, err  # the password is never printed
