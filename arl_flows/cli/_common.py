@@ -87,6 +87,20 @@ def open_ledger(url: str | None = None, *, existing: bool = False):  # noqa: ANN
         raise UserError(str(exc)) from None
 
 
+def missing_ledger_file(url: str | None) -> Path | None:
+    """The file of an SQLite ledger ``url`` (or the default) that does not exist yet; None otherwise."""
+    from storage.ledger import LedgerError, default_database_url, sqlite_file
+
+    try:
+        path = sqlite_file(url or default_database_url())
+    except LedgerError as exc:
+        raise UserError(str(exc)) from None
+    if path is None or path.exists():
+        return None
+    above = next((p for p in path.parents if p.exists()), None)
+    return path if above is None or above.is_dir() else None  # under a file: opening it says so
+
+
 def require_existing_ledger(url: str) -> None:
     """A UserError when ``url`` is an SQLite ledger whose file does not exist (or an in-memory one, which is empty)."""
     from storage.ledger import LedgerError, sqlite_file

@@ -36,23 +36,27 @@ def lab_list(
         print_json([r.model_dump(mode="json") for r in requests])
         return
     table = Table(title=f"{'all' if all_ else 'pending'} lab requests")
-    for col in ("request id", "candidate", "status", "value", "created"):
+    for col in ("request id", "candidate", "run", "verifier", "status", "value", "created (UTC)"):
         table.add_column(col)
     for r in requests:
-        table.add_row(shown(r.id), shown(r.payload or r.candidate_key, 500), r.status.value, "" if r.value is None else f"{r.value:g}", r.created_at.strftime("%Y-%m-%d %H:%M"))
+        table.add_row(shown(r.id), shown(r.payload or r.candidate_key, 500), shown((r.run_id or "")[:12]), shown(r.verifier),
+                      r.status.value, "" if r.value is None else f"{r.value:g}", r.created_at.strftime("%Y-%m-%d %H:%M"))
     console.print(table if requests else f"no {'' if all_ else 'pending '}lab requests" + (f" for run {run_id}" if run_id else ""))
 
 
 @lab_app.command("submit")
 def lab_submit(
-    request: str = typer.Option(..., "--request", help="Request id (see `arl lab list`)."),
-    value: str = typer.Option(..., "--value", help="Measured value, e.g. the gap in eV."),
+    request: str = typer.Option(..., "--request", help="Request id (see `arl lab list`; a unique prefix is enough)."),
+    values: list[str] = typer.Option(..., "--value", help="Measured value, e.g. the gap in eV."),
     notes: str = typer.Option("", "--notes", help="Free text stored with the result."),
     url: str | None = URL_OPTION,
 ) -> None:
     """Record a lab result: its pending verdict becomes ok and later GRPO/hindsight steps use it."""
     from storage.ledger import LedgerError
 
+    if len(values) != 1:  # the last of several would be recorded, for good
+        raise UserError(f"--value given {len(values)} times ({', '.join(values)[:80]}); give the one measured value")
+    value = values[0]
     try:
         number = float(value)
     except ValueError:
@@ -62,4 +66,4 @@ def lab_submit(
         verdict = ledger.submit_lab_result(request, number, notes)
     except LedgerError as exc:
         raise UserError(str(exc)) from None
-    console.print(f"recorded {shown(verdict.candidate_key, 500)} = {verdict.value:g} (request {shown(request)})")
+    console.print(f"recorded {shown(verdict.candidate_key, 500)} = {verdict.value:g} (request {shown(verdict.request_id or request)})")

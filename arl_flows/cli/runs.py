@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from arl_flows.cli._common import UserError, app, console, open_ledger, print_json, shown
+from arl_flows.cli._common import UserError, app, console, missing_ledger_file, open_ledger, print_json, shown
 
 # Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
 # run, so that `arl --help` loads none of it.
@@ -23,10 +23,18 @@ def list_runs(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Runs, newest first."""
+    missing = missing_ledger_file(url)
+    if missing is not None:  # a list creates nothing: a mistyped path is not a new, empty ledger
+        if json_out:
+            print_json([])
+        else:
+            console.print(f"no runs yet: no ledger at {shown(str(missing))}; start one with `arl run` (or `arl run "
+                          "--profile quick`), or check the path if you expected one")
+        return
     ledger = open_ledger(url)
     runs = ledger.list_runs(limit=limit)
     if json_out:
-        print_json([r.model_dump(mode="json", exclude={"config"}) for r in runs])
+        print_json([r.model_dump(mode="json", exclude={"config"}) | {"steps_total": r.config.get("steps")} for r in runs])
         return
     if not runs:
         console.print(f"no runs yet in {shown(ledger.safe_url)}; start one with `arl run` (or `arl run --profile quick`)")
@@ -36,7 +44,7 @@ def list_runs(
         table.add_column(col)
     for r in runs:
         total = r.config.get("steps", "?")
-        table.add_row(shown(r.id[:12]), shown(r.name, 200), r.status.value, shown(f"{r.steps_done}/{total}"), r.created_at.strftime("%Y-%m-%d %H:%M:%S"))
+        table.add_row(shown(r.id[:12]), shown(r.name, 200), r.status.value, shown(f"{r.steps_done}/{total}"), r.created_at.strftime("%Y-%m-%d %H:%M:%S UTC"))
     console.print(table)
 
 
@@ -51,7 +59,7 @@ def show_run(
     from arl_flows.report import best_candidates
     from storage.ledger import LedgerError
 
-    ledger = open_ledger(url)
+    ledger = open_ledger(url, existing=True)
     try:
         summary = ledger.run_summary(run_id)
     except LedgerError as exc:
@@ -132,7 +140,7 @@ def eval_run(
     from arl_flows.eval_set import EvalError, evaluate, summary_line
     from storage.ledger import LedgerError
 
-    ledger = open_ledger(url)
+    ledger = open_ledger(url, existing=True)
     try:
         result = evaluate(ledger, run_id, samples=samples, budget=budget, seed=seed)
     except (LedgerError, EvalError) as exc:

@@ -439,11 +439,14 @@ def report(
     from arl_flows.report import build_report
     from storage.ledger import LedgerError
 
-    ledger = open_ledger(url)
+    ledger = open_ledger(url, existing=True)
     try:
         path = build_report(ledger, run_id).write(out)
     except LedgerError as exc:
         raise UserError(str(exc)) from None
+    except OSError as exc:  # --out is a file, under a file, or not writable
+        raise UserError(f"--out {shown(str(out))}: cannot write the report there ({exc.strerror or exc}); give a folder "
+                        "(created if missing) you can write to") from None
     except (ValueError, TypeError):
         # A row that cannot be left out (the run's own, a trajectory's) stops the report; anything else is a bug.
         unreadable = ledger.unreadable_rows(shown=1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from storage.ledger._cache import _VerdictCache
 from storage.ledger._engine import _chunks, _utc
@@ -117,11 +117,21 @@ class _LabRequests(_VerdictCache):
         with self._write() as s:
             # An id with a lone surrogate cannot be in the ledger (nor be sent to the database).
             req = s.get(LabRequestRow, request_id) if _is_utf8(request_id) else None
+            if req is None and _is_utf8(request_id) and request_id:
+                # A unique prefix, as users copy short ids (compared as a substring: '%' and '_' are literal).
+                prefix = func.substr(LabRequestRow.id, 1, len(request_id)) == request_id
+                rows = s.scalars(select(LabRequestRow).where(prefix).order_by(LabRequestRow.id).limit(2)).all()
+                if len(rows) > 1:
+                    raise LedgerError(f"lab request id {_short_repr(request_id)} is the start of more than one request "
+                                      f"({rows[0].id[:12]}, {rows[1].id[:12]}, ...); give more of it")
+                req = rows[0] if rows else None
             if req is None:
-                raise LedgerError(f"no lab request with id {request_id!r} (see `arl lab list`)")
+                raise LedgerError(f"no lab request with id {_short_repr(request_id)} (see `arl lab list`)")
+            request_id = req.id
             if req.status != Status.pending.value:
                 raise LedgerError(
-                    f"lab request {request_id!r} already has a result ({req.value!r}); results are not overwritten"
+                    f"lab request {request_id!r} already has a result ({req.value!r}); results are not overwritten "
+                    "(the ledger keeps the first answer: a run may have learned from it)"
                 )
             now = utcnow()
             req.status = Status.ok.value

@@ -8,6 +8,7 @@ created among them.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,13 @@ class _Migrations(_Database):
                 return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
             except SQLAlchemyError:
                 return None
+
+    def _stored_revision(self) -> str | None:
+        """``current_revision``, or None where the ledger cannot be read."""
+        try:
+            return self.current_revision()
+        except SQLAlchemyError:
+            return None
 
     def upgrade(self, revision: str = "head") -> None:
         """Apply Alembic migrations up to ``revision`` (safe to call from several processes)."""
@@ -102,6 +110,12 @@ class _Migrations(_Database):
                 f"resolve; give head, base, -1, +1 or a revision id up to {_head()}"
             ) from None
         except CommandError as exc:  # an unknown revision, or a ledger made by a newer ARL
+            newer = re.search(r"Can't locate revision identified by '([^']+)'", str(exc))
+            if newer and newer.group(1) == self._stored_revision():  # the ledger's own revision, not the one asked for
+                raise LedgerError(
+                    f"the ledger at {self.safe_url} was written by a newer ARL (its revision {newer.group(1)!r}; this "
+                    f"ARL knows revisions up to {_head()}): upgrade ARL to read it (pip install -U arl)"
+                ) from None
             raise LedgerError(
                 f"cannot {direction} the ledger at {self.safe_url} to {_short_repr(revision)}: {' '.join(str(exc).split())[:300]} "
                 f"(this ARL knows revisions up to {_head()}; see `arl db upgrade --help`)"

@@ -65,8 +65,14 @@ class _Records(_Database):
                 # A prefix compared as a substring, not with LIKE: '%' and '_' are literal, and the
                 # pattern-length limit of LIKE does not apply.
                 prefix = func.substr(RunRow.id, 1, len(run_id)) == run_id
-                rows = s.scalars(select(RunRow).where(prefix).limit(2)).all()
-                if len(rows) != 1:
+                rows = s.scalars(select(RunRow).where(prefix).order_by(RunRow.id).limit(3)).all()
+                if len(rows) > 1:
+                    more = ", ..." if len(rows) > 2 else ""
+                    raise LedgerError(
+                        f"run id {_short_repr(run_id)} is the start of more than one run ({rows[0].id[:12]}, "
+                        f"{rows[1].id[:12]}{more}); give more of it (see `arl runs list`)"
+                    )
+                if not rows:
                     raise unknown
                 row = rows[0]
             return _run(row)

@@ -1,0 +1,90 @@
+"""`arl runs`, `arl lab` and `arl report` on a ledger a person manages: prefixes, mistyped paths, corrections."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from storage.ledger import Ledger
+from storage.records import LabRequest
+from tests.helpers.cli_runner import arl, assert_user_error
+
+
+def _url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+def test_an_ambiguous_run_prefix_says_so_and_a_mistyped_ledger_is_never_created(tmp_path: Path) -> None:
+    url = _url(tmp_path / "ledger.db")
+    with Ledger(url) as ledger:
+        by_first: dict[str, list[str]] = defaultdict(list)
+        for i in range(17):  # 17 random hex ids: two share their first character
+            by_first[ledger.create_run(f"r{i}", {"steps": 2}).id[0]].append("")
+    shared = next(c for c, ids in by_first.items() if len(ids) > 1)
+    code, out, err = arl(["runs", "show", shared, "--url", url])
+    assert_user_error(code, err, out=out)
+    assert f"run id '{shared}' is the start of more than one run (" in err and "give more of it" in err
+    code, out, err = arl(["report", shared, "--url", url, "--out", str(tmp_path / "r")])
+    assert_user_error(code, err, out=out)
+    assert "is the start of more than one run" in err
+    # A read command on a path with no ledger creates none: a list says so, a lookup is one line.
+    typo = tmp_path / "ledgr.db"
+    code, out, err = arl(["runs", "list", "--url", _url(typo)])
+    assert code == 0 and "no runs yet: no ledger at" in " ".join(out.split()) and not typo.exists(), out + err
+    code, out, err = arl(["runs", "list", "--url", _url(typo), "--json"])
+    assert code == 0 and out.strip() == "[]" and not typo.exists()
+    for command in (["runs", "show", "abc"], ["runs", "eval", "abc"], ["report", "abc", "--out", str(tmp_path / "r")]):
+        code, out, err = arl([*command, "--url", _url(typo)])
+        assert_user_error(code, err, out=out)
+        assert "no ledger at" in err and not typo.exists(), command
+    code, out, err = arl(["runs", "list", "--url", url, "--json"])
+    assert code == 0 and all(r["steps_total"] == 2 for r in __import__("json").loads(out))
+
+
+def test_a_ledger_of_a_newer_arl_says_to_upgrade_arl(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    Ledger(_url(path)).close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE alembic_version SET version_num = '0099'")
+    code, out, err = arl(["runs", "list", "--url", _url(path)])
+    assert_user_error(code, err, out=out)
+    assert "was written by a newer ARL (its revision '0099'; this ARL knows revisions up to" in err and "upgrade ARL" in err
+
+
+def test_lab_requests_take_a_prefix_one_value_and_show_their_run_and_verifier(tmp_path: Path) -> None:
+    url = _url(tmp_path / "ledger.db")
+    with Ledger(url) as ledger:
+        run = ledger.create_run("lab-run", {"steps": 1})
+        ids = ledger.create_lab_requests([
+            LabRequest(id=f"aa11{c}" + "0" * 27, run_id=run.id, candidate_key=f"molecules:{c}", payload=smiles,
+                       verifier="lab", version="1", params_hash="h")
+            for c, smiles in (("b", "CCO"), ("c", "CCN"))
+        ])
+    code, out, err = arl(["lab", "list", "--url", url, "--json"])
+    assert code == 0 and {r["run_id"] for r in __import__("json").loads(out)} == {run.id}
+    code, out, err = arl(["lab", "list", "--url", url])
+    assert code == 0 and "verifier" in out and "UTC" in out, out
+    code, out, err = arl(["lab", "submit", "--request", "aa11", "--value", "3.4", "--url", url])
+    assert_user_error(code, err, out=out)
+    assert "lab request id 'aa11' is the start of more than one request" in err
+    code, out, err = arl(["lab", "submit", "--request", "aa11b", "--value", "3.4", "--value", "4.3", "--url", url])
+    assert_user_error(code, err, out=out)
+    assert "--value given 2 times (3.4, 4.3); give the one measured value" in err
+    code, out, err = arl(["lab", "submit", "--request", "aa11b", "--value", "3.4", "--url", url])  # a unique prefix
+    assert code == 0 and f"(request {ids[0]})" in out, out + err
+    code, out, err = arl(["lab", "submit", "--request", ids[0], "--value", "3.5", "--url", url])
+    assert_user_error(code, err, out=out)
+    assert "already has a result (3.4); results are not overwritten (the ledger keeps the first answer" in err
+
+
+def test_a_report_into_a_file_is_one_line_about_out(tmp_path: Path) -> None:
+    url = _url(tmp_path / "ledger.db")
+    with Ledger(url) as ledger:
+        run = ledger.create_run("r", {"steps": 1})
+    taken = tmp_path / "a-file"
+    taken.write_text("mine")
+    code, out, err = arl(["report", run.id, "--url", url, "--out", str(taken)])
+    assert_user_error(code, err, out=out)
+    assert f"--out {taken}: cannot write the report there" in err and taken.read_text() == "mine"
