@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
 import typer
 from rich.table import Table
 
-from arl_flows.cli._common import UserError, app, console, open_ledger, print_json, shown
+from arl_flows.cli._common import UserError, app, console, open_ledger, print_json, read_text_file, shown
 
 URL_OPTION = typer.Option(None, "--url", help="Ledger URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db).")
 
@@ -46,24 +49,98 @@ def lab_list(
 
 @lab_app.command("submit")
 def lab_submit(
-    request: str = typer.Option(..., "--request", help="Request id (see `arl lab list`; a unique prefix is enough)."),
-    values: list[str] = typer.Option(..., "--value", help="Measured value, e.g. the gap in eV."),
+    request: str | None = typer.Option(None, "--request", help="Request id (see `arl lab list`; a unique prefix is enough)."),
+    values: list[str] | None = typer.Option(None, "--value", help="Measured value, e.g. the gap in eV."),
     notes: str = typer.Option("", "--notes", help="Free text stored with the result."),
+    file: Path | None = typer.Option(
+        None, "--file", help="A CSV of results instead: columns request, value and optionally notes (a header row "
+        "names them). Every row is checked before any is recorded.",
+    ),
     url: str | None = URL_OPTION,
 ) -> None:
-    """Record a lab result: its pending verdict becomes ok and later GRPO/hindsight steps use it."""
+    """Record lab results: each pending verdict becomes ok and later GRPO/hindsight steps use it."""
     from storage.ledger import LedgerError
 
+    if file is not None:
+        if request is not None or values or notes:
+            raise UserError("--file holds the requests, values and notes; leave out --request, --value and --notes")
+        _submit_file(file, url)
+        return
+    if request is None or not values:
+        raise UserError("give --request ID and --value NUMBER (or --file results.csv)")
     if len(values) != 1:  # the last of several would be recorded, for good
         raise UserError(f"--value given {len(values)} times ({', '.join(values)[:80]}); give the one measured value")
-    value = values[0]
-    try:
-        number = float(value)
-    except ValueError:
-        raise UserError(f"--value must be a number, got {value!r}") from None
+    number = _number(values[0], "--value")
     ledger = open_ledger(url, existing=True)
     try:
         verdict = ledger.submit_lab_result(request, number, notes)
     except LedgerError as exc:
         raise UserError(str(exc)) from None
     console.print(f"recorded {shown(verdict.candidate_key, 500)} = {verdict.value:g} (request {shown(verdict.request_id or request)})")
+
+
+def _number(text: str, where: str) -> float:
+    try:
+        number = float(text)
+    except ValueError:
+        raise UserError(f"{where} must be a number, got {text!r:.60}") from None
+    if not math.isfinite(number):
+        raise UserError(f"{where} must be a finite number, got {text!r:.60}")
+    return number
+
+
+_COLUMNS = ("request", "value", "notes")
+
+
+def _submit_file(file: Path, url: str | None) -> None:
+    """Check every row of a results CSV against the ledger's pending requests, then record them all."""
+    import csv
+    import io
+
+    from storage.ledger import LedgerError
+    from storage.records import Status
+
+    text = read_text_file("--file", file)
+    rows = list(csv.reader(io.StringIO(text)))
+    while rows and not any(cell.strip() for cell in rows[-1]):
+        rows.pop()
+    if not rows:
+        raise UserError(f"--file {shown(str(file))} is empty; give a header row (request,value,notes) and one row a result")
+    header = [cell.strip().lower() for cell in rows[0]]
+    unknown = [h for h in header if h not in _COLUMNS]
+    if unknown or "request" not in header or "value" not in header or len(set(header)) != len(header):
+        raise UserError(f"--file line 1: the header is {','.join(rows[0])[:80]!r}; name the columns request, value "
+                        "and optionally notes, once each")
+    ledger = open_ledger(url, existing=True)
+    requests = ledger.lab_requests(None)
+    by_id = {r.id: r for r in requests}
+    planned: list[tuple[str, float, str]] = []
+    seen: dict[str, int] = {}
+    for line, row in enumerate(rows[1:], start=2):
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            raise UserError(f"--file line {line}: {len(row)} cells for {len(header)} columns ({','.join(header)})")
+        cells = dict(zip(header, (cell.strip() for cell in row)))
+        given = cells["request"]
+        matches = [r for r in requests if r.id.startswith(given)] if given and given not in by_id else (
+            [by_id[given]] if given in by_id else [])
+        if len(matches) != 1:
+            what = "no lab request" if not matches else "more than one lab request"
+            raise UserError(f"--file line {line}: {what} starts with {given!r:.60} (see `arl lab list`); nothing was recorded")
+        found = matches[0]
+        if found.status != Status.pending:
+            raise UserError(f"--file line {line}: request {found.id} already has a result ({found.value!r}); nothing was "
+                            "recorded (the ledger keeps the first answer)")
+        if found.id in seen:
+            raise UserError(f"--file line {line}: request {found.id} is on line {seen[found.id]} too; nothing was recorded")
+        seen[found.id] = line
+        planned.append((found.id, _number(cells["value"], f"--file line {line}: value"), cells.get("notes", "")))
+    if not planned:
+        raise UserError(f"--file {shown(str(file))} has a header and no results")
+    for done, (request_id, value, notes) in enumerate(planned):
+        try:
+            ledger.submit_lab_result(request_id, value, notes)
+        except LedgerError as exc:  # answered by someone else since the check
+            raise UserError(f"request {request_id}: {exc}; {done} of {len(planned)} results were recorded before it") from None
+    console.print(f"recorded {len(planned)} lab result(s) from {shown(str(file))}")

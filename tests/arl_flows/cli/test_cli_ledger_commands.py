@@ -88,3 +88,45 @@ def test_a_report_into_a_file_is_one_line_about_out(tmp_path: Path) -> None:
     code, out, err = arl(["report", run.id, "--url", url, "--out", str(taken)])
     assert_user_error(code, err, out=out)
     assert f"--out {taken}: cannot write the report there" in err and taken.read_text() == "mine"
+
+
+def test_lab_results_from_a_csv_are_all_checked_before_any_is_recorded(tmp_path: Path) -> None:
+    url = _url(tmp_path / "ledger.db")
+    with Ledger(url) as ledger:
+        run = ledger.create_run("lab-run", {"steps": 1})
+        ids = ledger.create_lab_requests([
+            LabRequest(id=f"bb{c}" + "0" * 29, run_id=run.id, candidate_key=f"molecules:{c}", payload=c, verifier="lab",
+                       version="1", params_hash="h")
+            for c in "xyz"
+        ])
+    bad = [
+        ("\ufeffrequest,value,notes\nbbx,3.4,first\nbby,abc,\n", "--file line 3: value must be a number, got 'abc'"),
+        ("request,value\nbbx,3.4\nbbx,3.5\n", "--file line 3: request bbx" + "0" * 29 + " is on line 2 too"),
+        ("req,value\nbbx,3.4\n", "--file line 1: the header is 'req,value'; name the columns request, value"),
+        ("request,value\nbb,3.4\n", "--file line 2: more than one lab request starts with 'bb'"),
+        ("request,value\nbbq,3.4\n", "--file line 2: no lab request starts with 'bbq'"),
+        ("request,value\nbbx,3.4,extra\n", "--file line 2: 3 cells for 2 columns"),
+        ("request,value\nbbx,inf\n", "--file line 2: value must be a finite number"),
+        ("request,value\n", "has a header and no results"),
+    ]
+    for i, (text, message) in enumerate(bad):
+        path = tmp_path / f"bad{i}.csv"
+        path.write_text(text, encoding="utf-8")
+        code, out, err = arl(["lab", "submit", "--file", str(path), "--url", url])
+        assert_user_error(code, err, out=out)
+        assert message in err, (text, err)
+    with Ledger(url) as ledger:
+        assert all(r.status.value == "pending" for r in ledger.lab_requests(None))  # nothing recorded by a bad file
+    good = tmp_path / "results.csv"
+    good.write_text('\ufeffrequest,value,notes\nbbx,3.4,UV-vis\r\nbby,4.1,"a, b"\n\n', encoding="utf-8")  # Excel's BOM and CRLF
+    code, out, err = arl(["lab", "submit", "--file", str(good), "--url", url])
+    assert code == 0 and "recorded 2 lab result(s)" in out, out + err
+    with Ledger(url) as ledger:
+        answered = {r.id: (r.value, r.notes) for r in ledger.lab_requests(None) if r.status.value == "ok"}
+    assert answered == {ids[0]: (3.4, "UV-vis"), ids[1]: (4.1, "a, b")}
+    code, out, err = arl(["lab", "submit", "--file", str(good), "--url", url])
+    assert_user_error(code, err, out=out)
+    assert "already has a result (3.4); nothing was recorded" in err
+    for args in (["--file", str(good), "--value", "3"], []):
+        code, out, err = arl(["lab", "submit", *args, "--url", url])
+        assert_user_error(code, err, out=out)
