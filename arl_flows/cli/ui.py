@@ -73,24 +73,27 @@ def _wait_http(url: str, seconds: float, proc: subprocess.Popen[bytes] | None = 
 @app.command("deploy")
 def deploy(
     config: Path | None = typer.Option(None, "--config", "-c", help="Run config (TOML) for the scheduled runs."),
-    cron: str = typer.Option(..., "--cron", help="Cron schedule, e.g. '0 3 * * *'."),
+    cron: str | None = typer.Option(
+        None, "--cron", help="Cron schedule, e.g. '0 3 * * *' (none: run it on demand, from the UI's Run button)."
+    ),
     name: str = typer.Option("arl-training", "--name", help="Deployment name."),
-    profile: str = typer.Option("default", "--profile"),
+    profile: str = typer.Option("default", "--profile", help="Profile of the run config: default or quick."),
     url: str | None = URL_OPTION,
 ) -> None:
-    """Serve training_run on a cron schedule (and lab_results beside it) until Ctrl-C."""
+    """Serve training_run (on a cron schedule, or on demand) and lab_results beside it, until Ctrl-C."""
     from arl_flows.config import ConfigError, load_config
 
     try:
         load_config(config, profile)
     except ConfigError as exc:
         raise UserError(str(exc)) from None
-    try:
-        from prefect.client.schemas.schedules import CronSchedule
+    if cron is not None:
+        try:
+            from prefect.client.schemas.schedules import CronSchedule
 
-        CronSchedule(cron=cron)
-    except ValueError as exc:
-        raise UserError(f"--cron {cron[:100]!r} is not a valid cron expression: {exc}") from None
+            CronSchedule(cron=cron)
+        except ValueError as exc:
+            raise UserError(f"--cron {cron[:100]!r} is not a valid cron expression: {exc}") from None
     if not name or len(name) > 100 or not name.isprintable() or "/" in name:
         raise UserError(f"--name {name[:100]!r}: a deployment name is 1 to 100 printable characters without '/'")
     ledger_url = open_ledger(url).url  # before Prefect starts: a bad URL is one line, not a served deployment
@@ -100,7 +103,15 @@ def deploy(
     from arl_flows.flows import lab_results, training_run
 
     params = {"config_path": str(config.resolve()) if config else None, "profile": profile, "database_url": ledger_url}
-    console.print(f"serving deployments 'training_run/{shown(name)}' (cron {shown(repr(cron))}) and 'lab_results/lab-results'; Ctrl-C stops")
+    from prefect.settings import get_current_settings
+
+    api = get_current_settings().api.url
+    where = (f"on the Prefect server at {shown(str(api))}" if api else
+             "on a temporary Prefect server that stops with this command (`arl ui --background` first keeps one you "
+             "can open)")
+    when = f"cron {shown(repr(cron))}" if cron else "on demand: the UI's Run button"
+    console.print(f"serving deployments 'training_run/{shown(name)}' ({when}) and 'lab_results/lab-results' {where}; "
+                  "Ctrl-C stops")
     serve(
         training_run.to_deployment(name=name, cron=cron, parameters=params),
         lab_results.to_deployment(name="lab-results", parameters={"database_url": ledger_url}),

@@ -130,3 +130,22 @@ def test_lab_results_from_a_csv_are_all_checked_before_any_is_recorded(tmp_path:
     for args in (["--file", str(good), "--value", "3"], []):
         code, out, err = arl(["lab", "submit", *args, "--url", url])
         assert_user_error(code, err, out=out)
+
+
+def test_deploy_without_cron_serves_on_demand_and_names_its_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`arl deploy` required --cron, so the lab_results form could not be served without a schedule."""
+    import prefect
+
+    served: list[object] = []
+    monkeypatch.setattr(prefect, "serve", lambda *deployments: served.extend(deployments))
+    monkeypatch.setenv("ARL_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    code, out, err = arl(["deploy", "--profile", "quick", "--url", _url(tmp_path / "ledger.db")])
+    assert code == 0, out + err
+    flat = " ".join(out.split())
+    assert "'training_run/arl-training' (on demand: the UI's Run button)" in flat and "temporary Prefect server" in flat
+    by_name = {d.name: d for d in served}
+    assert set(by_name) == {"arl-training", "lab-results"} and not by_name["arl-training"].schedules
+    code, out, err = arl(["deploy", "--cron", "0 3 * *", "--url", _url(tmp_path / "ledger.db")])
+    assert_user_error(code, err, out=out)
+    assert "is not a valid cron expression" in err
