@@ -373,7 +373,7 @@ def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> 
         if len(flagged) > 50:
             lines.append(f"\n({len(flagged) - 50} more flagged candidates not shown.)")
     else:
-        lines.append(f"No candidate was flagged in {len(per_step)} steps.")
+        lines.append(f"No candidate was flagged in {len(per_step)} step{'' if len(per_step) == 1 else 's'}.")
     if parity is not None:
         lines += ["", "## Each tier against the top tier", "",
                   f"Values{in_unit} of the run's candidates that the top tier answered, against each lower tier's "

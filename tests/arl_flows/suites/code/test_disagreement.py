@@ -112,7 +112,7 @@ def test_report_without_flags_says_so(sqlite_url: str):
     ledger = Ledger(sqlite_url)
     run, result = _code_step(ledger, [_ans(get_task("sum-to-n").reference)])
     assert result.estimates[0].disagreement is None
-    assert "No candidate was flagged in 1 steps." in build_report(ledger, run.id).markdown
+    assert "No candidate was flagged in 1 step." in build_report(ledger, run.id).markdown
 
 
 def test_estimate_record_rejects_an_untyped_flag():
