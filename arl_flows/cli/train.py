@@ -219,11 +219,17 @@ def _objective_text(cfg: Any) -> str:
             + (f" (softness {sched.window_softness:g})" if sched.window_softness else ""))
 
 
-def _prompts_text(cfg: Any) -> str:
-    """Where the run's prompts come from, as the suite says, and the [options] the config sets."""
+def _prompts_text(cfg: Any, source: str) -> str:
+    """Where the run's prompts come from, as the suite says (having checked what its options point at), and the
+    [options] the config sets."""
     from arl_flows.suites import get_suite
 
-    text = get_suite(cfg.suite).prompts_source(cfg.suite_options)
+    suite = get_suite(cfg.suite)
+    try:
+        checked = suite(cfg).check()
+    except ValueError as exc:
+        raise UserError(f"{source}: {' '.join(str(exc).split())[:400]}") from None
+    text = suite.prompts_source(cfg.suite_options) + (f" ({checked})" if checked else "")
     given = ", ".join(f"{k} = {v!r}" for k, v in sorted((cfg.options or {}).items()))
     return text + (f"; [options] {given}" if given else "")
 
@@ -292,7 +298,7 @@ def _print_dry_run(cfg: Any, tiers: list[tuple[str, str, Any]], ledger_url: str,
         + (f" ([cluster] {cfg.cluster.kind})" if cfg.cluster.kind != "local" else ""),
         *_cluster_lines(cfg, tiers),
         f"objective: {_objective_text(cfg)}",
-        f"prompts: {_prompts_text(cfg)}",
+        f"prompts: {_prompts_text(cfg, source)}",
         f"ladder (cheapest first; scheduler policy {cfg.scheduler.policy!r}):",
     ]
     for name, tier, costs in tiers:

@@ -104,12 +104,38 @@ def _make_params(cls: Any, base: dict[str, Any], threads: int | None, timeout_s:
     return params
 
 
+def _suite_of_config(path: Path, suite: str | None, space: str | None) -> Any:
+    """The suite of a run config with its [options], having loaded and checked what they point at (``Suite.check``)."""
+    from arl_flows.config import ConfigError, load_config
+
+    if space is not None:
+        raise UserError("--space with --config: the config's [options] space decides; leave out --space")
+    try:
+        cfg = load_config(path)
+    except ConfigError as exc:
+        raise UserError(str(exc)) from None
+    if suite is not None and suite != cfg.suite:
+        raise UserError(f"--suite {shown(suite)}: the config {shown(str(path))} is for the {shown(cfg.suite)} suite; leave out --suite")
+    the_suite = load_suite(cfg.suite, cfg.options)
+    try:
+        the_suite.check()
+    except ValueError as exc:
+        raise UserError(f"{shown(str(path))}: {' '.join(str(exc).split())[:400]}") from None
+    return the_suite
+
+
 @app.command("verify")
 def verify(
     suite: str | None = typer.Option(None, "--suite", help="The suite (`arl suites list`; default: a run config's default)."),
     answers: list[str] = typer.Option([], "--answer", help="A candidate to verify, as the policy would write it (repeatable)."),
     input_file: Path | None = typer.Option(None, "--input", help="File with one candidate per line ('#' comments)."),
-    answer_file: Path | None = typer.Option(None, "--answer-file", help="File whose whole text is one candidate (e.g. a program)."),
+    answer_file: Path | None = typer.Option(
+        None, "--answer-file",
+        help="File whose whole text is one candidate, as the policy writes it (a code answer: <think>...</think><code>...</code>).",
+    ),
+    config: Path | None = typer.Option(
+        None, "--config", help="Take the suite and its \\[options] from a run config (e.g. the code suite's own task file)."
+    ),
     goal_items: list[str] = typer.Option(
         [], "--goal", help="KEY=VALUE of the goal the candidates answer (repeatable; `arl suites show NAME` says which keys)."
     ),
@@ -134,7 +160,10 @@ def verify(
     """Run the suite's ladder (or the named tiers) on candidates and print one verdict per candidate and verifier."""
     if timeout_s is not None and not math.isfinite(timeout_s):  # click's range check lets NaN through
         raise UserError(f"--timeout must be a number of seconds, got {timeout_s}")
-    the_suite = load_suite(suite, space_options(suite, space))
+    if config is not None:
+        the_suite = _suite_of_config(config, suite, space)
+    else:
+        the_suite = load_suite(suite, space_options(suite, space))
     suite = the_suite.name
     given = goal_of_items(goal_items, "--goal")
     if task is not None:

@@ -125,6 +125,14 @@ class Suite:
         """Where the prompts come from, in words (``arl suites show``)."""
         return "defined by the suite"
 
+    def check(self) -> str | None:
+        """Load and check what the options point at (a task file, a dataset) before any work; a line to show, or None.
+
+        ``arl run --dry-run`` and ``arl verify --config`` call it: a problem is a ValueError naming the option, so a
+        file that would fail at the first step fails there instead. The default checks nothing.
+        """
+        return None
+
     # -- the policy and its prompts ---------------------------------------------
     def load_policy(self, policy_config: PolicyConfig, on_pretrain: Callable[[str], None] | None = None) -> Policy:
         """The policy a run starts from: ``policy_path``, else the suite's own (``on_pretrain`` hears of a first training)."""

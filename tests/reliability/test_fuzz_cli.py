@@ -75,7 +75,7 @@ SPECS: dict[str, Spec] = {
             ["CCO", "[CH128]", "c1cc[nH]c1", "C" * 600, "[13CH4]"])), "--input": FILE, "--task": st.one_of(st.just("sum-to-n"), TEXT),
         "--answer-file": FILE, "--answer": TEXT, "--goal": st.one_of(st.sampled_from(["task_id=sum-to-n", "low=3", "=", "x"]), TEXT),
         "--tiers": _SAFE_TIERS, "--goal-low": NUMBER, "--goal-high": NUMBER, "--threads": NUMBER,
-        "--timeout": NUMBER, "--ledger": URL, "--json": FLAG, "--space": _SPACE,
+        "--timeout": NUMBER, "--ledger": URL, "--json": FLAG, "--space": _SPACE, "--config": FILE,
     }, None, None),
     "run": ({
         "--config": FILE, "--name": TEXT, "--profile": st.one_of(st.sampled_from(["default", "quick"]), TEXT), "--resume": _RUN_ID,

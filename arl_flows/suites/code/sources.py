@@ -159,7 +159,13 @@ def _read_records(path: str) -> list[dict[str, Any]]:
                         )
                     first_line[tid] = n
                     records.append(record)
-    except (EOFError, gzip.BadGzipFile, zlib.error, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        if not path.endswith(".gz"):
+            raise ValueError(f"{path}: not UTF-8 text (byte {exc.start} of the file); save it as UTF-8") from None
+        raise ValueError(
+            f"{path}: the file is damaged or truncated ({type(exc).__name__}: {str(exc)[:120]}); copy or compress it again"
+        ) from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise ValueError(
             f"{path}: the file is damaged or truncated ({type(exc).__name__}: {str(exc)[:120]}); "
             "copy or compress it again"
@@ -167,17 +173,24 @@ def _read_records(path: str) -> list[dict[str, Any]]:
     return records
 
 
+_FORMAT_KEYS = {"humaneval": ("prompt", "canonical_solution", "test", "entry_point"), "mbpp": ("text", "code", "test_list")}
+
+
 def _record_format(record: dict[str, Any], fmt: str) -> str:
-    if fmt != "auto":
-        return fmt
-    if {"prompt", "canonical_solution", "test", "entry_point"} <= record.keys():
-        return "humaneval"
-    if {"text", "code", "test_list"} <= record.keys():
-        return "mbpp"
-    raise ValueError(
-        f"record {record.get('task_id', '?')!r} is neither HumanEval (prompt, canonical_solution, test, entry_point) "
-        "nor MBPP (text, code, test_list)"
-    )
+    """The record's format (given, or told apart by its keys); a record that lacks a key of it names the key."""
+    if fmt == "auto":
+        # The format whose keys the record has more of: the one it was meant to be, lacking the rest.
+        fmt = max(_FORMAT_KEYS, key=lambda f: sum(k in record for k in _FORMAT_KEYS[f]))
+        if not any(k in record for k in _FORMAT_KEYS[fmt]):
+            raise ValueError(
+                f"record {record.get('task_id', '?')!r} is neither HumanEval (prompt, canonical_solution, test, "
+                "entry_point) nor MBPP (text, code, test_list)"
+            )
+    missing = [k for k in _FORMAT_KEYS[fmt] if k not in record]
+    if missing:
+        raise ValueError(f"record {record.get('task_id', '?')!r} is {'a HumanEval' if fmt == 'humaneval' else 'an MBPP'} "
+                         f"record without {', '.join(missing)} (it needs {', '.join(_FORMAT_KEYS[fmt])})")
+    return fmt
 
 
 def _docstring_calls(prompt: str, entry: str) -> list[str]:
@@ -282,7 +295,7 @@ def faithful(fn, args, result):
 for job in jobs:
     random.seed(0)
     ns = {"__name__": "solution"}
-    calls, dropped, error = [], 0, ""
+    calls, dropped, error, current = [], 0, "", None
     try:
         exec(compile(job["reference"], "reference.py", "exec"), ns)
         fn = ns[job["entry"]]
@@ -295,8 +308,10 @@ for job in jobs:
         for test in job["tests"]:
             start = len(calls)
             ns[job["entry"]] = recording
+            current = test
             exec(compile(test, "tests.py", "exec"), ns)
             per_test.append((start, len(calls)))
+        current = None
         ns[job["entry"]] = fn
         hidden, seen = [], set()
         for args, result in calls:
@@ -321,8 +336,14 @@ for job in jobs:
                 visible.append(case)
         results.append({"id": job["id"], "hidden": hidden, "visible": visible, "dropped": dropped, "error": ""})
     except BaseException as exc:
-        results.append({"id": job["id"], "hidden": [], "visible": [], "dropped": dropped,
-                        "error": (type(exc).__name__ + ": " + str(exc))[:300]})
+        where = ""
+        if current is not None:  # the reference fails its own test: name the line that failed
+            import traceback
+            lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == "tests.py"]
+            text = current.splitlines()[lines[-1] - 1].strip() if lines and 0 < lines[-1] <= len(current.splitlines()) else ""
+            where = " in test " + repr(text[:160]) if text else ""
+        message = (type(exc).__name__ + (": " + str(exc) if str(exc) else "") + where)[:300]
+        results.append({"id": job["id"], "hidden": [], "visible": [], "dropped": dropped, "error": message})
 os.write(out_fd, json.dumps(results).encode())
 '''
 

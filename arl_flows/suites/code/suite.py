@@ -136,6 +136,29 @@ class CodeSuite(Suite):
             return [t.id for t in tasks]
         return list(chosen) or [t.id for t in load_tasks()]
 
+    def check(self) -> str | None:
+        """Load the run's tasks (a task file is converted and registered; listed ids must exist): their count."""
+        from arl_flows.suites.code import TaskSource, get_task, load_source
+
+        chosen = self.options.tasks
+        if isinstance(chosen, TaskSource):
+            try:
+                loaded = load_source(chosen)
+            except (OSError, RuntimeError, ValueError) as exc:
+                raise ValueError(f"options.tasks: {' '.join(str(exc).split())[:300]}") from None
+            skipped = "; ".join(f"{k}: {v[:80]}" for k, v in list(loaded.skipped.items())[:3])
+            if not loaded.tasks:
+                raise ValueError(f"options.tasks: the {chosen.source} source has no usable task"
+                                 + (f" ({len(loaded.skipped)} records skipped: {skipped})" if skipped else ""))
+            return (f"{len(loaded.tasks)} task{'s' if len(loaded.tasks) != 1 else ''}"
+                    + (f"; {len(loaded.skipped)} records skipped ({skipped})" if loaded.skipped else ""))
+        for task_id in chosen:
+            try:
+                get_task(task_id)
+            except LookupError as exc:
+                raise ValueError(f"options.tasks: {exc.args[0] if exc.args else exc}") from None
+        return None
+
     def completion(self, prompt: Prompt, text: str) -> tuple[Candidate, str, list[Turn]]:
         from arl_flows.suites.code import make_candidate
 

@@ -208,3 +208,49 @@ def test_a_verifier_in_a_fresh_process_loads_the_source_its_candidate_names(monk
     orphan = good.model_copy(update={"meta": {}})
     e = CodeExecution({"limits": LIMITS}).verify_batch([orphan])[0]
     assert e.status == "invalid" and "unknown code task 'mbpp/9002'" in e.feedback
+
+
+def test_the_readme_records_load_and_a_runs_task_file_is_checked_before_it_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dry run said 'the config is valid' for a task file that could not give one task; verify could not use it."""
+    import re
+
+    from tests.helpers.cli_runner import arl, assert_user_error
+
+    monkeypatch.setenv("ARL_HOME", str(tmp_path / "home"))
+    block = re.search(r"```json\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert block is not None
+    good = tmp_path / "mine.jsonl"
+    good.write_text(block.group(1))
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+
+    def config(path: Path, **tasks: str) -> Path:
+        extra = "".join(f', {k} = "{v}"' for k, v in tasks.items())
+        toml = tmp_path / f"{path.stem}.toml"
+        toml.write_text(f'suite = "code"\npolicy_path = "{tmp_path / "model"}"\n[options]\n'
+                        f'tasks = {{source = "jsonl", path = "{path}"{extra}}}\n')
+        return toml
+
+    code, out, err = arl(["run", "--dry-run", "--config", str(config(good))])
+    assert code == 0 and "(2 tasks)" in out, out + err
+    answer = "<think>add</think><code>def add(a, b):\n    return a + b\n</code>"
+    code, out, err = arl(["verify", "--config", str(config(good)), "--goal", "task_id=mbpp/add-two", "--answer", answer, "--json"])
+    assert code == 0 and {r["verifier"]: r["value"] for r in json.loads(out)}["code-tests"] == 1.0, out + err
+    broken = [
+        ("empty.jsonl", "", "the jsonl source has no usable task"),
+        ("lacks.jsonl", '{"task_id": "x", "text": "t", "test_list": ["assert f(1) == 1"]}\n',
+         "record 'x' is an MBPP record without code (it needs text, code, test_list)"),
+        ("wrong.jsonl", '{"task_id": "x", "text": "t", "code": "def f(a):\\n    return 2\\n", "test_list": ["assert f(1) == 1"]}\n',
+         "the jsonl source has no usable task (1 records skipped: mbpp/x: AssertionError in test 'assert f(1) == 1')"),
+    ]
+    for name, text, message in broken:
+        path = tmp_path / name
+        path.write_text(text)
+        code, out, err = arl(["run", "--dry-run", "--config", str(config(path))])
+        assert_user_error(code, err, out=out)
+        assert f"options.tasks: {message}" in err, err
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes('{"task_id": "é"}\n'.encode("latin-1"))
+    code, out, err = arl(["verify", "--config", str(config(latin)), "--goal", "task_id=x", "--answer", answer])
+    assert_user_error(code, err, out=out)
+    assert "not UTF-8 text (byte 13 of the file); save it as UTF-8" in err
