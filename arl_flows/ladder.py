@@ -18,7 +18,7 @@ from arl_flows.suites import suite_for
 from storage.records import Tier, Verdict, tier_rank
 from verifiers import Verifier, VerifierNotFound, registry
 
-__all__ = ["build_ladder", "ladder_verdicts"]
+__all__ = ["build_ladder", "check_new_config", "ladder_verdicts"]
 
 
 def build_ladder(config: RunConfig) -> list[Verifier]:
@@ -47,20 +47,12 @@ def build_ladder(config: RunConfig) -> list[Verifier]:
                 f"{where}: the verifier belongs to suite {cls.suite!r}, not {suite.name!r}; "
                 f"`arl tiers list --suite {suite.name}` lists this suite's"
             )
-        extra = cls.Params.model_config.get("extra")
-        if extra not in ("forbid", "allow"):  # a Params that ignores unknown fields would drop a misspelled one
-            declared = set(cls.Params.model_fields) | {f.alias for f in cls.Params.model_fields.values() if f.alias}
-            unknown = [key for key in rung.params if key not in declared]
-            if unknown:
-                message = unknown_field_message(cls.Params, unknown[0], f"`arl tiers show {rung.verifier}` lists its params")
-                raise ValueError(f"{where}: params.{str(unknown[0])[:60]}: {message}")
         try:
             ladder.append(cls(suite.verifier_params(cls, dict(rung.params))))
         except ValidationError as exc:
             raise ValueError(describe_errors(exc, where, cls.Params, f"`arl tiers show {cls.name}` lists its params")) from None
         except ValueError as exc:  # the suite refuses these params for this run (e.g. another chemistry space)
             raise ValueError(f"{where}: {exc}") from None
-    _check_concurrency_keys(config, ladder)
     ranks = [tier_rank(v.tier) for v in ladder]
     if ranks != sorted(ranks):
         order = ", ".join(f"{v.name} ({v.tier.value})" for v in ladder)
@@ -68,7 +60,38 @@ def build_ladder(config: RunConfig) -> list[Verifier]:
     return ladder
 
 
-def _check_concurrency_keys(config: RunConfig, ladder: Sequence[Verifier]) -> None:
+def check_new_config(config: RunConfig) -> None:
+    """What a config written now must not say, though a stored one that says it still resumes (ValueError, one line).
+
+    A params key the tier's ``Params`` would ignore (a model without ``extra="forbid"`` drops a misspelled key
+    silently), and a ``tier_concurrency`` key that names no verifier. ``arl run`` (not ``--resume``), its dry run and
+    ``TieredReward`` call it; :func:`build_ladder` does not, so a run stored before these checks resumes as it ran.
+    """
+    ladder = []
+    for index, rung in enumerate(config.tiers):
+        cls = registry.get(rung.verifier)
+        ladder.append(cls)
+        if cls.Params.model_config.get("extra") in ("forbid", "allow"):
+            continue
+        declared = set()
+        for name, field in cls.Params.model_fields.items():
+            declared |= {name, field.alias} | _alias_names(field.validation_alias)
+        unknown = [key for key in rung.params if key not in declared]
+        if unknown:
+            message = unknown_field_message(cls.Params, unknown[0], f"`arl tiers show {rung.verifier}` lists its params")
+            raise ValueError(f"tiers[{index}] ({cls.name}): params.{str(unknown[0])[:60]}: {message}")
+    _check_concurrency_keys(config, ladder)
+
+
+def _alias_names(alias: Any) -> set[str]:
+    """The plain key names a ``validation_alias`` accepts (a str, or an AliasChoices of them)."""
+    if isinstance(alias, str):
+        return {alias}
+    choices = getattr(alias, "choices", None)
+    return {c for c in choices if isinstance(c, str)} if choices else set()
+
+
+def _check_concurrency_keys(config: RunConfig, ladder: Sequence[Any]) -> None:
     """A ``tier_concurrency`` key that names no verifier would limit nothing, silently: one line instead.
 
     Keys are verifier names (a suite's defaults may name a registered verifier its ladder does not use: fine).

@@ -50,7 +50,7 @@ from arl_flows.config import RunConfig, TierConfig, build_config, describe_error
 from arl_flows.suites import Calibration, Prior, Suite, SuiteNotFound, get_suite, suite_for
 from arl_flows.suites.capabilities import goal_columns
 from arl_flows.step import TierRunner, verify_candidates, verify_inline
-from arl_flows.ladder import build_ladder, ladder_verdicts
+from arl_flows.ladder import build_ladder, check_new_config, ladder_verdicts
 from arl_flows.recording import Completion, record_batch, teach_from_ledger
 from storage.ledger import Ledger, LedgerError, sqlite_file
 from storage.records import RunStatus, Status, TrainingStepRecord
@@ -355,6 +355,7 @@ class TieredReward:
         self.max_batch = max_batch
         self.group_size = group_size
         self.suite: Suite = suite_for(self.config)
+        check_new_config(self.config)  # before the ledger opens: nothing to close on a bad config
         self.ledger = ledger if ledger is not None else Ledger(ledger_url)
         self.ladder = build_ladder(self.config)
         self.ledger.record_tiers([v.spec() for v in self.ladder])

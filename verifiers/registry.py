@@ -20,10 +20,11 @@ import inspect
 import traceback
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from importlib.metadata import entry_points
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from storage.records import Tier, tier_rank
 from verifiers.base import Verifier
@@ -166,18 +167,24 @@ def _check_params_defaults(cls: type[Verifier[Any]]) -> None:
     """A ``Params`` whose defaults its own fields refuse ("abc" for a float, -3 for ``ge=1``) is the class's error.
 
     pydantic does not validate defaults, so without this the class would register and fail at its first verdict.
+    The defaults are validated as pydantic would with ``validate_default`` (no dump and reload, which aliases,
+    computed fields and serializers would not survive).
     """
     params = getattr(cls, "Params", None)
     if params is None:
         return
     try:
-        defaults = params()
+        params()
     except ValidationError:
         return  # a required field without a default: a run's config must give it, and is checked then
+    except Exception as exc:  # noqa: BLE001 - the class's own code (a default_factory, a validator) failed
+        raise TypeError(f"verifier class {cls.__qualname__}: {params.__name__}() fails: {type(exc).__name__}: "
+                        f"{' '.join(str(exc).split())[:200]}") from None
     try:
+        strict = type(params.__name__, (params,), {"model_config": ConfigDict(**{**params.model_config, "validate_default": True})})
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # pydantic's serializer warns about the very value refused below
-            params.model_validate(defaults.model_dump())
+            warnings.simplefilter("ignore")
+            strict()
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"])
@@ -185,13 +192,23 @@ def _check_params_defaults(cls: type[Verifier[Any]]) -> None:
             f"verifier class {cls.__qualname__}: the default of {params.__name__}.{field} ({err.get('input')!r:.60}) "
             f"fails its own check: {err['msg']}"
         ) from None
+    except Exception:  # noqa: BLE001 - a model that cannot be subclassed this way: its defaults are left unchecked
+        return
+
+
+_ARL_PACKAGES = tuple(str(Path(__file__).resolve().parents[1] / name) for name in ("verifiers", "arl_flows", "storage", "policies"))
 
 
 def _where(exc: BaseException) -> str:
-    """' (file:line)' of the user's code that raised ``exc`` (a SyntaxError's own position), else ''."""
+    """' (file:line)' of the user's code that raised ``exc`` (a SyntaxError's own position), else ''.
+
+    The last frame outside importlib and ARL's own packages: a check ARL runs on the user's class (at its
+    ``@register_verifier``) is raised in ARL's code, but the line to fix is the user's.
+    """
     if isinstance(exc, SyntaxError) and exc.filename:
         return f" ({exc.filename}:{exc.lineno})"
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "importlib" not in f.filename and "<frozen" not in f.filename]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if "importlib" not in f.filename and "<frozen" not in f.filename and not f.filename.startswith(_ARL_PACKAGES)]
     return f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
 
 

@@ -101,27 +101,37 @@ def _submit_file(file: Path, url: str | None) -> None:
     from storage.records import Status
 
     text = read_text_file("--file", file)
-    rows = list(csv.reader(io.StringIO(text)))
-    while rows and not any(cell.strip() for cell in rows[-1]):
-        rows.pop()
+    reader = csv.reader(io.StringIO(text))
+    rows: list[tuple[int, list[str]]] = []  # (the line a row starts on, its cells): a quoted cell may span lines
+    try:
+        line = 1
+        for row in reader:
+            rows.append((line, row))
+            line = reader.line_num + 1
+    except csv.Error as exc:
+        raise UserError(f"--file line {reader.line_num}: not CSV ({exc}); check its quotes") from None
+    rows = [(n, row) for n, row in rows if any(cell.strip() for cell in row)]
     if not rows:
         raise UserError(f"--file {shown(str(file))} is empty; give a header row (request,value,notes) and one row a result")
-    header = [cell.strip().lower() for cell in rows[0]]
+    first = rows[0][1]
+    while first and not first[-1].strip():  # a spreadsheet's empty trailing columns
+        first = first[:-1]
+    header = [cell.strip().lower() for cell in first]
     unknown = [h for h in header if h not in _COLUMNS]
     if unknown or "request" not in header or "value" not in header or len(set(header)) != len(header):
-        raise UserError(f"--file line 1: the header is {','.join(rows[0])[:80]!r}; name the columns request, value "
-                        "and optionally notes, once each")
+        raise UserError(f"--file line {rows[0][0]}: the header is {','.join(rows[0][1])[:80]!r}; name the columns "
+                        "request, value and optionally notes, once each")
     ledger = open_ledger(url, existing=True)
     requests = ledger.lab_requests(None)
     by_id = {r.id: r for r in requests}
     planned: list[tuple[str, float, str]] = []
     seen: dict[str, int] = {}
-    for line, row in enumerate(rows[1:], start=2):
-        if not any(cell.strip() for cell in row):
-            continue
-        if len(row) != len(header):
+    for line, row in rows[1:]:
+        while len(row) > len(header) and not row[-1].strip():  # empty trailing cells
+            row = row[:-1]
+        if len(row) > len(header) or len(row) < len(header) - ("notes" in header and header[-1] == "notes"):
             raise UserError(f"--file line {line}: {len(row)} cells for {len(header)} columns ({','.join(header)})")
-        cells = dict(zip(header, (cell.strip() for cell in row)))
+        cells = dict(zip(header, [cell.strip() for cell in row] + [""] * (len(header) - len(row))))
         given = cells["request"]
         matches = [r for r in requests if r.id.startswith(given)] if given and given not in by_id else (
             [by_id[given]] if given in by_id else [])

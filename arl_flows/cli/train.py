@@ -173,18 +173,20 @@ def _flat_reward_note(rows: list[Any]) -> str:
             "`arl config show --config FILE`")
 
 
-def _check_ladder_and_policy(cfg: Any, source: str) -> list[tuple[str, str, Any]]:
+def _check_ladder_and_policy(cfg: Any, source: str, new: bool = True) -> list[tuple[str, str, Any]]:
     """Fail before Prefect starts when a tier or the policy path cannot work (one line naming ``source``, exit 2).
 
     Returns each tier's verifier name, tier and cost model, cheapest first; the verifiers are built and closed,
     never called.
     """
-    from arl_flows.ladder import build_ladder
+    from arl_flows.ladder import build_ladder, check_new_config
     from verifiers import Closable, VerifierNotFound
 
     if cfg.policy_path and not (Path(cfg.policy_path) / "config.json").is_file():
         raise UserError(f"{source}: policy_path {cfg.policy_path!r} is not a local transformers model directory (no config.json)")
     try:
+        if new:  # a stored config resumes as it ran
+            check_new_config(cfg)
         ladder = build_ladder(cfg)
     except (VerifierNotFound, ImportError, TypeError, ValueError) as exc:
         message = " ".join(str(exc).split())
@@ -234,26 +236,29 @@ def _prompts_text(cfg: Any, source: str) -> str:
     return text + (f"; [options] {given}" if given else "")
 
 
-def _check_cluster_tools(cfg: Any, source: str) -> None:
-    """A batch-job [cluster] needs dask-jobqueue here and the scheduler's submit command: one line, before a run starts."""
+def _cluster_tools_problem(cfg: Any) -> str | None:
+    """What keeps a batch-job [cluster] from starting here: dask-jobqueue, or the scheduler's submit command.
+
+    A run stops on it in one line before anything starts; a dry run notes it (a config may be checked on a laptop
+    and run on the login node).
+    """
     import importlib.util
     import shutil
 
     kind = cfg.cluster.kind
     if kind not in ("slurm", "pbs"):
-        return
+        return None
     if importlib.util.find_spec("dask_jobqueue") is None:
-        raise UserError(f"{source}: [cluster] kind = {kind!r} needs dask-jobqueue: pip install 'arl[dask]'")
+        return f"[cluster] kind = {kind!r} needs dask-jobqueue: pip install 'arl[dask]'"
     submit = "sbatch" if kind == "slurm" else "qsub"
     if shutil.which(submit) is None:
-        raise UserError(f"{source}: [cluster] kind = {kind!r} submits jobs with {submit}, which is not on this machine's "
-                        "PATH; run `arl run` where you submit jobs (a login node)")
+        return (f"[cluster] kind = {kind!r} submits jobs with {submit}, which is not on this machine's PATH; run "
+                "`arl run` where you submit jobs (a login node)")
+    return None
 
 
 def _cluster_lines(cfg: Any, tiers: list[tuple[str, str, Any]]) -> list[str]:
     """The [cluster]'s jobs in one line, and what would keep them from being used (warnings, not errors)."""
-    import os
-
     c = cfg.cluster
     if c.kind == "local":
         return []
@@ -270,9 +275,16 @@ def _cluster_lines(cfg: Any, tiers: list[tuple[str, str, Any]]) -> list[str]:
         if limit is not None and capacity is not None and limit < capacity:
             lines.append(f"  note: tier_concurrency {name} = {limit} lets {limit} call(s) run at once, of the "
                          f"{capacity} the jobs can take; raise it to {capacity} to use them all")
-    if not os.environ.get("PREFECT_API_URL"):
-        lines.append("  note: no PREFECT_API_URL: the run's temporary Prefect server listens on 127.0.0.1, which "
-                     "workers on other nodes cannot reach; start a server they can (README, 'Run on a cluster')")
+    from prefect.settings import get_current_settings
+
+    api = str(get_current_settings().api.url or "")
+    if not api or "127.0.0.1" in api or "localhost" in api:
+        lines.append(f"  note: {'the Prefect API is ' + api if api else 'no PREFECT_API_URL: the run starts a temporary Prefect server'} "
+                     "on this machine's loopback address, which workers on other nodes cannot reach; give them a "
+                     "server they can (README, 'Run on a cluster')")
+    problem = _cluster_tools_problem(cfg)
+    if problem:
+        lines.append(f"  note: {problem}")
     return lines
 
 
@@ -376,8 +388,10 @@ def run(
     except ConfigError as exc:
         raise UserError(str(exc)) from None
     source = str(config) if config else "the built-in config"
-    tiers = _check_ladder_and_policy(cfg, source)
-    _check_cluster_tools(cfg, source)
+    tiers = _check_ladder_and_policy(cfg, source, new=resume is None)
+    cluster_problem = _cluster_tools_problem(cfg)
+    if cluster_problem and not dry_run:
+        raise UserError(f"{source}: {cluster_problem}")
     if dry_run:
         ledger_url = ledger.url if ledger is not None else (url or settings().ledger_url)
         _print_dry_run(cfg, tiers, ledger_url, source, profile, resume)

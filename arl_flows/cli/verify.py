@@ -116,7 +116,9 @@ def _suite_of_config(path: Path, suite: str | None, space: str | None) -> Any:
         raise UserError(str(exc)) from None
     if suite is not None and suite != cfg.suite:
         raise UserError(f"--suite {shown(suite)}: the config {shown(str(path))} is for the {shown(cfg.suite)} suite; leave out --suite")
-    the_suite = load_suite(cfg.suite, cfg.options)
+    from arl_flows.suites import get_suite
+
+    the_suite = get_suite(cfg.suite)(cfg)  # the config's own ladder and [options], not the suite's defaults
     try:
         the_suite.check()
     except ValueError as exc:

@@ -212,7 +212,7 @@ def _import_error(fresh: VerifierRegistry, ref: str) -> str:
 
 def test_a_ladder_refuses_unknown_params_and_concurrency_keys_that_limit_nothing(user_tiers: str) -> None:
     from arl_flows.config import build_config
-    from arl_flows.ladder import build_ladder
+    from arl_flows.ladder import build_ladder, check_new_config
 
     ref = f"{user_tiers}.good:HeavyAtoms"
 
@@ -220,7 +220,9 @@ def test_a_ladder_refuses_unknown_params_and_concurrency_keys_that_limit_nothing
         config = build_config({"suite": "molecules", "tiers": [{"verifier": ref, "params": params},
                                                                {"verifier": "reference-table"}],
                                "tier_concurrency": limits})
-        return [v.name for v in build_ladder(config)]
+        names = [v.name for v in build_ladder(config)]  # a stored config with these keys still builds (and resumes)
+        check_new_config(config)
+        return names
 
     assert ladder({"scale": 2.0}, {"test-heavy-atoms": 2}) == ["test-heavy-atoms", "reference-table"]
     # The suite's defaults name registered verifiers this ladder lacks (pyscf-b3lyp, gfn2-xtb): allowed.

@@ -161,7 +161,15 @@ def _read_records(path: str) -> list[dict[str, Any]]:
                     records.append(record)
     except UnicodeDecodeError as exc:
         if not path.endswith(".gz"):
-            raise ValueError(f"{path}: not UTF-8 text (byte {exc.start} of the file); save it as UTF-8") from None
+            # The reader decodes in chunks: its offset is the chunk's, so find the line in the bytes themselves.
+            data = Path(path).read_bytes()
+            try:
+                data.decode("utf-8")
+                line = 0
+            except UnicodeDecodeError as again:
+                line = data[: again.start].count(b"\n") + 1
+            where = f"line {line}" if line else str(exc)[:80]
+            raise ValueError(f"{path}: not UTF-8 text ({where}); save it as UTF-8") from None
         raise ValueError(
             f"{path}: the file is damaged or truncated ({type(exc).__name__}: {str(exc)[:120]}); copy or compress it again"
         ) from None

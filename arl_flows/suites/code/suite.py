@@ -157,6 +157,8 @@ class CodeSuite(Suite):
                 get_task(task_id)
             except LookupError as exc:
                 raise ValueError(f"options.tasks: {exc.args[0] if exc.args else exc}") from None
+            except (OSError, RuntimeError, ValueError) as exc:  # a source loaded on demand (HumanEval) that fails
+                raise ValueError(f"options.tasks: {task_id!r}: {' '.join(str(exc).split())[:300]}") from None
         return None
 
     def completion(self, prompt: Prompt, text: str) -> tuple[Candidate, str, list[Turn]]:

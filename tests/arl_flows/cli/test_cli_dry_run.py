@@ -162,12 +162,16 @@ def test_dry_run_of_a_batch_job_cluster_says_what_would_hold_its_jobs_back(tmp_p
     assert "cluster: slurm jobs of 1 core(s), 4GB, walltime 01:00:00, 0 to 16 at once, queue 'chem'" in flat
     assert ("note: tier_concurrency pyscf-b3lyp = 1 lets 1 call(s) run at once, of the 16 the jobs can take; "
             "raise it to 16 to use them all") in flat
-    assert "note: no PREFECT_API_URL: the run's temporary Prefect server listens on 127.0.0.1" in flat
+    assert ("note: no PREFECT_API_URL: the run starts a temporary Prefect server on this machine's loopback address, "
+            "which workers on other nodes cannot reach") in flat
     assert "(checked, not connected: a dry run opens no database)" in flat
     assert not (home / "ledger.db").exists()
-    # Without the scheduler's submit command (not a login node): one line, at the dry run already.
+    # Without the scheduler's submit command (not a login node): a note in the dry run (a config may be checked on
+    # a laptop), one line before anything starts in a run.
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     code, out, err = arl(["run", "--config", str(config), "--dry-run"])
+    assert code == 0 and "note: [cluster] kind = 'slurm' submits jobs with sbatch, which is not on this machine's PATH" in " ".join(out.split())
+    code, out, err = arl(["run", "--config", str(config)])
     assert_user_error(code, err, out=out)
     assert "submits jobs with sbatch, which is not on this machine's PATH; run `arl run` where you submit jobs" in err
 

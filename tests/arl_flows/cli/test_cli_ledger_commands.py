@@ -108,6 +108,8 @@ def test_lab_results_from_a_csv_are_all_checked_before_any_is_recorded(tmp_path:
         ("request,value\nbbx,3.4,extra\n", "--file line 2: 3 cells for 2 columns"),
         ("request,value\nbbx,inf\n", "--file line 2: value must be a finite number"),
         ("request,value\n", "has a header and no results"),
+        ('request,value\n"bbx,3.4\n' + "x" * 140_000, "--file line 3: not CSV (field larger than field limit"),
+        ('request,value,notes\n"bb\nx",3.4,n\nbbq,1\n', "--file line 2: no lab request starts with 'bb\\nx'"),
     ]
     for i, (text, message) in enumerate(bad):
         path = tmp_path / f"bad{i}.csv"
@@ -118,12 +120,13 @@ def test_lab_results_from_a_csv_are_all_checked_before_any_is_recorded(tmp_path:
     with Ledger(url) as ledger:
         assert all(r.status.value == "pending" for r in ledger.lab_requests(None))  # nothing recorded by a bad file
     good = tmp_path / "results.csv"
-    good.write_text('\ufeffrequest,value,notes\nbbx,3.4,UV-vis\r\nbby,4.1,"a, b"\n\n', encoding="utf-8")  # Excel's BOM and CRLF
+    # Excel's BOM, CRLF and empty trailing columns; a row that leaves out its empty notes cell.
+    good.write_text('\ufeffrequest,value,notes,,\nbbx,3.4,UV-vis,,\r\nbby,4.1,"a, b"\nbbz,2.5\n\n', encoding="utf-8")
     code, out, err = arl(["lab", "submit", "--file", str(good), "--url", url])
-    assert code == 0 and "recorded 2 lab result(s)" in out, out + err
+    assert code == 0 and "recorded 3 lab result(s)" in out, out + err
     with Ledger(url) as ledger:
         answered = {r.id: (r.value, r.notes) for r in ledger.lab_requests(None) if r.status.value == "ok"}
-    assert answered == {ids[0]: (3.4, "UV-vis"), ids[1]: (4.1, "a, b")}
+    assert answered == {ids[0]: (3.4, "UV-vis"), ids[1]: (4.1, "a, b"), ids[2]: (2.5, "")}
     code, out, err = arl(["lab", "submit", "--file", str(good), "--url", url])
     assert_user_error(code, err, out=out)
     assert "already has a result (3.4); nothing was recorded" in err

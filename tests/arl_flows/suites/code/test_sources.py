@@ -253,4 +253,4 @@ def test_the_readme_records_load_and_a_runs_task_file_is_checked_before_it_start
     latin.write_bytes('{"task_id": "é"}\n'.encode("latin-1"))
     code, out, err = arl(["verify", "--config", str(config(latin)), "--goal", "task_id=x", "--answer", answer])
     assert_user_error(code, err, out=out)
-    assert "not UTF-8 text (byte 13 of the file); save it as UTF-8" in err
+    assert "not UTF-8 text (line 1); save it as UTF-8" in err
