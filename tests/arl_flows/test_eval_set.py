@@ -55,6 +55,10 @@ def test_arl_runs_eval_of_a_bad_run_is_one_line(tmp_path: Path, toy_home: Path) 
     url = f"sqlite:///{tmp_path / 'l.db'}"
     code, out, err = arl(["runs", "eval", "no-such-run", "--url", url])
     assert_user_error(code, err, out=out)
+    assert "no ledger at" in err and not (tmp_path / "l.db").exists()  # a mistyped path creates nothing
+    Ledger(url).close()
+    code, out, err = arl(["runs", "eval", "no-such-run", "--url", url])
+    assert_user_error(code, err, out=out)
     assert "no run with id 'no-such-run'" in err
     # A run that has no checkpoint yet (nothing finished) cannot be evaluated either: one line that says so.
     run = Ledger(url).create_run("toy-run", load_config(overrides=toy_overrides()).model_dump(mode="json"))
