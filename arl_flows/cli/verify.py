@@ -231,7 +231,11 @@ def verify(
     if as_json:
         print_json(rows)
         return
-    table = Table(title=f"verdicts ({shown(suite)}); cost in CPU-seconds")
+    table = Table(
+        title=f"verdicts ({shown(suite)}); cost in CPU-seconds",
+        caption="ok: the verifier ran and gave the value (0 can be a real 0: a killed program, a failed test); "
+        "invalid: the candidate is wrong; failed / timeout: the verifier could not decide",
+    )
     for column in ("input", "verifier", "tier", "value", "cost"):
         table.add_column(column, no_wrap=True, overflow="ellipsis", max_width=20 if column == "input" else None)
     table.add_column("status: feedback", overflow="fold")
