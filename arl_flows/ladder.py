@@ -97,11 +97,11 @@ def _check_concurrency_keys(config: RunConfig, ladder: Sequence[Any]) -> None:
     Keys are verifier names (a suite's defaults may name a registered verifier its ladder does not use: fine).
     """
     names = [v.name for v in ladder]
+    by_reference = {rung.verifier: v.name for rung, v in zip(config.tiers, ladder)}
     for key in config.tier_concurrency:
         if key in names or key in registry:
             continue
         where = f"tier_concurrency.{key[:60]!r}"
-        by_reference = {rung.verifier: v.name for rung, v in zip(config.tiers, ladder)}
         if key in by_reference:
             raise ValueError(f"{where}: key the limit by the verifier's name, {by_reference[key]!r}, not its class reference")
         if key in {t.value for t in Tier}:

@@ -87,14 +87,21 @@ def open_ledger(url: str | None = None, *, existing: bool = False):  # noqa: ANN
         raise UserError(str(exc)) from None
 
 
-def missing_ledger_file(url: str | None) -> Path | None:
-    """The file of an SQLite ledger ``url`` (or the default) that does not exist yet; None otherwise."""
-    from storage.ledger import LedgerError, default_database_url, sqlite_file
+def _sqlite_path(url: str) -> Path | None:
+    """``sqlite_file(url)`` with its error as a UserError line."""
+    from storage.ledger import LedgerError, sqlite_file
 
     try:
-        path = sqlite_file(url or default_database_url())
+        return sqlite_file(url)
     except LedgerError as exc:
         raise UserError(str(exc)) from None
+
+
+def missing_ledger_file(url: str | None) -> Path | None:
+    """The file of an SQLite ledger ``url`` (or the default) that does not exist yet; None otherwise."""
+    from storage.ledger import default_database_url
+
+    path = _sqlite_path(url or default_database_url())
     if path is None or path.exists():
         return None
     above = next((p for p in path.parents if p.exists()), None)
@@ -103,12 +110,7 @@ def missing_ledger_file(url: str | None) -> Path | None:
 
 def require_existing_ledger(url: str) -> None:
     """A UserError when ``url`` is an SQLite ledger whose file does not exist (or an in-memory one, which is empty)."""
-    from storage.ledger import LedgerError, sqlite_file
-
-    try:
-        path = sqlite_file(url)
-    except LedgerError as exc:
-        raise UserError(str(exc)) from None
+    path = _sqlite_path(url)
     if path is not None and not path.exists():
         raise UserError(f"no ledger at {path}; check the path (`arl db upgrade --url {url}` creates a new one)")
 

@@ -122,8 +122,6 @@ def _submit_file(file: Path, url: str | None) -> None:
         raise UserError(f"--file line {rows[0][0]}: the header is {','.join(rows[0][1])[:80]!r}; name the columns "
                         "request, value and optionally notes, once each")
     ledger = open_ledger(url, existing=True)
-    requests = ledger.lab_requests(None)
-    by_id = {r.id: r for r in requests}
     planned: list[tuple[str, float, str]] = []
     seen: dict[str, int] = {}
     for line, row in rows[1:]:
@@ -133,8 +131,7 @@ def _submit_file(file: Path, url: str | None) -> None:
             raise UserError(f"--file line {line}: {len(row)} cells for {len(header)} columns ({','.join(header)})")
         cells = dict(zip(header, [cell.strip() for cell in row] + [""] * (len(header) - len(row))))
         given = cells["request"]
-        matches = [r for r in requests if r.id.startswith(given)] if given and given not in by_id else (
-            [by_id[given]] if given in by_id else [])
+        matches = ledger.lab_requests_named(given)
         if len(matches) != 1:
             what = "no lab request" if not matches else "more than one lab request"
             raise UserError(f"--file line {line}: {what} starts with {given!r:.60} (see `arl lab list`); nothing was recorded")

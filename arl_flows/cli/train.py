@@ -257,7 +257,7 @@ def _cluster_tools_problem(cfg: Any) -> str | None:
     return None
 
 
-def _cluster_lines(cfg: Any, tiers: list[tuple[str, str, Any]]) -> list[str]:
+def _cluster_lines(cfg: Any, tiers: list[tuple[str, str, Any]], problem: str | None) -> list[str]:
     """The [cluster]'s jobs in one line, and what would keep them from being used (warnings, not errors)."""
     c = cfg.cluster
     if c.kind == "local":
@@ -282,14 +282,13 @@ def _cluster_lines(cfg: Any, tiers: list[tuple[str, str, Any]]) -> list[str]:
         lines.append(f"  note: {'the Prefect API is ' + api if api else 'no PREFECT_API_URL: the run starts a temporary Prefect server'} "
                      "on this machine's loopback address, which workers on other nodes cannot reach; give them a "
                      "server they can (README, 'Run on a cluster')")
-    problem = _cluster_tools_problem(cfg)
-    if problem:
+    if problem:  # what _cluster_tools_problem found
         lines.append(f"  note: {problem}")
     return lines
 
 
 def _print_dry_run(cfg: Any, tiers: list[tuple[str, str, Any]], ledger_url: str, source: str, profile: str,
-                   resume: str | None) -> None:
+                   resume: str | None, cluster_problem: str | None) -> None:
     """What `arl run` would do with this config, in lines; nothing is started, downloaded, trained or verified."""
     from sqlalchemy.engine import make_url
 
@@ -308,7 +307,7 @@ def _print_dry_run(cfg: Any, tiers: list[tuple[str, str, Any]], ledger_url: str,
         f"{cfg.rollout.prompts_per_step * cfg.trainer.group_size} candidates a step; seed {cfg.seed}",
         f"pipeline: {cfg.pipeline} ({pipeline_reason(cfg)}); task runner: {cfg.task_runner}"
         + (f" ([cluster] {cfg.cluster.kind})" if cfg.cluster.kind != "local" else ""),
-        *_cluster_lines(cfg, tiers),
+        *_cluster_lines(cfg, tiers, cluster_problem),
         f"objective: {_objective_text(cfg)}",
         f"prompts: {_prompts_text(cfg, source)}",
         f"ladder (cheapest first; scheduler policy {cfg.scheduler.policy!r}):",
@@ -394,7 +393,7 @@ def run(
         raise UserError(f"{source}: {cluster_problem}")
     if dry_run:
         ledger_url = ledger.url if ledger is not None else (url or settings().ledger_url)
-        _print_dry_run(cfg, tiers, ledger_url, source, profile, resume)
+        _print_dry_run(cfg, tiers, ledger_url, source, profile, resume, cluster_problem)
         return
     assert ledger is not None
     quiet_prefect(verbose)

@@ -61,7 +61,7 @@ class Ledger(_Reports, _Integrity, _Migrations):
         LedgerError on one.
 
     Lab requests
-        ``create_lab_requests()``, ``lab_requests()``, ``submit_lab_result()``,
+        ``create_lab_requests()``, ``lab_requests()``, ``lab_requests_named()``, ``submit_lab_result()``,
         ``close_lab_requests()`` (requests a remote tier answered itself).
 
     Reports

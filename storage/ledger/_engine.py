@@ -61,15 +61,10 @@ def check_database_url(url: str) -> None:
     path that is a folder or someone else's database. A server that is down is found only by connecting.
     """
     parsed = _parse(url)
-    backend = parsed.get_backend_name()
-    if backend == "sqlite":
+    if parsed.get_backend_name() == "sqlite":
         database = parsed.database or ""
-        path = Path(database).expanduser()
         if database and database != ":memory:" and not database.startswith("file:"):
-            if path.exists() and not path.is_file():
-                raise LedgerError(f"the ledger path {str(path)!r} of {_shown(url)!r} is {'a folder' if path.is_dir() else 'not a regular file'}")
-            if _foreign_sqlite_tables(path):
-                raise _foreign_database_error(parsed.render_as_string(hide_password=True), _foreign_sqlite_tables(path))
+            _check_sqlite_path(Path(database).expanduser(), url, create=False)
         return
     _make_engine(url).dispose()  # no connection: an engine connects on first use
 
@@ -135,14 +130,18 @@ def sqlite_file(url: str) -> Path | None:
     return None if database.startswith("file:") else Path(database).expanduser()
 
 
-def _check_sqlite_path(path: Path, url: str) -> None:
-    """The ledger file must be a regular file, or a name in a folder we can create (one line otherwise)."""
+def _check_sqlite_path(path: Path, url: str, create: bool = True) -> None:
+    """The ledger file must be a regular file, or a name in a folder we can create (one line otherwise).
+
+    ``create``: make the folder (a ledger is about to open); without it nothing is changed (a dry run's check).
+    """
     hint = "; point ARL_DATABASE_URL (or --url) at an ARL ledger file, or ARL_HOME at a folder"
     try:
         if path.exists() and not path.is_file():
             kind = "a folder" if path.is_dir() else "not a regular file"
             raise LedgerError(f"the ledger path {str(path)!r} of {_shown(url)!r} is {kind}{hint}")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise LedgerError(f"cannot create the ledger's folder {str(path.parent)!r}: {exc.strerror or exc}{hint}") from None
     foreign = _foreign_sqlite_tables(path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy import func, select, update
 
@@ -74,6 +75,11 @@ class _LabRequests(_VerdictCache):
                 q = q.where(LabRequestRow.run_id == run_id)
             return [_lab(r) for r in s.scalars(q)]
 
+    def lab_requests_named(self, request_id: str) -> list[LabRequest]:
+        """The request whose id is ``request_id``, else those it is the start of (at most two: a unique prefix is one)."""
+        with self._read() as s:
+            return [_lab(r) for r in _requests_named(s, request_id)]
+
     def close_lab_requests(self, verdicts: Iterable[Verdict]) -> int:
         """Mark the pending requests of these stored final verdicts (by ``request_id``) answered; returns how many.
 
@@ -116,15 +122,11 @@ class _LabRequests(_VerdictCache):
         table = VerdictRow.__table__
         with self._write() as s:
             # An id with a lone surrogate cannot be in the ledger (nor be sent to the database).
-            req = s.get(LabRequestRow, request_id) if _is_utf8(request_id) else None
-            if req is None and _is_utf8(request_id) and request_id:
-                # A unique prefix, as users copy short ids (compared as a substring: '%' and '_' are literal).
-                prefix = func.substr(LabRequestRow.id, 1, len(request_id)) == request_id
-                rows = s.scalars(select(LabRequestRow).where(prefix).order_by(LabRequestRow.id).limit(2)).all()
-                if len(rows) > 1:
-                    raise LedgerError(f"lab request id {_short_repr(request_id)} is the start of more than one request "
-                                      f"({rows[0].id[:12]}, {rows[1].id[:12]}, ...); give more of it")
-                req = rows[0] if rows else None
+            rows = _requests_named(s, request_id)
+            if len(rows) > 1:
+                raise LedgerError(f"lab request id {_short_repr(request_id)} is the start of more than one request "
+                                  f"({rows[0].id[:12]}, {rows[1].id[:12]}, ...); give more of it")
+            req = rows[0] if rows else None
             if req is None:
                 raise LedgerError(f"no lab request with id {_short_repr(request_id)} (see `arl lab list`)")
             request_id = req.id
@@ -163,6 +165,17 @@ class _LabRequests(_VerdictCache):
                     )
                 )
         return self.lookup_verdicts([key[0]], key[1], key[2], key[3])[key[0]]
+
+
+def _requests_named(s: Any, request_id: str) -> list[LabRequestRow]:
+    """The row with id ``request_id``, else up to two rows whose id starts with it (as users copy short ids)."""
+    if not request_id or not _is_utf8(request_id):  # a lone surrogate cannot be in the ledger (nor be sent to it)
+        return []
+    row = s.get(LabRequestRow, request_id)
+    if row is not None:
+        return [row]
+    prefix = func.substr(LabRequestRow.id, 1, len(request_id)) == request_id  # '%' and '_' are literal, unlike LIKE
+    return list(s.scalars(select(LabRequestRow).where(prefix).order_by(LabRequestRow.id).limit(2)))
 
 
 def _lab(row: LabRequestRow) -> LabRequest:
