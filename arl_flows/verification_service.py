@@ -151,8 +151,7 @@ class VerificationService:
         self, index: int, trajectories: Sequence[Trajectory], candidates: Sequence[Candidate], policy_version: int = 0
     ) -> StepPlan:
         """Plan a sampled batch (already in the ledger) and start filling slots with its calls."""
-        cfg = self.scheduler.config
-        budget = max(min(cfg.budget_per_step, cfg.budget_per_run - self.committed_budget()), 0.0)
+        budget = self.scheduler.step_budget(index, committed=self.committed_budget())
         names = [v.name for v in self.scheduler.ladder]
         plan = self.scheduler.plan_step(
             list(candidates),

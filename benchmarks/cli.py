@@ -138,7 +138,7 @@ def learning(
         typer.Option(
             "--regimes",
             help="Comma list of scheduled, top-only, fast-only, cascade, scheduled-no-hindsight, fast-only-calibrated, "
-            "xtb-only-calibrated.",
+            "xtb-only-calibrated, scheduled-paced.",
         ),
     ] = "scheduled,top-only,fast-only,cascade,scheduled-no-hindsight",
     step_budget: Annotated[float, typer.Option("--step-budget", help="CPU-seconds per step (all regimes but top-only).")] = 30.0,
@@ -147,7 +147,8 @@ def learning(
         int,
         typer.Option(
             "--proxy-max-steps",
-            help="Step cap of fast-only, fast-only-calibrated and xtb-only-calibrated (they stop on the budget).",
+            help="Step cap of fast-only, fast-only-calibrated and xtb-only-calibrated (they stop on the budget), and "
+            "scheduled-paced's step count (its per-step budget is the budget over it).",
         ),
     ] = 5000,
     audit_points: Annotated[int, typer.Option("--audit-points", help="Audits at evenly spaced spend marks.")] = 12,

@@ -317,7 +317,8 @@ def _print_dry_run(cfg: Any, tiers: list[tuple[str, str, Any]], ledger_url: str,
         lines.append(f"  {name} ({tier}): {cost_text(costs)}" + (f"; at most {limit} at once" if limit else ""))
     lines += [
         f"budget: {_budget_text(cfg.scheduler.budget_per_run)} a run, "
-        f"{_budget_text(cfg.scheduler.budget_per_step)} a step",
+        f"{_budget_text(cfg.scheduler.budget_per_step)} a step"
+        + (", unspent carried to later steps" if cfg.scheduler.budget_carry else ""),
         "eval set: off (`arl runs eval RUN_ID` scores a finished run)" if not cfg.eval.samples else
         f"eval set: {cfg.eval.samples} samples a side after the last step, {cfg.eval.budget:g} CPU-s, seed {cfg.eval.seed}",
         f"ledger: {make_url(ledger_url).render_as_string(hide_password=True)} (checked, not connected: a dry run "

@@ -138,11 +138,16 @@ def test_regime_configs_differ_only_in_verification(overrides) -> None:  # noqa:
         "scheduled-no-hindsight": "voi",
         "fast-only-calibrated": "fast-only",
         "xtb-only-calibrated": "all",  # with the top tier capped at 0 calls a step
+        "scheduled-paced": "voi",
     }
-    # Equal budget: the nearly free proxy regimes get a step cap high enough to reach it.
+    # Equal budget: the nearly free proxy regimes get a step cap high enough to reach it; the paced
+    # scheduler takes as many steps, its budget accruing over them.
     assert {r: c.steps for r, c in configs.items()} == {
-        r: 900 if r.startswith(("fast-only", "xtb-only")) else 7 for r in REGIMES
+        r: 900 if r.startswith(("fast-only", "xtb-only", "scheduled-paced")) else 7 for r in REGIMES
     }
+    paced = configs["scheduled-paced"].scheduler
+    assert paced.budget_carry and paced.budget_per_step == pytest.approx(100.0 / 900)
+    assert paced.voi_target == configs["scheduled"].scheduler.voi_target and not configs["scheduled"].scheduler.budget_carry
     assert all(c.scheduler.budget_per_run == 100.0 and c.seed == 3 for c in configs.values())
     assert math.isinf(configs["top-only"].scheduler.budget_per_step)
     assert not configs["scheduled-no-hindsight"].hindsight.enabled and configs["scheduled"].hindsight.enabled

@@ -132,6 +132,13 @@ class _SchedulerFields(BaseModel):
     budget_per_run: float = Field(
         default=math.inf, gt=0.0, description="CPU-seconds the whole run may spend across all tiers (inf: no cap)."
     )
+    budget_carry: bool = Field(
+        default=False,
+        description="A step may spend what earlier steps left unspent: step n (from 0) may spend budget_per_step "
+        "x (n + 1) minus what the run has spent (and never more than budget_per_run leaves). With a small "
+        "budget_per_step a run then takes many cheap steps and an expensive call whenever enough has accrued "
+        "for one, instead of few steps that each buy one. False: each step spends only its own budget_per_step.",
+    )
     caps: dict[str, TierCaps] = Field(
         default_factory=dict,
         description="Per-verifier limits keyed by verifier name or tier name ('simulation'); the name wins.",

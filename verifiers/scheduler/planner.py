@@ -206,10 +206,21 @@ class Scheduler:
         step: int = 0,
         run_id: str | None = None,
     ) -> StepPlan:
-        """Start a step. ``budget`` defaults to the step budget capped by what the run has left."""
+        """Start a step. ``budget`` defaults to :meth:`step_budget` of ``step``."""
         if budget is None:
-            budget = min(self.config.budget_per_step, self.config.budget_per_run - self.run_spent)
+            budget = self.step_budget(step)
         return StepPlan(self, candidates, group_ids, trajectory_ids, cached, max(budget, 0.0), step, run_id)
+
+    def step_budget(self, step: int, committed: float | None = None) -> float:
+        """What step ``step`` (from 0) may spend: its own budget, or with ``budget_carry`` what the steps so far
+        have accrued and not spent; never more than the run has left. ``committed`` (default: what the run has
+        spent) is what counts as taken, for a caller that also holds budgets of open steps."""
+        cfg = self.config
+        taken = self.run_spent if committed is None else committed
+        own = cfg.budget_per_step
+        if cfg.budget_carry and math.isfinite(own):
+            own = own * (step + 1) - taken
+        return max(min(own, cfg.budget_per_run - taken), 0.0)
 
     def run_step(self, candidates: Sequence[Candidate], **kwargs: object) -> StepResult:
         """Plan and execute a step with the ladder's verifiers in this process (tests, benchmarks)."""

@@ -54,3 +54,31 @@ def test_the_planner_charges_its_budget_by_the_same_rule(ladder_factory, pool_fa
     assert {v.verifier for v in result.verdicts} == {v.name for v in ladder}
     assert result.spend_by_verifier == pytest.approx(by_rule)
     assert result.spend_by_verifier[ladder[1].name] == pytest.approx(sum(ladder[1].expected_cost(c) for c in pool))
+
+
+def test_budget_carry_lets_a_step_spend_what_earlier_steps_left(ladder_factory, pool_factory) -> None:  # noqa: ANN001
+    """With budget_carry, step n may spend (n + 1) step budgets less what the run spent; never past the run's."""
+    pool, truth = pool_factory(8)
+    ladder = ladder_factory(truth)
+    top_cost = ladder[-1].expected_cost(pool[0])
+    per_step = top_cost / 3  # no step affords a top-tier call on its own
+    plain = Scheduler(ladder, gap_window_config(policy="all", budget_per_step=per_step, budget_per_run=10 * top_cost))
+    carry = Scheduler(
+        ladder_factory(truth),
+        gap_window_config(policy="all", budget_per_step=per_step, budget_per_run=10 * top_cost, budget_carry=True),
+    )
+    assert plain.step_budget(5) == pytest.approx(per_step)
+    assert carry.step_budget(0) == pytest.approx(per_step) and carry.step_budget(5) == pytest.approx(6 * per_step)
+    tops = {s: 0 for s in ("plain", "carry")}
+    seen: dict[str, list] = {"plain": [], "carry": []}  # verdicts so far: a step pays only for new ones (the ledger's cache)
+    for step in range(9):
+        for name, s in (("plain", plain), ("carry", carry)):
+            result = s.run_step(pool, step=step, cached=list(seen[name]))
+            seen[name] += result.verdicts
+            tops[name] += sum(v.verifier == ladder[-1].name for v in result.verdicts)
+            assert s.run_spent <= per_step * (step + 1) + 1e-9  # carrying never spends ahead of the accrual
+    assert tops["plain"] == 0 and tops["carry"] >= 1  # each plain step is too small for the top tier; carried ones are not
+    # What the run has left caps the carry, and what others hold (an async run's open plans) counts as taken.
+    capped = Scheduler(ladder, gap_window_config(budget_per_step=per_step, budget_per_run=2 * per_step, budget_carry=True))
+    assert capped.step_budget(9) == pytest.approx(2 * per_step)
+    assert capped.step_budget(9, committed=1.5 * per_step) == pytest.approx(0.5 * per_step)
