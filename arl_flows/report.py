@@ -33,6 +33,11 @@ __all__ = ["Report", "best_candidates", "build_report", "hit_interval", "hits_li
            "tier_disagreements", "top_verifier", "verified_by_step"]
 
 
+# Every figure a report may write: one that this report has not is removed from a reused folder, so that no
+# figure of an earlier report sits beside this one's report.md.
+REPORT_IMAGES = ("reward.png", "spend.png", "tier_mix.png", "parity.png", "calibration.png", "best.png")
+
+
 @dataclass
 class Report:
     markdown: str
@@ -43,6 +48,8 @@ class Report:
         out.mkdir(parents=True, exist_ok=True)
         for name, data in self.images.items():
             (out / name).write_bytes(data)
+        for name in set(REPORT_IMAGES) - set(self.images):
+            (out / name).unlink(missing_ok=True)
         (out / "report.md").write_text(self.markdown, encoding="utf-8")
         return out / "report.md"
 

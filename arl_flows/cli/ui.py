@@ -92,8 +92,11 @@ def deploy(
             from prefect.client.schemas.schedules import CronSchedule
 
             CronSchedule(cron=cron)
-        except ValueError as exc:
-            raise UserError(f"--cron {cron[:100]!r} is not a valid cron expression: {exc}") from None
+        except ValueError:
+            raise UserError(
+                f"--cron {cron[:100]!r} is not a valid cron expression; give five fields, minute hour day month "
+                "weekday, e.g. '0 3 * * *' (every day at 03:00)"
+            ) from None
     if not name or len(name) > 100 or not name.isprintable() or "/" in name:
         raise UserError(f"--name {name[:100]!r}: a deployment name is 1 to 100 printable characters without '/'")
     ledger_url = open_ledger(url).url  # before Prefect starts: a bad URL is one line, not a served deployment

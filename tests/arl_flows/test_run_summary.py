@@ -75,6 +75,16 @@ def test_report_has_units_error_bars_parity_structures_and_estimate_marks(run_le
     assert "**estimate**" not in rows["`CCO`"] and "0.900 ± 0.000" in rows["`CCO`"]
 
 
+def test_a_reused_report_folder_keeps_no_figure_of_an_earlier_report(tmp_path) -> None:  # noqa: ANN001
+    from arl_flows.report import REPORT_IMAGES, Report
+
+    Report("# first\n", {name: b"\x89PNG old" for name in REPORT_IMAGES}).write(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine")
+    Report("# second\n", {"reward.png": b"\x89PNG new"}).write(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "report.md", "reward.png"]  # a user's file stays
+    assert (tmp_path / "reward.png").read_bytes() == b"\x89PNG new"
+
+
 def test_reward_trend_says_when_a_move_is_inside_sampling_noise() -> None:
     from arl_flows.cli.train import _reward_trend
 
