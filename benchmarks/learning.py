@@ -896,18 +896,20 @@ def _ratios(regimes: dict[str, Any]) -> dict[str, float | None]:
 
 
 def _novel_ratios(regimes: dict[str, Any]) -> dict[str, dict[str, float | None]]:
-    """``scheduled`` over every other regime on the novel metrics (None: a regime or value is missing)."""
-    if "scheduled" not in regimes:
-        return {}
+    """``scheduled`` (and ``scheduled-paced``) over every other regime on the novel metrics (None: a regime or
+    value is missing)."""
     out = {}
-    for name, other in regimes.items():
-        if name == "scheduled":
+    for lead in ("scheduled", "scheduled-paced"):
+        if lead not in regimes:
             continue
-        row = {}
-        for key in ("novel_hits_per_cpu_hour", "novel_hits_per_cpu_hour_with_audits", "novel_topk_auc"):
-            x, y = regimes["scheduled"].get(key), other.get(key)
-            row[key] = None if x is None or y is None else (float(x / y) if y else (math.inf if x else None))
-        out[f"scheduled/{name}"] = row
+        for name, other in regimes.items():
+            if name == lead:
+                continue
+            row = {}
+            for key in ("novel_hits_per_cpu_hour", "novel_hits_per_cpu_hour_with_audits", "novel_topk_auc"):
+                x, y = regimes[lead].get(key), other.get(key)
+                row[key] = None if x is None or y is None else (float(x / y) if y else (math.inf if x else None))
+            out[f"{lead}/{name}"] = row
     return out
 
 

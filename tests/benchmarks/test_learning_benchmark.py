@@ -294,6 +294,15 @@ def test_novel_metrics_aggregate_merge_and_print() -> None:
     old = merge_reports([_report({"scheduled": [0], "cascade": [0]})])
     assert old["regimes"]["scheduled"]["novel_topk_auc"] is None and summary_table(old)[1][6] == "-"
     assert set(old["novel_ratios"]["scheduled/cascade"].values()) == {None} and old["novel_topk_saturated"] == []
+    # The paced scheduler is compared with every other regime too, the plain one included.
+    paced = _report({"scheduled": [0], "cascade": [0], "scheduled-paced": [0]})
+    for reg, rate in zip(paced["regimes"].values(), (40.0, 20.0, 80.0)):
+        reg["per_seed"][0] |= {"novel_hits_per_cpu_hour": rate, "novel_topk_auc": rate / 100,
+                               "novel_hits_per_cpu_hour_with_audits": rate / 2, "final_novel_topk": 0.5, "novel_verified": 4}
+    ratios = merge_reports([paced])["novel_ratios"]
+    assert set(ratios) == {"scheduled/cascade", "scheduled/scheduled-paced", "scheduled-paced/scheduled",
+                           "scheduled-paced/cascade"}
+    assert ratios["scheduled-paced/cascade"]["novel_hits_per_cpu_hour"] == pytest.approx(4.0)
 
 
 @pytest.mark.slow  # ~12 s on the shared cores: a live xTB step
