@@ -402,3 +402,21 @@ def test_lending_with_no_run_budget_or_no_budget_at_all(ledger, budgets) -> None
     service.close()
     no_step_budget = math.isinf(budgets["budget_per_step"])
     assert cluster.calls == len({c.key for c in cands}) and service.loans == (0 if no_step_budget else 6)
+
+
+def test_with_budget_carry_a_batch_gets_what_earlier_steps_left(ledger) -> None:
+    """budget_carry in the async service: batch n is planned with (n + 1) step budgets less what is committed."""
+    suite, run, trajs, cands, cluster, _ = _setup(ledger)
+    config = load_config(overrides=toy_overrides(name="svc", scheduler={
+        "policy": "all", "target_low": 2.0, "target_high": 3.0, "budget_per_step": CALL_COST + 1.0,
+        "budget_per_run": 1000.0, "budget_carry": True}))
+    sched = Scheduler([ToyLength(), cluster], config.scheduler, featurize=suite.featurize)
+    ledger.put_verdicts(ToyLength().verify_batch(cands))
+    service = VerificationService(ledger, sched, suite, run.id, slots={"toy-length": 4, "toy-cluster": 4},
+                                  lend_idle_slots=False)
+    plan = service.open_batch(2, trajs, cands)  # the third step, nothing spent before it: three steps' budgets
+    assert plan.budget == pytest.approx(3 * (CALL_COST + 1.0))
+    assert service.in_flight["toy-cluster"] == 3  # three calls fit, where one step's budget buys one
+    _drain(service)
+    service.close()
+    assert cluster.calls == 3 and sum(ledger.spend_by_tier(run.id).values()) <= 3 * (CALL_COST + 1.0)
