@@ -154,7 +154,9 @@ def evaluate(ledger: Ledger, run_id: str, samples: int | None = None, budget: fl
     # The run's own suite, ladder, objective and scheduler; only the budget is the evaluation's.
     scoring = config.model_copy(update={
         "name": f"eval-{run.id}"[:200],
-        "scheduler": config.scheduler.model_copy(update={"budget_per_step": budget, "budget_per_run": math.inf}),
+        "scheduler": config.scheduler.model_copy(
+            update={"budget_per_step": budget, "budget_per_run": math.inf, "budget_carry": False}
+        ),
     })
     with TieredReward(config=scoring, budget_per_call=budget, max_wait_s=10 * budget, ledger=ledger) as reward:
         # One call: the same scheduler and budget for both sides, interleaved so that neither comes first.
