@@ -22,6 +22,10 @@ def lab_list(
     all_: bool = typer.Option(False, "--all", help="Include answered requests."),
     url: str | None = URL_OPTION,
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    csv_out: Path | None = typer.Option(
+        None, "--csv", help="Write the requests to this CSV for the lab: request, an empty value and notes to fill "
+        "in, and what was asked (candidate, verifier, run, created); give it back with `arl lab submit --file`.",
+    ),
 ) -> None:
     """Pending lab requests (a training run never waits for them)."""
     from storage.records import Status
@@ -35,6 +39,9 @@ def lab_list(
         except LedgerError as exc:
             raise UserError(f"--run: {exc}") from None
     requests = ledger.lab_requests(None if all_ else Status.pending, run_id=run_id)
+    if csv_out is not None:
+        _write_csv(csv_out, requests)
+        return
     if json_out:
         print_json([r.model_dump(mode="json") for r in requests])
         return
@@ -90,6 +97,27 @@ def _number(text: str, where: str) -> float:
 
 
 _COLUMNS = ("request", "value", "notes")
+_ASKED = ("candidate", "verifier", "run", "created")  # written by `arl lab list --csv`, read back and ignored
+
+
+def _write_csv(path: Path, requests: list) -> None:
+    """The requests as a results sheet: the lab fills in value (and notes) and returns it to ``submit --file``."""
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([*_COLUMNS, *_ASKED])
+    for r in requests:
+        value = "" if r.value is None else f"{r.value:g}"
+        writer.writerow([r.id, value, r.notes or "", r.payload or r.candidate_key, r.verifier, r.run_id or "",
+                         r.created_at.strftime("%Y-%m-%d %H:%M")])
+    try:
+        path.expanduser().write_text(buffer.getvalue(), encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"--csv {shown(str(path))}: cannot write it ({exc.strerror or exc}); give a writable file path") from None
+    console.print(f"wrote {len(requests)} lab request(s) to {shown(str(path))}: fill in value, then "
+                  f"`arl lab submit --file {shown(str(path))}`")
 
 
 def _submit_file(file: Path, url: str | None) -> None:
@@ -117,19 +145,24 @@ def _submit_file(file: Path, url: str | None) -> None:
     while first and not first[-1].strip():  # a spreadsheet's empty trailing columns
         first = first[:-1]
     header = [cell.strip().lower() for cell in first]
-    unknown = [h for h in header if h not in _COLUMNS]
+    unknown = [h for h in header if h not in _COLUMNS + _ASKED]
     if unknown or "request" not in header or "value" not in header or len(set(header)) != len(header):
         raise UserError(f"--file line {rows[0][0]}: the header is {','.join(rows[0][1])[:80]!r}; name the columns "
-                        "request, value and optionally notes, once each")
+                        "request, value and optionally notes, once each (and those `arl lab list --csv` writes)")
     ledger = open_ledger(url, existing=True)
     planned: list[tuple[str, float, str]] = []
     seen: dict[str, int] = {}
+    blank = 0  # rows of a sheet from `arl lab list --csv` that the lab left without a value: still pending
+    optional = len(header) - max(header.index("request"), header.index("value")) - 1  # cells after both may be left out
     for line, row in rows[1:]:
         while len(row) > len(header) and not row[-1].strip():  # empty trailing cells
             row = row[:-1]
-        if len(row) > len(header) or len(row) < len(header) - ("notes" in header and header[-1] == "notes"):
+        if len(row) > len(header) or len(row) < len(header) - optional:
             raise UserError(f"--file line {line}: {len(row)} cells for {len(header)} columns ({','.join(header)})")
         cells = dict(zip(header, [cell.strip() for cell in row] + [""] * (len(header) - len(row))))
+        if not cells["value"]:
+            blank += 1
+            continue
         given = cells["request"]
         matches = ledger.lab_requests_named(given)
         if len(matches) != 1:
@@ -144,10 +177,12 @@ def _submit_file(file: Path, url: str | None) -> None:
         seen[found.id] = line
         planned.append((found.id, _number(cells["value"], f"--file line {line}: value"), cells.get("notes", "")))
     if not planned:
-        raise UserError(f"--file {shown(str(file))} has a header and no results")
+        raise UserError(f"--file {shown(str(file))} has a header and no results"
+                        + (f" ({blank} row(s) without a value)" if blank else ""))
     for done, (request_id, value, notes) in enumerate(planned):
         try:
             ledger.submit_lab_result(request_id, value, notes)
         except LedgerError as exc:  # answered by someone else since the check
             raise UserError(f"request {request_id}: {exc}; {done} of {len(planned)} results were recorded before it") from None
-    console.print(f"recorded {len(planned)} lab result(s) from {shown(str(file))}")
+    console.print(f"recorded {len(planned)} lab result(s) from {shown(str(file))}"
+                  + (f"; {blank} row(s) without a value left pending" if blank else ""))

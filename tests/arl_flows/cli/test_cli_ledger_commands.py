@@ -90,6 +90,36 @@ def test_a_report_into_a_file_is_one_line_about_out(tmp_path: Path) -> None:
     assert f"--out {taken}: cannot write the report there" in err and taken.read_text() == "mine"
 
 
+def test_lab_requests_go_out_as_a_csv_and_come_back_filled_in(tmp_path: Path) -> None:
+    """`arl lab list --csv` writes the sheet `arl lab submit --file` reads; rows left blank stay pending."""
+    url = _url(tmp_path / "ledger.db")
+    with Ledger(url) as ledger:
+        run = ledger.create_run("lab-run", {"steps": 1})
+        ids = ledger.create_lab_requests([
+            LabRequest(id=f"cc{c}" + "0" * 29, run_id=run.id, candidate_key=f"molecules:{c}", payload=f"C{c}O",
+                       verifier="lab", version="1", params_hash="h")
+            for c in "xyz"
+        ])
+    sheet = tmp_path / "for-the-lab.csv"
+    code, out, err = arl(["lab", "list", "--csv", str(sheet), "--url", url])
+    assert code == 0 and "wrote 3 lab request(s)" in " ".join(out.split()), out + err
+    lines = sheet.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "request,value,notes,candidate,verifier,run,created"
+    assert [line.split(",")[:5] for line in lines[1:]] == [[i, "", "", f"C{c}O", "lab"] for i, c in zip(ids, "xyz")]
+    # The lab fills in two of the three; the third stays pending.
+    filled = [lines[0], lines[1].replace(",,", ",3.4,UV-vis", 1), lines[2].replace(",,", ",4.1,", 1), lines[3]]
+    sheet.write_text("\n".join(filled) + "\n", encoding="utf-8")
+    code, out, err = arl(["lab", "submit", "--file", str(sheet), "--url", url])
+    flat = " ".join(out.split())
+    assert code == 0 and "recorded 2 lab result(s)" in flat and "1 row(s) without a value left pending" in flat, out + err
+    with Ledger(url) as ledger:
+        assert {r.id: (r.status.value, r.value, r.notes) for r in ledger.lab_requests(None)} == {
+            ids[0]: ("ok", 3.4, "UV-vis"), ids[1]: ("ok", 4.1, ""), ids[2]: ("pending", None, "")}
+    code, out, err = arl(["lab", "list", "--csv", str(tmp_path / "no-such-dir" / "x.csv"), "--url", url])
+    assert_user_error(code, err, out=out)
+    assert "cannot write it" in " ".join(err.split())
+
+
 def test_lab_results_from_a_csv_are_all_checked_before_any_is_recorded(tmp_path: Path) -> None:
     url = _url(tmp_path / "ledger.db")
     with Ledger(url) as ledger:
@@ -108,6 +138,7 @@ def test_lab_results_from_a_csv_are_all_checked_before_any_is_recorded(tmp_path:
         ("request,value\nbbx,3.4,extra\n", "--file line 2: 3 cells for 2 columns"),
         ("request,value\nbbx,inf\n", "--file line 2: value must be a finite number"),
         ("request,value\n", "has a header and no results"),
+        ("request,value\nbbx,\n", "has a header and no results (1 row(s) without a value)"),
         ('request,value\n"bbx,3.4\n' + "x" * 140_000, "--file line 3: not CSV (field larger than field limit"),
         ('request,value,notes\n"bb\nx",3.4,n\nbbq,1\n', "--file line 2: no lab request starts with 'bb\\nx'"),
     ]
