@@ -84,7 +84,7 @@ SPECS: dict[str, Spec] = {
         "--url": URL, "--verbose": FLAG, "--dry-run": FLAG,
     }, ["--config", "<NO_POLICY_TOML>"], None),
     "report": ({"--out": FILE, "--url": URL}, None, _RUN_ID),
-    "lab list": ({"--run": _RUN_ID, "--all": FLAG, "--url": URL, "--json": FLAG}, None, None),
+    "lab list": ({"--run": _RUN_ID, "--all": FLAG, "--url": URL, "--json": FLAG, "--csv": FILE}, None, None),
     "lab submit": ({"--request": TEXT, "--value": NUMBER, "--notes": TEXT, "--file": FILE, "--url": URL}, None, None),
     "ui": ({"--background": FLAG, "--port": NUMBER}, ["--stop"], None),
     "deploy": ({"--config": FILE, "--cron": st.one_of(st.just("0 3 * * *"), TEXT), "--name": TEXT, "--profile": TEXT},
