@@ -79,8 +79,15 @@ class TaskSource(BaseModel):
         if (self.source == "jsonl") != bool(self.path):
             raise ValueError("source 'jsonl' needs path = the JSONL file (and only 'jsonl' takes a path)")
         if self.path is not None and not Path(self.path).expanduser().is_file():
-            raise ValueError(f"code task file {self.path[:200]!r} does not exist")
+            raise ValueError(f"code task file {self.path[:200]!r} does not exist{_relative_hint(self.path)}")
         return self
+
+
+def _relative_hint(path: str) -> str:
+    """Where a relative path was looked for: the current directory, not the run config's folder."""
+    if Path(path).expanduser().is_absolute():
+        return ""
+    return f" (a relative path is read from the current directory, {str(Path.cwd())[:200]}, not the config's folder)"
 
 
 def _code_tasks_choice(value: Any) -> Any:
@@ -122,7 +129,7 @@ def load_source(spec: TaskSource) -> SourceLoad:
         return SourceLoad(tasks=load_tasks())
     path = humaneval_path() if spec.source == "humaneval" else Path(spec.path or "").expanduser()
     if not path.is_file():
-        raise FileNotFoundError(f"code task file {str(path)!r} does not exist")
+        raise FileNotFoundError(f"code task file {str(path)!r} does not exist{_relative_hint(str(path))}")
     stat = path.stat()
     label = "humaneval" if spec.source == "humaneval" else str(path)
     fmt = "humaneval" if spec.source == "humaneval" else spec.format

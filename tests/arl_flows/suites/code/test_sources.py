@@ -178,8 +178,13 @@ def test_run_config_takes_a_source():
     assert load_config(overrides={"suite": "code", "policy_path": "/m", "options": {"tasks": ["sum-to-n"]}}).suite_options.tasks == ["sum-to-n"]
     with pytest.raises(ConfigError, match="options.tasks"):
         load_config(overrides={"suite": "code", "policy_path": "/m", "code_tasks": {"source": "nope"}})
-    with pytest.raises(ConfigError, match="does not exist"):
+    with pytest.raises(ConfigError, match="does not exist") as absolute:
         load_config(overrides={"suite": "code", "policy_path": "/m", "code_tasks": {"source": "jsonl", "path": "/no/such.jsonl"}})
+    assert "relative path" not in str(absolute.value)
+    # A relative path is read from the current directory, which the error names (not the config's folder).
+    with pytest.raises(ConfigError, match="a relative path is read from the current directory") as relative:
+        load_config(overrides={"suite": "code", "policy_path": "/m", "code_tasks": {"source": "jsonl", "path": "no/such.jsonl"}})
+    assert str(Path.cwd())[:200] in str(relative.value)
 
 
 def test_humaneval_ids_resolve_in_a_process_that_never_loaded_the_source(monkeypatch):
