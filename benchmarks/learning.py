@@ -131,6 +131,7 @@ __all__ = [
 DEFAULT_REGIMES = ("scheduled", "top-only", "fast-only", "cascade", "scheduled-no-hindsight")  # the issue's five
 REGIMES = (*DEFAULT_REGIMES, "fast-only-calibrated", "xtb-only-calibrated", "scheduled-paced")
 PROXY_REGIMES = ("fast-only", "fast-only-calibrated", "xtb-only-calibrated")  # never ask the top tier
+PROXY_STEP_REGIMES = (*PROXY_REGIMES, "scheduled-paced")  # take proxy_max_steps steps, not max_steps
 
 
 class LearningBenchConfig(BaseModel):
@@ -208,11 +209,10 @@ def regime_config(base: RunConfig, regime: str, bench: LearningBenchConfig, seed
         update={"budget_per_run": bench.budget, "budget_per_step": bench.budget_per_step, "seed": seed}
     )
     hindsight = base.hindsight
-    steps = bench.proxy_max_steps if regime in PROXY_REGIMES else bench.max_steps
+    steps = bench.proxy_max_steps if regime in PROXY_STEP_REGIMES else bench.max_steps
     if regime in ("scheduled", "scheduled-no-hindsight", "scheduled-paced"):
         sched = sched.model_copy(update={"policy": "voi", "voi_target": VoiTarget.advantage})
         if regime == "scheduled-paced":  # the cheap regimes' steps, the budget accruing over them
-            steps = bench.proxy_max_steps
             sched = sched.model_copy(update={"budget_per_step": bench.budget / steps, "budget_carry": True})
         if regime == "scheduled-no-hindsight":
             hindsight = hindsight.model_copy(update={"enabled": False})
@@ -806,7 +806,7 @@ def learning_benchmark(
 
 
 # Settings only some regimes read: compared only between reports that ran one of those regimes.
-_REGIME_SETTINGS = {"proxy_max_steps": (*PROXY_REGIMES, "scheduled-paced"), "cascade_keep": ("cascade",), "cascade_margin": ("cascade",)}
+_REGIME_SETTINGS = {"proxy_max_steps": PROXY_STEP_REGIMES, "cascade_keep": ("cascade",), "cascade_margin": ("cascade",)}
 
 
 def merge_reports(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
