@@ -115,7 +115,7 @@ def _write_csv(path: Path, requests: list) -> None:
     try:
         path.expanduser().write_text(buffer.getvalue(), encoding="utf-8")
     except OSError as exc:
-        raise UserError(f"--csv {shown(str(path))}: cannot write it ({exc.strerror or exc}); give a writable file path") from None
+        raise UserError(f"--csv {shown(str(path), 200)}: cannot write it ({exc.strerror or exc}); give a writable file path") from None
     console.print(f"wrote {len(requests)} lab request(s) to {shown(str(path))}: fill in value, then "
                   f"`arl lab submit --file {shown(str(path))}`")
 
