@@ -33,8 +33,9 @@ __all__ = ["Report", "best_candidates", "build_report", "hit_interval", "hits_li
            "tier_disagreements", "top_verifier", "verified_by_step"]
 
 
-# Every figure a report may write: one that this report has not is removed from a reused folder, so that no
-# figure of an earlier report sits beside this one's report.md.
+# Every figure a report may write. One that this report has not, and that the folder's earlier report.md links, is
+# removed from a reused folder, so that no figure of an earlier report sits beside this one's report.md; a file of the
+# same name that no earlier report linked is the user's own and stays.
 REPORT_IMAGES = ("reward.png", "spend.png", "tier_mix.png", "parity.png", "calibration.png", "best.png")
 
 
@@ -46,12 +47,28 @@ class Report:
     def write(self, folder: str | Path) -> Path:
         out = Path(folder)
         out.mkdir(parents=True, exist_ok=True)
+        stale = _linked_images(out / "report.md") - set(self.images)
         for name, data in self.images.items():
             (out / name).write_bytes(data)
-        for name in set(REPORT_IMAGES) - set(self.images):
-            (out / name).unlink(missing_ok=True)
+        for name in stale:
+            if (out / name).is_file():
+                (out / name).unlink()
         (out / "report.md").write_text(self.markdown, encoding="utf-8")
         return out / "report.md"
+
+
+_TITLE = "# ARL run "  # how every report.md this module writes begins
+
+
+def _linked_images(markdown: Path) -> set[str]:
+    """The figures of :data:`REPORT_IMAGES` that an earlier ARL report.md links (``](name)``); none without one."""
+    try:
+        text = markdown.read_text(encoding="utf-8", errors="replace") if markdown.is_file() else ""
+    except OSError:
+        return set()
+    if not text.startswith(_TITLE):  # a report.md of the user's own, not one this module wrote
+        return set()
+    return {name for name in REPORT_IMAGES if f"]({name})" in text}
 
 
 def _cell(text: str) -> str:
@@ -314,7 +331,7 @@ def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> 
         return f"![{alt}]({name})\n"
 
     lines = [
-        f"# ARL run `{run.name}`",
+        f"{_TITLE}`{run.name}`",
         "",
         f"- run id: `{run.id}`",
         f"- status: **{summary['status']}**, steps {summary['steps_done']}/{summary['steps_total']}",

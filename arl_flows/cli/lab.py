@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -40,7 +41,7 @@ def lab_list(
             raise UserError(f"--run: {exc}") from None
     requests = ledger.lab_requests(None if all_ else Status.pending, run_id=run_id)
     if csv_out is not None:
-        _write_csv(csv_out, requests)
+        _write_csv(csv_out, requests, ledger)
         return
     if json_out:
         print_json([r.model_dump(mode="json") for r in requests])
@@ -98,39 +99,61 @@ def _number(text: str, where: str) -> float:
 
 _COLUMNS = ("request", "value", "notes")
 _ASKED = ("candidate", "verifier", "run", "created")  # written by `arl lab list --csv`, read back and ignored
+# A cell a spreadsheet would run as a formula (OWASP, "CSV Injection"): the sheet writes it behind a quote, which a
+# spreadsheet shows as text and `submit --file` takes off again.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _write_csv(path: Path, requests: list) -> None:
-    """The requests as a results sheet: the lab fills in value (and notes) and returns it to ``submit --file``."""
+def _as_text(cell: str) -> str:
+    return "'" + cell if cell.startswith(_FORMULA_START) else cell
+
+
+def _from_text(cell: str) -> str:
+    return cell[1:] if cell.startswith("'") and cell[1:].startswith(_FORMULA_START) else cell
+
+
+def _write_csv(path: Path, requests: list, ledger: Any) -> None:
+    """The requests as a results sheet: the lab fills in value (and notes) and returns it to ``submit --file``.
+
+    Answered requests (``--all``) carry their value in full precision, so that the sheet goes back unchanged:
+    ``submit --file`` skips a row whose request already holds the same value.
+    """
     import csv
     import io
 
+    target = path.expanduser()
+    filled = _filled_rows(target, ledger)
+    if filled:
+        raise UserError(f"--csv {shown(str(path), 200)} holds {filled} value(s) filled in for pending requests; record "
+                        f"them first (`arl lab submit --file {shown(str(path), 200)}`) or give another file")
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csv.writer(buffer, lineterminator="\r\n")  # RFC 4180: a cell holding \r or \n is quoted
     writer.writerow([*_COLUMNS, *_ASKED])
     for r in requests:
-        value = "" if r.value is None else f"{r.value:g}"
-        writer.writerow([r.id, value, r.notes or "", r.payload or r.candidate_key, r.verifier, r.run_id or "",
-                         r.created_at.strftime("%Y-%m-%d %H:%M")])
-    try:
-        path.expanduser().write_text(buffer.getvalue(), encoding="utf-8")
+        value = "" if r.value is None else repr(r.value)
+        writer.writerow([r.id, value, *(_as_text(cell) for cell in (
+            r.notes or "", r.payload or r.candidate_key, r.verifier, r.run_id or "", r.created_at.strftime("%Y-%m-%d %H:%M")))])
+    try:  # with a BOM, so that a spreadsheet reads it as UTF-8 (`submit --file` takes it off)
+        target.write_text(buffer.getvalue(), encoding="utf-8-sig")
     except OSError as exc:
         raise UserError(f"--csv {shown(str(path), 200)}: cannot write it ({exc.strerror or exc}); give a writable file path") from None
     console.print(f"wrote {len(requests)} lab request(s) to {shown(str(path))}: fill in value, then "
                   f"`arl lab submit --file {shown(str(path))}`")
 
 
-def _submit_file(file: Path, url: str | None) -> None:
-    """Check every row of a results CSV against the ledger's pending requests, then record them all."""
+def _read_rows(text: str) -> list[tuple[int, list[str]]]:
+    """The non-blank rows of a CSV as (the line a row starts on, its cells): a quoted cell may span lines.
+
+    Comma-separated, or semicolon- or tab-separated where the first line has no comma (a spreadsheet's export in a
+    locale whose decimal mark is a comma).
+    """
     import csv
     import io
 
-    from storage.ledger import LedgerError
-    from storage.records import Status
-
-    text = read_text_file("--file", file)
-    reader = csv.reader(io.StringIO(text))
-    rows: list[tuple[int, list[str]]] = []  # (the line a row starts on, its cells): a quoted cell may span lines
+    head = text.lstrip("\ufeff").split("\n", 1)[0]
+    delimiter = "," if "," in head else ";" if ";" in head else "\t" if "\t" in head else ","
+    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
+    rows: list[tuple[int, list[str]]] = []
     try:
         line = 1
         for row in reader:
@@ -138,7 +161,35 @@ def _submit_file(file: Path, url: str | None) -> None:
             line = reader.line_num + 1
     except csv.Error as exc:
         raise UserError(f"--file line {reader.line_num}: not CSV ({exc}); check its quotes") from None
-    rows = [(n, row) for n, row in rows if any(cell.strip() for cell in row)]
+    return [(n, row) for n, row in rows if any(cell.strip() for cell in row)]
+
+
+def _filled_rows(path: Path, ledger: Any) -> int:
+    """How many rows of an existing sheet hold a value for a request still pending in ``ledger`` (0: none)."""
+    from storage.records import Status
+
+    try:
+        if not path.is_file() or path.stat().st_size > 50_000_000:
+            return 0
+        rows = _read_rows(path.read_text(encoding="utf-8-sig", errors="replace"))
+    except (OSError, UserError):
+        return 0
+    header = [cell.strip().lower() for cell in rows[0][1]] if rows else []
+    if "value" not in header or "request" not in header:
+        return 0  # not a sheet: overwritten as any output file is
+    at, req = header.index("value"), header.index("request")
+    filled = [row[req].strip() for _, row in rows[1:] if len(row) > max(at, req) and row[at].strip() and row[req].strip()]
+    return sum(1 for given in filled
+               if any(found.status == Status.pending for found in ledger.lab_requests_named(given)))
+
+
+def _submit_file(file: Path, url: str | None) -> None:
+    """Check every row of a results CSV against the ledger's pending requests, then record them all."""
+    from storage.ledger import LedgerError
+    from storage.records import Status
+
+    text = read_text_file("--file", file)
+    rows = _read_rows(text)
     if not rows:
         raise UserError(f"--file {shown(str(file))} is empty; give a header row (request,value,notes) and one row a result")
     first = rows[0][1]
@@ -153,6 +204,7 @@ def _submit_file(file: Path, url: str | None) -> None:
     planned: list[tuple[str, float, str]] = []
     seen: dict[str, int] = {}
     blank = 0  # rows of a sheet from `arl lab list --csv` that the lab left without a value: still pending
+    again = 0  # rows whose request already holds this value (a sheet of `arl lab list --all --csv`)
     optional = len(header) - max(header.index("request"), header.index("value")) - 1  # cells after both may be left out
     for line, row in rows[1:]:
         while len(row) > len(header) and not row[-1].strip():  # empty trailing cells
@@ -169,13 +221,21 @@ def _submit_file(file: Path, url: str | None) -> None:
             what = "no lab request" if not matches else "more than one lab request"
             raise UserError(f"--file line {line}: {what} starts with {given!r:.60} (see `arl lab list`); nothing was recorded")
         found = matches[0]
+        number = _number(cells["value"], f"--file line {line}: value")
+        if found.status != Status.pending and found.value == number:  # a sheet of `lab list --all`, sent back as it was
+            again += 1
+            continue
         if found.status != Status.pending:
             raise UserError(f"--file line {line}: request {found.id} already has a result ({found.value!r}); nothing was "
                             "recorded (the ledger keeps the first answer)")
         if found.id in seen:
             raise UserError(f"--file line {line}: request {found.id} is on line {seen[found.id]} too; nothing was recorded")
         seen[found.id] = line
-        planned.append((found.id, _number(cells["value"], f"--file line {line}: value"), cells.get("notes", "")))
+        planned.append((found.id, number, _from_text(cells.get("notes", ""))))
+    if not planned and again:
+        console.print(f"nothing new in {shown(str(file))}: its {again} result(s) are recorded already"
+                      + (f"; {blank} row(s) without a value left pending" if blank else ""))
+        return
     if not planned:
         raise UserError(f"--file {shown(str(file))} has a header and no results"
                         + (f" ({blank} row(s) without a value)" if blank else ""))
@@ -185,4 +245,5 @@ def _submit_file(file: Path, url: str | None) -> None:
         except LedgerError as exc:  # answered by someone else since the check
             raise UserError(f"request {request_id}: {exc}; {done} of {len(planned)} results were recorded before it") from None
     console.print(f"recorded {len(planned)} lab result(s) from {shown(str(file))}"
+                  + (f"; {again} recorded already" if again else "")
                   + (f"; {blank} row(s) without a value left pending" if blank else ""))

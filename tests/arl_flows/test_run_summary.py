@@ -78,11 +78,24 @@ def test_report_has_units_error_bars_parity_structures_and_estimate_marks(run_le
 def test_a_reused_report_folder_keeps_no_figure_of_an_earlier_report(tmp_path) -> None:  # noqa: ANN001
     from arl_flows.report import REPORT_IMAGES, Report
 
-    Report("# first\n", {name: b"\x89PNG old" for name in REPORT_IMAGES}).write(tmp_path)
+    first = "# ARL run `first`\n" + "".join(f"![{name}]({name})\n" for name in REPORT_IMAGES)
+    Report(first, {name: b"\x89PNG old" for name in REPORT_IMAGES}).write(tmp_path)
     (tmp_path / "notes.txt").write_text("mine")
-    Report("# second\n", {"reward.png": b"\x89PNG new"}).write(tmp_path)
+    Report("# ARL run `second`\n![reward](reward.png)\n", {"reward.png": b"\x89PNG new"}).write(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "report.md", "reward.png"]  # a user's file stays
     assert (tmp_path / "reward.png").read_bytes() == b"\x89PNG new"
+
+
+def test_a_report_keeps_a_users_file_named_like_a_figure_that_no_earlier_report_linked(tmp_path) -> None:  # noqa: ANN001
+    from arl_flows.report import Report
+
+    (tmp_path / "best.png").write_bytes(b"my own plot")
+    (tmp_path / "spend.png").mkdir()  # a folder of a figure's name: left alone, no error
+    Report("# a run\n", {"reward.png": b"\x89PNG"}).write(tmp_path)
+    assert (tmp_path / "best.png").read_bytes() == b"my own plot" and (tmp_path / "spend.png").is_dir()
+    (tmp_path / "report.md").write_text("# my notes, linking ![mine](best.png)\n")  # not a report ARL wrote
+    Report("# ARL run `x`\n", {"reward.png": b"\x89PNG"}).write(tmp_path)
+    assert (tmp_path / "best.png").read_bytes() == b"my own plot"
 
 
 def test_reward_trend_says_when_a_move_is_inside_sampling_noise() -> None:

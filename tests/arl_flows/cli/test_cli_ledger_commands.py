@@ -103,7 +103,7 @@ def test_lab_requests_go_out_as_a_csv_and_come_back_filled_in(tmp_path: Path) ->
     sheet = tmp_path / "for-the-lab.csv"
     code, out, err = arl(["lab", "list", "--csv", str(sheet), "--url", url])
     assert code == 0 and "wrote 3 lab request(s)" in " ".join(out.split()), out + err
-    lines = sheet.read_text(encoding="utf-8").splitlines()
+    lines = sheet.read_text(encoding="utf-8-sig").splitlines()
     assert lines[0] == "request,value,notes,candidate,verifier,run,created"
     assert [line.split(",")[:5] for line in lines[1:]] == [[i, "", "", f"C{c}O", "lab"] for i, c in zip(ids, "xyz")]
     # The lab fills in two of the three; the third stays pending.
@@ -118,6 +118,42 @@ def test_lab_requests_go_out_as_a_csv_and_come_back_filled_in(tmp_path: Path) ->
     code, out, err = arl(["lab", "list", "--csv", str(tmp_path / "no-such-dir" / "x.csv"), "--url", url])
     assert_user_error(code, err, out=out)
     assert "cannot write it" in " ".join(err.split())
+
+
+def test_a_lab_sheet_survives_a_spreadsheet_and_goes_back_whole(tmp_path: Path) -> None:
+    """Formulas stay text, a carriage return stays in its cell, `--all` sheets go back, a filled sheet is kept."""
+    url = _url(tmp_path / "ledger.db")
+    payloads = ['=HYPERLINK("http://x","y")', "C\rO", "@SUM(1)", "CCO"]
+    with Ledger(url) as ledger:
+        run = ledger.create_run("lab-run", {"steps": 1})
+        ids = ledger.create_lab_requests([
+            LabRequest(id=f"ee{i}" + "0" * 29, run_id=run.id, candidate_key=f"molecules:{i}", payload=p, verifier="lab",
+                       version="1", params_hash="h")
+            for i, p in enumerate(payloads)
+        ])
+        ledger.submit_lab_result(ids[3], 4.902552131931743, "-first")
+    sheet = tmp_path / "all.csv"
+    code, out, err = arl(["lab", "list", "--all", "--csv", str(sheet), "--url", url])
+    assert code == 0, out + err
+    raw = sheet.read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf") and b"'=HYPERLINK" in raw and b"'@SUM(1)" in raw and b"'-first" in raw
+    assert b'"C\rO"' in raw and b",4.902552131931743," in raw  # quoted; the value in full precision
+    # The lab fills in one pending row (semicolons, as a spreadsheet in a comma-decimal locale saves it).
+    rows = [line.split(",") for line in raw.decode("utf-8-sig").split("\r\n") if line]
+    rows[1][1] = "3.25"
+    sheet.write_text("\r\n".join(";".join(r) for r in rows) + "\r\n", encoding="utf-8-sig")
+    code, out, err = arl(["lab", "list", "--csv", str(sheet), "--url", url])  # would throw the lab's value away
+    assert_user_error(code, err, out=out)
+    assert "holds 1 value(s) filled in for pending requests; record them first" in " ".join(err.split())
+    code, out, err = arl(["lab", "submit", "--file", str(sheet), "--url", url])
+    flat = " ".join(out.split())
+    assert code == 0 and "recorded 1 lab result(s)" in flat and "1 recorded already" in flat, out + err
+    assert "2 row(s) without a value left pending" in flat
+    with Ledger(url) as ledger:
+        answered = {r.id: (r.value, r.notes) for r in ledger.lab_requests(None) if r.status.value == "ok"}
+    assert answered == {ids[0]: (3.25, ""), ids[3]: (4.902552131931743, "-first")}
+    code, out, err = arl(["lab", "list", "--all", "--csv", str(sheet), "--url", url])  # all recorded: written anew
+    assert code == 0 and "wrote 4 lab request(s)" in " ".join(out.split()), out + err
 
 
 def test_lab_results_from_a_csv_are_all_checked_before_any_is_recorded(tmp_path: Path) -> None:
@@ -158,9 +194,13 @@ def test_lab_results_from_a_csv_are_all_checked_before_any_is_recorded(tmp_path:
     with Ledger(url) as ledger:
         answered = {r.id: (r.value, r.notes) for r in ledger.lab_requests(None) if r.status.value == "ok"}
     assert answered == {ids[0]: (3.4, "UV-vis"), ids[1]: (4.1, "a, b"), ids[2]: (2.5, "")}
-    code, out, err = arl(["lab", "submit", "--file", str(good), "--url", url])
+    code, out, err = arl(["lab", "submit", "--file", str(good), "--url", url])  # sent again: nothing new, nothing lost
+    assert code == 0 and "its 3 result(s) are recorded already" in " ".join(out.split()), out + err
+    changed = tmp_path / "changed.csv"
+    changed.write_text("request,value\nbbx,3.5\nbby,4.1\n", encoding="utf-8")
+    code, out, err = arl(["lab", "submit", "--file", str(changed), "--url", url])
     assert_user_error(code, err, out=out)
-    assert "already has a result (3.4); nothing was recorded" in err
+    assert "--file line 2: request bbx" in err and "already has a result (3.4); nothing was recorded" in err
     for args in (["--file", str(good), "--value", "3"], []):
         code, out, err = arl(["lab", "submit", *args, "--url", url])
         assert_user_error(code, err, out=out)
