@@ -254,8 +254,12 @@ def _first_line(exc: BaseException) -> str:
     return " ".join(lines[:2]) if lines else type(exc).__name__
 
 
-def parse_smiles(text: str, max_length: int = 500) -> Chem.Mol:
-    """Sanitized RDKit molecule of ``text``, or :class:`InvalidMolecule` with RDKit's reason."""
+def parse_smiles(text: str, max_length: int = 500, *, read_back: bool = True) -> Chem.Mol:
+    """Sanitized, normalised RDKit molecule of ``text``, or :class:`InvalidMolecule` with RDKit's reason.
+
+    ``read_back`` also checks that RDKit reads the molecule's canonical SMILES back as itself (a candidate's key must
+    name one molecule); :func:`canonical_smiles` of a dataset's rows leaves it out (one parse more a molecule).
+    """
     if not isinstance(text, str):
         raise InvalidMolecule(f"expected a SMILES string, got {type(text).__name__}")
     smiles = text.strip()
@@ -293,8 +297,56 @@ def parse_smiles(text: str, max_length: int = 500) -> Chem.Mol:
             Chem.SanitizeMol(mol)
         except Exception as exc:  # noqa: BLE001 - RDKit raises several exception types
             raise InvalidMolecule(f"sanitization failed: {_first_line(exc)}") from None
+        mol = _normalised(mol, read_back)
     if mol.GetNumAtoms() == 0:
         raise InvalidMolecule("SMILES contains no atoms")
+    return mol
+
+
+# The bonds that make a molecule of the spaces' chemistry: an allow-list, so that any other kind RDKit reads (the
+# zero-order '~', dative '->', quadruple '$', and whatever a later RDKit adds) is refused rather than counted.
+_BOND_SYMBOLS = {Chem.BondType.SINGLE: "-", Chem.BondType.DOUBLE: "=", Chem.BondType.TRIPLE: "#",
+                 Chem.BondType.AROMATIC: ":"}
+
+
+def _normalised(mol: Chem.Mol, read_back: bool) -> Chem.Mol:
+    """One molecule, one graph: what only spells a molecule differently is taken off, what is not chemistry refused.
+
+    A candidate's key, its novelty and every exact property are read from this graph, so that a spelling (an
+    explicit ``[H]``, an atom map number) cannot make a known molecule new or buy a second reward. Refused: a bond
+    outside the single/double/triple/ring-aromatic allow-list, an aromatic bond outside an aromatic ring, a hydrogen
+    bonded to more than one atom, and isotope labels (a space holds elements; a mass number moves QED and SA).
+    """
+    for bond in mol.GetBonds():
+        kind = bond.GetBondType()
+        begin, end = bond.GetBeginAtom(), bond.GetEndAtom()
+        if kind not in _BOND_SYMBOLS or (kind == Chem.BondType.AROMATIC and not (
+                bond.IsInRing() and begin.GetIsAromatic() and end.GetIsAromatic())):
+            name = kind.name.lower()
+            what = ("an aromatic bond outside an aromatic ring" if kind == Chem.BondType.AROMATIC
+                    else f"{'an' if name[0] in 'aeiou' else 'a'} {name} bond")
+            raise InvalidMolecule(f"{what} between {begin.GetSymbol()} {begin.GetIdx() + 1} and {end.GetSymbol()} "
+                                  f"{end.GetIdx() + 1}; a molecule here has single (-), double (=), triple (#) and "
+                                  "ring aromatic bonds only")
+    for atom in mol.GetAtoms():
+        if atom.GetIsotope():
+            raise InvalidMolecule(f"isotope label [{atom.GetIsotope()}{atom.GetSymbol()}]: a chemistry space holds "
+                                  "elements, not isotopes; write the atom without its mass number")
+        if atom.GetAtomicNum() == 1 and atom.GetDegree() > 1:
+            raise InvalidMolecule(f"a hydrogen bonded to {atom.GetDegree()} atoms; hydrogen takes one bond")
+        atom.SetAtomMapNum(0)  # a label on the atom, not part of the molecule
+    if any(atom.GetAtomicNum() == 1 for atom in mol.GetAtoms()):
+        try:
+            mol = Chem.RemoveHs(mol)  # an explicit [H] is the hydrogen the atom holds implicitly
+        except Exception as exc:  # noqa: BLE001 - RDKit raises several exception types
+            raise InvalidMolecule(f"sanitization failed: {_first_line(exc)}") from None
+    if not read_back:
+        return mol
+    canonical = Chem.MolToSmiles(mol)
+    again = Chem.MolFromSmiles(canonical)
+    if again is None or Chem.MolToSmiles(again) != canonical:  # the key must name one molecule, read back as itself
+        raise InvalidMolecule(f"RDKit does not read this molecule's canonical SMILES {canonical[:80]!r} back as the same "
+                              "molecule; write it another way")
     return mol
 
 
@@ -338,13 +390,16 @@ def check_molecule(text: str, constraints: MoleculeConstraints | None = None, *,
         raise InvalidMolecule(f"several fragments: {len(Chem.GetMolFrags(mol))} disconnected fragments; the {c.space} space needs one molecule")
     if any(a.GetNumRadicalElectrons() for a in mol.GetAtoms()):
         raise InvalidMolecule(f"radical: unpaired electrons; the {c.space} space is closed-shell")
+    electrons = sum(a.GetAtomicNum() + a.GetTotalNumHs() for a in mol.GetAtoms()) - charge
+    if electrons % 2:  # what RDKit's radical count misses (e.g. through a dative bond) the electron count does not
+        raise InvalidMolecule(f"odd electron count ({electrons}): an open shell; the {c.space} space is closed-shell")
     return ParsedMolecule(mol=mol, canonical=Chem.MolToSmiles(mol), heavy_atoms=heavy)
 
 
 def canonical_smiles(text: str) -> str | None:
     """RDKit canonical SMILES of ``text``, or None if it does not parse."""
     try:
-        return Chem.MolToSmiles(parse_smiles(text, max_length=10_000))
+        return Chem.MolToSmiles(parse_smiles(text, max_length=10_000, read_back=False))
     except InvalidMolecule:
         return None
 

@@ -84,7 +84,9 @@ class SmilesState:
 
 _BRACKET_ELEMENT = re.compile(r"\[\d*(\*|se|as|te|[a-z]|[A-Z][a-z]?)")
 _ORGANIC = {"B", "C", "N", "O", "P", "S", "F", "Cl", "Br", "I", "b", "c", "n", "o", "p", "s", "*"}
-_BONDS = {"-": 1, "=": 2, "#": 3, "$": 4, ":": 1, "/": 1, "\\": 1, "~": 1}  # symbol -> the order counted
+# symbol -> the order counted. The bonds a space's molecule may have (chemistry._normalised): '~' (zero-order) and
+# '$' (quadruple) are refused there, so the grammar never writes them; ':' only in a grammar that allows aromatic atoms.
+_BONDS = {"-": 1, "=": 2, "#": 3, ":": 1, "/": 1, "\\": 1}
 # RDKit's largest valence of each aliphatic organic-subset atom (Chem.GetPeriodicTable().GetValenceList).
 _MAX_VALENCE = {"B": 3, "C": 4, "N": 3, "O": 2, "P": 5, "S": 6, "F": 1, "Cl": 1, "Br": 1, "I": 5}
 _R = 5  # free valences above this are one key: no bond order (at most 4) with liveness (1 more) tells them apart
@@ -139,7 +141,7 @@ class SmilesGrammar:
                     self._kind[i], self._aromatic[i] = _Kind.ATOM, atom[1]
                     if token in _MAX_VALENCE:  # aliphatic organic subset: implicit hydrogens fill up to a valence
                         self._capacity[i] = _MAX_VALENCE[token]
-            elif token in _BONDS:
+            elif token in _BONDS and not (kekule and token == ":"):
                 self._kind[i] = _Kind.BOND
                 self._order[i] = _BONDS[token]
             elif (label := _ring_label(token)) is not None:

@@ -123,8 +123,24 @@ def _qm9_canonicals() -> frozenset[str]:
     return frozenset(smiles for smiles, _gap in load_qm9_gaps())
 
 
+def _without_stereo(canonical: str) -> str:
+    """``canonical`` with its stereo marks taken off (itself when it has none)."""
+    if not any(mark in canonical for mark in "@/\\"):
+        return canonical
+    from rdkit import Chem, rdBase
+
+    with rdBase.BlockLogs():
+        mol = Chem.MolFromSmiles(canonical)
+    return Chem.MolToSmiles(mol, isomericSmiles=False) if mol is not None else canonical
+
+
 def is_novel(canonical: str, index_file: str | None) -> bool:
-    """True when ``canonical`` is in neither QM9's table nor the space's training index (``None``: QM9 only)."""
-    if canonical in _qm9_canonicals():
+    """True when ``canonical`` is in neither QM9's table nor the space's training index (``None``: QM9 only).
+
+    Both training sets are written without stereo: a stereo mark on one of their molecules does not make it new, so
+    the molecule is also looked up with its marks taken off.
+    """
+    forms = {canonical, _without_stereo(canonical)}
+    if forms & _qm9_canonicals():
         return False
-    return index_file is None or canonical not in training_index(index_file)
+    return index_file is None or not any(form in training_index(index_file) for form in forms)
