@@ -1,0 +1,94 @@
+"""The third red team's molecule attacks (2026-12-07): spellings that glued molecules, hid radicals, or made a known
+molecule new. Each is refused by a principle (an allow-list of bonds, one normalised graph, an even electron count),
+not by a list of the strings that were tried."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from rdkit import Chem
+
+from arl_flows.suites.molecules import EHTGapVerifier, MoleculeConstraints, make_candidate
+from arl_flows.suites.molecules.chemistry import InvalidMolecule, canonical_smiles, check_molecule
+from arl_flows.suites.molecules.grammar import SmilesGrammar
+from storage.records import Status
+
+# (SMILES, words the refusal must contain): each scored ok by every tier before, DFT included for the glued ones.
+REFUSED = [
+    ("CC~O", "an unspecified bond between C 2 and O 3"),  # ethane + water as one "molecule"
+    ("NCCN~C(=O)C=O", "an unspecified bond"),  # ethylenediamine + glyoxal: DFT 4.25 eV, "novel"
+    ("c1nncnn1~C", "an unspecified bond"),  # tetrazine (in QM9) + methane: a "novel" 3.54 eV hit
+    ("C->O", "a dative bond between C 1 and O 2"),  # CH4 + OH: 19 electrons, no radical flag
+    ("C=C->O", "a dative bond"),
+    ("N#N->O", "a dative bond"),
+    ("O<-C->O", "a dative bond"),
+    ("C$C", "a quadruple bond"),
+    ("C:O", "an aromatic bond outside an aromatic ring"),  # formaldehyde under a second key
+    ("CC(C):O", "an aromatic bond outside an aromatic ring"),  # acetone, "novel"
+    ("C[H+][O-]", "a hydrogen bonded to 2 atoms"),
+    ("[13CH2]=O", "isotope label [13C]"),
+    ("[1H]C", "isotope label [1H]"),
+    ("[150CH3]C(=O)Nc1ccc(O)cc1", "isotope label [150C]"),  # paracetamol's QED 0.595 -> 0.767 by its mass
+]
+
+
+@pytest.mark.parametrize(("smiles", "reason"), REFUSED)
+def test_a_spelling_that_is_not_one_closed_shell_molecule_is_refused(smiles: str, reason: str) -> None:
+    with pytest.raises(InvalidMolecule, match="^" + re.escape(reason)):
+        check_molecule(smiles, MoleculeConstraints(space="druglike"))
+    assert make_candidate(smiles).valid is False  # no key of its own: it cannot take a cached verdict either
+
+
+def test_the_fast_tier_scores_none_of_them() -> None:
+    verdicts = EHTGapVerifier({"constraints": {"space": "druglike"}}).verify_batch([make_candidate(s) for s, _ in REFUSED])
+    assert [v.status for v in verdicts] == [Status.invalid] * len(REFUSED)
+
+
+# (spelling, the plain molecule): the same molecule, so the same key, verdict and novelty.
+SAME = [
+    ("[H]OCC", "CCO"),
+    ("[H]C([H])([H])C([H])([H])O[H]", "CCO"),
+    ("[CH2:5]=O", "C=O"),
+    ("OC[CH3:1]", "CCO"),
+    ("[H]N=c1sc(C)c(C)n1N", "Cc1sc(=N)n(N)c1C"),  # a MOSES row is written so; its key is the plain molecule's
+]
+
+
+@pytest.mark.parametrize(("spelling", "plain"), SAME)
+def test_a_spelling_of_a_molecule_shares_its_key(spelling: str, plain: str) -> None:
+    assert make_candidate(spelling).key == make_candidate(plain).key
+    assert canonical_smiles(spelling) == canonical_smiles(plain) == check_molecule(plain, MoleculeConstraints(space="druglike")).canonical
+
+
+def test_a_stereo_mark_does_not_make_a_known_molecule_novel() -> None:
+    """QM9 and MOSES are written without stereo: `ON[C@@H]1C=CCC1` is QM9's `ONC1C=CCC1`, not a novel hit."""
+    plain, marked, new = (make_candidate(s) for s in ("ONC1C=CCC1", "ON[C@@H]1C=CCC1", "ON[C@@H]1C=CCCC1"))
+    assert marked.key != plain.key  # a stereoisomer is its own molecule (its own verdict)...
+    verdicts = EHTGapVerifier().verify_batch([plain, marked, new])
+    assert [v.status for v in verdicts] == [Status.ok] * 3
+    assert [v.values["novel"] for v in verdicts] == [0.0, 0.0, 1.0]  # ...but not a new one
+
+
+def test_every_canonical_key_reads_back_as_itself() -> None:
+    for smiles in ("CCO", "c1ccccc1O", "C/C=C/C", "O=C1NC(=O)C=C1", "[H]OCC", "N[C@@H](C)C(=O)O"):
+        canonical = check_molecule(smiles, MoleculeConstraints(space="druglike")).canonical
+        assert Chem.MolToSmiles(Chem.MolFromSmiles(canonical)) == canonical
+
+
+class _Vocab:
+    """The tokens of the shipped priors' vocabulary that spell bonds, with an atom and EOS."""
+
+    eos_token_id = 0
+    all_special_ids = [0]
+
+    def get_vocab(self) -> dict[str, int]:
+        return {"<eos>": 0, "C": 1, "c": 2, "~": 3, "$": 4, ":": 5, "=": 6, "-": 7, "#": 8}
+
+
+def test_the_grammar_never_writes_a_bond_the_checks_refuse() -> None:
+    aromatic, kekule = SmilesGrammar(_Vocab()), SmilesGrammar(_Vocab(), kekule=True)
+    for grammar, banned in ((aromatic, (3, 4)), (kekule, (3, 4, 5))):
+        state = grammar.advance(grammar.start(), 1)  # "C"
+        allowed = grammar.allowed(state)
+        assert not any(bool(allowed[i]) for i in banned) and all(bool(allowed[i]) for i in (6, 7, 8))
