@@ -81,6 +81,26 @@ def check_new_config(config: RunConfig) -> None:
             message = unknown_field_message(cls.Params, unknown[0], f"`arl tiers show {rung.verifier}` lists its params")
             raise ValueError(f"tiers[{index}] ({cls.name}): params.{str(unknown[0])[:60]}: {message}")
     _check_concurrency_keys(config, ladder)
+    _check_objective_properties(config, ladder)
+
+
+def _check_objective_properties(config: RunConfig, ladder: list[type[Verifier]]) -> None:
+    """An objective term on a property no tier reports counts as 1: a slip ('QED', 'sa', 'gap') would drop the term
+    silently. Refused when the name is not declared by any tier but is close to one that is (a property of a tier of
+    the user's own, which declares nothing, passes)."""
+    objective = config.objective or config.scheduler.reward
+    declared = set().union(*(cls.reports or () for cls in ladder))
+    if objective is None or not declared:
+        return
+    for term in objective.terms:
+        name = term.property
+        if name == "value" or name in declared:
+            continue
+        close = ([d for d in sorted(declared) if d.lower() == name.lower() or d.lower().startswith(name.lower() + "_")]
+                 or difflib.get_close_matches(name, sorted(declared), n=1, cutoff=0.6))
+        if close:
+            raise ValueError(f"objective: property {name[:60]!r} is reported by no tier of the ladder; did you mean "
+                             f"{close[0]!r}? (reported: {', '.join(sorted(declared))}; 'value' is the top tier's value)")
 
 
 def _alias_names(alias: Any) -> set[str]:

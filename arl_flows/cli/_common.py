@@ -79,6 +79,7 @@ def open_ledger(url: str | None = None, *, existing: bool = False):  # noqa: ANN
     """
     from storage.ledger import Ledger, LedgerError, default_database_url
 
+    persistent_ledger(url)
     try:
         if existing:
             require_existing_ledger(url or default_database_url())
@@ -95,6 +96,13 @@ def _sqlite_path(url: str) -> Path | None:
         return sqlite_file(url)
     except LedgerError as exc:
         raise UserError(str(exc)) from None
+
+
+def persistent_ledger(url: str | None) -> None:
+    """A UserError for a ledger URL whose verdicts would be lost at exit (SQLite in memory); nothing is opened."""
+    from storage.ledger import default_database_url
+
+    _sqlite_path(url or default_database_url())
 
 
 def missing_ledger_file(url: str | None) -> Path | None:

@@ -33,6 +33,7 @@ from arl_flows.cli._common import (
     cut,
     goal_of_items,
     load_suite,
+    persistent_ledger,
     print_json,
     read_text_file,
     shown,
@@ -145,6 +146,7 @@ def rerank_command(
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
             raise UserError(f"--input line {number}: {cut(' '.join(str(message).split()), 300)}") from None
 
+    persistent_ledger(ledger_url)
     from arl_flows.best_of_n import rerank
     from storage.ledger import LedgerError
     from verifiers import VerifierNotFound

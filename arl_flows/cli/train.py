@@ -13,7 +13,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from arl_flows.cli._common import UserError, app, console, cost_text, err_console, open_ledger, shown
+from arl_flows.cli._common import UserError, app, console, cost_text, err_console, open_ledger, persistent_ledger, shown
 from arl_flows.cli._prefect import quiet_prefect
 from storage.settings import settings
 
@@ -190,7 +190,7 @@ def _check_ladder_and_policy(cfg: Any, source: str, new: bool = True) -> list[tu
         ladder = build_ladder(cfg)
     except (VerifierNotFound, ImportError, TypeError, ValueError) as exc:
         message = " ".join(str(exc).split())
-        raise UserError(f"{source}: {message if message.startswith(('tiers', 'tier_concurrency')) else 'tiers: ' + message}") from None
+        raise UserError(f"{source}: {message if message.startswith(('tiers', 'tier_concurrency', 'objective')) else 'tiers: ' + message}") from None
     tiers = [(verifier.name, verifier.tier.value, verifier.costs) for verifier in ladder]
     for verifier in ladder:
         if isinstance(verifier, Closable):
@@ -297,6 +297,7 @@ def _print_dry_run(cfg: Any, tiers: list[tuple[str, str, Any]], ledger_url: str,
 
     home = settings().home
     _check_home(home)
+    persistent_ledger(ledger_url)
     check_database_url(ledger_url)
     policy = cfg.policy_path or f"the suite's own (`arl suites show {cfg.suite}`)"
     lines = [

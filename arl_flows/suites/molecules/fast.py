@@ -135,6 +135,8 @@ class EHTGapVerifier(Verifier[EHTParams]):
     # CPU seconds measured with benchmarks/tiers.py (docs/tiers.md): 0.5 ms for water, median 5 ms at 7-9 heavy
     # atoms; fitted to 300 MOSES test molecules of 12-26 (``--space druglike``): 12 ms at 12, 59 ms at 26.
     cost_model: ClassVar[CostModel] = CostModel(base=0.0013, per_unit=3.7e-5, exponent=2.3)
+    reports: ClassVar[frozenset[str] | None] = frozenset({
+        "gap_ev", "homo_ev", "lumo_ev", "canonical_smiles", "heavy_atoms", "qed", "sa_score", "novel", "force_field"})
 
     def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
         _sascorer()

@@ -102,6 +102,30 @@ def test_dry_run_names_the_space_and_the_objective_terms(tmp_path: Path, monkeyp
     assert "objective: [objective], geometric mean of window value, maximize qed, minimize sa_score" in out
 
 
+@pytest.mark.parametrize(("slip", "meant"), [("QED", "qed"), ("sa", "sa_score"), ("gap", "gap_ev"), ("sa_scor", "sa_score")])
+def test_an_objective_property_no_tier_reports_but_one_nearly_does_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slip: str, meant: str) -> None:
+    """A term on a property no verdict carries counts as 1: a slip dropped the QED term from the reward silently."""
+    _home(tmp_path, monkeypatch)
+    examples = Path(__file__).resolve().parents[3] / "examples"
+    config = tmp_path / "objective.toml"
+    config.write_text((examples / "objective.toml").read_text().replace('property = "qed"', f'property = "{slip}"'))
+    code, out, err = arl(["run", "--config", str(config), "--dry-run"])
+    assert_user_error(code, err, out=out)
+    assert f"objective: property '{slip}' is reported by no tier of the ladder; did you mean '{meant}'?" in " ".join(err.split())
+    own = tmp_path / "own.toml"  # a property of the user's own tier (declared by none, close to none) passes
+    own.write_text((examples / "objective.toml").read_text().replace('property = "qed"', 'property = "logp"'))
+    code, out, err = arl(["run", "--config", str(own), "--dry-run"])
+    assert code == 0, err[-2000:]
+
+
+def test_the_fast_tier_declares_the_values_it_reports() -> None:
+    from arl_flows.suites.molecules import EHTGapVerifier, make_candidate
+
+    (verdict,) = EHTGapVerifier().verify_batch([make_candidate("CCO")])
+    assert set(verdict.values) == EHTGapVerifier.reports
+
+
 def test_a_tier_can_be_written_as_its_name_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _home(tmp_path, monkeypatch)
     config = tmp_path / "run.toml"

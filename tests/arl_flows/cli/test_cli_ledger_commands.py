@@ -226,3 +226,20 @@ def test_deploy_without_cron_serves_on_demand_and_names_its_server(tmp_path: Pat
     assert_user_error(code, err, out=out)
     assert "is not a valid cron expression; give five fields" in " ".join(err.split())
     assert "pydantic" not in err and "validation error" not in err
+
+
+@pytest.mark.parametrize("memory", ["sqlite://", "sqlite:///:memory:"])
+def test_a_ledger_in_memory_is_refused_before_anything_is_paid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                memory: str) -> None:
+    """`arl run` trained a whole step into an in-memory SQLite ledger and lost it at exit; verify/rerank said 'stored'."""
+    items = tmp_path / "in.jsonl"
+    items.write_text('{"candidates": ["CCO", "CCN"]}\n')
+    for command in (["verify", "--answer", "CCO", "--tiers", "fast", "--ledger", memory],
+                    ["rerank", "--input", str(items), "--ledger", memory],
+                    ["run", "--dry-run", "--url", memory], ["run", "--profile", "quick", "--url", memory]):
+        code, out, err = arl(command)
+        assert_user_error(code, err, out=out)
+        assert f"{memory} names no database file" in err and "give sqlite:///PATH" in " ".join(err.split()), command
+    monkeypatch.setenv("ARL_DATABASE_URL", memory)
+    code, out, err = arl(["run", "--dry-run"])
+    assert_user_error(code, err, out=out)
