@@ -373,8 +373,15 @@ class RunConfig(_Section):
         "else 'sync'.",
     )
     streaming: StreamingConfig = Field(default_factory=StreamingConfig)
-    device: str = Field(default="cpu", description="Torch device of the policy ('cpu', 'cuda:0').")
+    device: str = Field(default="cpu", description="Torch device of the policy ('cpu', 'cuda', 'cuda:0', 'mps', 'xpu:0').")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(default="float32", description="Policy weight dtype.")
+
+    @field_validator("device")
+    @classmethod
+    def _device_is_torchs(cls, device: str) -> str:
+        if not re.fullmatch(r"cpu|mps|(cuda|xpu)(:\d{1,3})?", device):
+            raise ValueError(f"{device[:40]!r} is not a torch device; write 'cpu', 'cuda', 'cuda:N', 'mps' or 'xpu:N'")
+        return device
     task_runner: Literal["threads", "dask", "ray"] = Field(
         default="threads",
         description="Where verifier tier tasks run: threads here, Dask (a LocalCluster, or [cluster]), or Ray. "

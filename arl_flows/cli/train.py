@@ -236,6 +236,22 @@ def _prompts_text(cfg: Any, source: str) -> str:
     return text + (f"; [options] {given}" if given else "")
 
 
+def _device_problem(device: str) -> str | None:
+    """Why this machine's torch cannot put the policy on ``device`` (the config checked its form); None: it can."""
+    kind = device.split(":")[0]
+    if kind == "cpu":
+        return None
+    import torch
+
+    backend = {"cuda": torch.cuda, "mps": getattr(torch.backends, "mps", None), "xpu": getattr(torch, "xpu", None)}[kind]
+    if backend is None or not backend.is_available():
+        return f"device {device!r}: this machine's torch has no {kind} device; set device = 'cpu'"
+    index = int(device.split(":")[1]) if ":" in device else 0
+    if kind == "cuda" and index >= torch.cuda.device_count():
+        return f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s) (cuda:0 ...)"
+    return None
+
+
 def _cluster_tools_problem(cfg: Any) -> str | None:
     """What keeps a batch-job [cluster] from starting here: dask-jobqueue, or the scheduler's submit command.
 
@@ -245,6 +261,11 @@ def _cluster_tools_problem(cfg: Any) -> str | None:
     import importlib.util
     import shutil
 
+    if cfg.task_runner == "ray" and importlib.util.find_spec("prefect_ray") is None:
+        return "task_runner 'ray' needs prefect-ray: pip install 'arl[ray]'"
+    device = _device_problem(cfg.device)
+    if device:
+        return device
     kind = cfg.cluster.kind
     if kind not in ("slurm", "pbs"):
         return None
@@ -307,8 +328,10 @@ def _print_dry_run(cfg: Any, tiers: list[tuple[str, str, Any]], ledger_url: str,
         f"steps: {cfg.steps}; batch: {cfg.rollout.prompts_per_step} prompts x {cfg.trainer.group_size} samples = "
         f"{cfg.rollout.prompts_per_step * cfg.trainer.group_size} candidates a step; seed {cfg.seed}",
         f"pipeline: {cfg.pipeline} ({pipeline_reason(cfg)}); task runner: {cfg.task_runner}"
-        + (f" ([cluster] {cfg.cluster.kind})" if cfg.cluster.kind != "local" else ""),
+        + (f" ([cluster] {cfg.cluster.kind})" if cfg.cluster.kind != "local" else "") + f"; device: {cfg.device}",
         *_cluster_lines(cfg, tiers, cluster_problem),
+        *([f"  note: {cluster_problem} (a run on this machine stops on it)"]
+          if cluster_problem and cfg.cluster.kind == "local" else []),
         f"objective: {_objective_text(cfg)}",
         f"prompts: {_prompts_text(cfg, source)}",
         f"ladder (cheapest first; scheduler policy {cfg.scheduler.policy!r}):",

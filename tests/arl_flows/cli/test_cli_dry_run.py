@@ -119,6 +119,32 @@ def test_an_objective_property_no_tier_reports_but_one_nearly_does_is_refused(
     assert code == 0, err[-2000:]
 
 
+def test_a_device_or_task_runner_this_machine_lacks_is_a_note_in_the_dry_run_and_an_error_in_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`device = "gpu"` passed the dry run and crashed the run as 'a bug in ARL'; so did a missing prefect-ray."""
+    import importlib.util
+
+    import torch
+
+    _home(tmp_path, monkeypatch)
+    config = tmp_path / "run.toml"
+    config.write_text('device = "gpu"\n')
+    code, out, err = arl(["run", "--config", str(config), "--dry-run"])
+    assert_user_error(code, err, out=out)
+    assert "device: 'gpu' is not a torch device; write 'cpu', 'cuda', 'cuda:N'" in err
+    missing = [("device = 'cuda:7'\n", "device 'cuda:7': this machine")] if torch.cuda.device_count() < 8 else []
+    if importlib.util.find_spec("prefect_ray") is None:
+        missing.append(("task_runner = 'ray'\n", "task_runner 'ray' needs prefect-ray: pip install 'arl[ray]'"))
+    assert missing, "this machine has both: nothing to check"
+    for text, message in missing:
+        config.write_text(text)
+        code, out, err = arl(["run", "--config", str(config), "--dry-run"])
+        assert code == 0 and f"note: {message}" in " ".join(out.split()), out + err
+        code, out, err = arl(["run", "--config", str(config), "--steps", "1"])
+        assert_user_error(code, err, out=out)
+        assert message in " ".join(err.split()) and "internal error" not in err
+
+
 def test_the_fast_tier_declares_the_values_it_reports() -> None:
     from arl_flows.suites.molecules import EHTGapVerifier, make_candidate
 
