@@ -236,6 +236,20 @@ def _prompts_text(cfg: Any, source: str) -> str:
     return text + (f"; [options] {given}" if given else "")
 
 
+# What a resumed run may change from its stored config: how long it runs and where its work runs, not what it learns.
+_RESUME_MAY_CHANGE = frozenset({"name", "steps", "task_runner", "pipeline", "dask_address", "cluster", "device"})
+
+
+def _refuse_a_changed_config(cfg: Any, stored: dict[str, Any], source: str, run_id: str) -> None:
+    """A resumed run continues as it ran: a --config that changes its ladder, budget or policy is one line."""
+    new = cfg.model_dump(mode="json")
+    changed = sorted(k for k in new if k not in _RESUME_MAY_CHANGE and k in stored and new[k] != stored[k])
+    if changed:
+        raise UserError(f"--resume {run_id[:12]} with --config {source}: it changes {', '.join(changed[:6])} from the run's "
+                        "stored config, which would mix two runs' rewards in one; resume without --config (the run "
+                        "continues as it ran) or start a new run with this config")
+
+
 def _device_problem(device: str) -> str | None:
     """Why this machine's torch cannot put the policy on ``device`` (the config checked its form); None: it can."""
     kind = device.split(":")[0]
@@ -411,7 +425,9 @@ def run(
         cfg = load_config(config, profile, overrides=overrides)
     except ConfigError as exc:
         raise UserError(str(exc)) from None
-    source = str(config) if config else "the built-in config"
+    source = str(config) if config else (f"run {resume[:12]}'s stored config" if resume else "the built-in config")
+    if resume and config is not None:
+        _refuse_a_changed_config(cfg, stored.config, source, resume)
     tiers = _check_ladder_and_policy(cfg, source, new=resume is None)
     cluster_problem = _cluster_tools_problem(cfg)
     if cluster_problem and not dry_run:

@@ -58,7 +58,19 @@ def test_dry_run_of_a_resume_names_the_run_and_leaves_it_as_it_was(tmp_path: Pat
     code, out, err = arl(["run", "--resume", run.id[:10], "--dry-run", "--url", url])
     assert code == 0, err[-2000:]
     assert f"resuming {run.id} from its last completed step" in out and "reference-table (lab)" in out
+    assert f"(run {run.id[:12]}'s stored config, profile 'default')" in out  # not "the built-in config"
     assert Ledger(url).get_run(run.id).status == run.status and len(Ledger(url).list_runs()) == 1
+    # A --config beside --resume may say where and how long the run goes on, not change what it learns.
+    same = tmp_path / "same.toml"
+    same.write_text(f'name = "{cfg.name}"\nsteps = 5\ntask_runner = "dask"\n')
+    code, out, err = arl(["run", "--resume", run.id, "--config", str(same), "--profile", "quick", "--dry-run", "--url", url])
+    assert code == 0 and "resuming" in out, err[-2000:]
+    other = tmp_path / "other.toml"  # the default design run: another ladder, batch and budget
+    other.write_text(f'name = "{cfg.name}"\n')
+    code, out, err = arl(["run", "--resume", run.id, "--config", str(other), "--dry-run", "--url", url])
+    assert_user_error(code, err, out=out)
+    assert f"--resume {run.id[:12]} with --config {other}: it changes " in " ".join(err.split())
+    assert "tiers" in err and "resume without --config" in " ".join(err.split())
 
 
 @pytest.mark.parametrize(
