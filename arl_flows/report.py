@@ -197,7 +197,8 @@ def best_candidates(ledger: Ledger, run_id: str, n: int = 10) -> list[dict[str, 
 
 
 def verified_by_step(ledger: Ledger, run_id: str) -> list[dict[str, Any]]:
-    """Per step: how many distinct candidates the top tier answered, and the best of them (answer, value, reward).
+    """Per step: how many distinct candidates the top tier answered, and the best of them (answer, value, reward);
+    how many it failed or timed out on, with one of their reasons.
 
     A step whose best reward has no top-tier answer behind it holds estimates only; this separates what the
     run verified from what its surrogate believed.
@@ -207,13 +208,15 @@ def verified_by_step(ledger: Ledger, run_id: str) -> list[dict[str, Any]]:
     out = []
     for record in ledger.training_steps(run.id):
         rows = [(t, e) for t, e in ledger.step_trajectories(run.id, record.step) if e is not None]
-        answered = {v.candidate_key: v.value for v in ledger.verdicts_for({t.candidate_key for t, _ in rows}, verifiers=[top] if top else [])
-                    if v.status == Status.ok and v.value is not None}
+        verdicts = ledger.verdicts_for({t.candidate_key for t, _ in rows}, verifiers=[top] if top else [])
+        answered = {v.candidate_key: v.value for v in verdicts if v.status == Status.ok and v.value is not None}
+        failed = {v.candidate_key: v.feedback for v in verdicts if v.status in (Status.failed, Status.timeout)}
         best: dict[str, Any] | None = None
         for traj, est in rows:
             if traj.candidate_key in answered and (best is None or est.mean > best["reward"]):
                 best = {"answer": traj.final_answer, "value": answered[traj.candidate_key], "reward": est.mean}
-        out.append({"step": record.step, "verified": len(answered), "candidates": len({t.candidate_key for t, _ in rows}), "best": best})
+        out.append({"step": record.step, "verified": len(answered), "candidates": len({t.candidate_key for t, _ in rows}),
+                    "best": best, "failed": len(failed), "failure": next(iter(failed.values()), None)})
     return out
 
 

@@ -147,7 +147,11 @@ def _verified_lines(ledger: Any, run_id: str) -> list[str]:
     if len(per_step) > 1:
         lines[0] += f"; best after it: {best(per_step[1:])}"
     lines.append(hits_line(run_hits(ledger, run_id)))
-    unverified = [r["step"] for r in per_step if r["verified"] == 0]
+    for row in per_step:
+        if row["verified"] == 0 and row["failed"]:  # the calls were made and failed: not the budget's doing
+            lines.append(f"step {row['step']}: {row['failed']} {top} call(s) failed ({shown(row['failure'] or 'no reason given', 120)}); "
+                         "its rewards are the surrogate's estimates")
+    unverified = [r["step"] for r in per_step if r["verified"] == 0 and not r["failed"]]
     if unverified:
         steps = ", ".join(str(s) for s in unverified)
         lines.append(f"step(s) {steps}: no {top} answer; their rewards are the surrogate's estimates (the budget was spent or "

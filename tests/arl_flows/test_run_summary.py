@@ -61,6 +61,21 @@ def test_best_candidates_mark_rewards_the_top_tier_never_answered(run_ledger) ->
     assert per_step[0]["best"] == {"answer": "CCO", "value": 3.6, "reward": 0.9} and per_step[1]["best"] is None
 
 
+def test_the_summary_says_a_step_had_no_top_answer_because_its_calls_failed(run_ledger) -> None:
+    """The quick run's summary blamed the budget for a step whose three reference-table calls had all failed."""
+    from arl_flows.cli.train import _verified_lines
+
+    ledger, run_id = run_ledger
+    assert "step(s) 1: no reference-table answer" in "\n".join(_verified_lines(ledger, run_id))
+    ledger.put_verdicts([
+        Verdict(candidate_key=f"molecules:{smi}", verifier="reference-table", version="1", params_hash="p", tier=Tier.lab,
+                status="failed", feedback="not in reference table") for smi, *_ in STEP1])
+    per_step = verified_by_step(ledger, run_id)
+    assert [(r["failed"], r["failure"]) for r in per_step] == [(0, None), (2, "not in reference table")]
+    lines = "\n".join(_verified_lines(ledger, run_id))
+    assert "step 1: 2 reference-table call(s) failed (not in reference table)" in lines and "step(s) 1" not in lines
+
+
 def test_report_has_units_error_bars_parity_structures_and_estimate_marks(run_ledger) -> None:
     ledger, run_id = run_ledger
     report = build_report(ledger, run_id)
