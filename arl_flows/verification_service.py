@@ -355,13 +355,17 @@ class VerificationService:
                 self._submit(_Call(b, verifier, cand, self._record_in_flight(verifier, cand), time.time()))
 
     def _record_in_flight(self, verifier: Verifier, cand: Candidate) -> str | None:
-        """Write the request and a pending verdict before an expensive call is sent; returns the request id."""
-        if tier_rank(verifier.tier) < self.record_from:
+        """Write the request and a pending verdict before an expensive call is sent; returns the request id.
+
+        Not for a lab's tier (:func:`_external`): its pending verdict is its own request, for a person to answer; a
+        record of the call beside it would take that request's id and read as a call in flight.
+        """
+        if tier_rank(verifier.tier) < self.record_from or _external(verifier):
             return None
         rid = new_id()
         self.ledger.create_lab_requests([
             LabRequest(id=rid, run_id=self.run_id, candidate_key=cand.key, payload=cand.payload, verifier=verifier.name,
-                       version=verifier.version, params_hash=verifier.params_hash, notes=f"in flight on {verifier.name}")
+                       version=verifier.version, params_hash=verifier.params_hash, notes=LabRequest.in_flight_note(verifier.name))
         ])
         self.ledger.put_verdicts([verifier.verdict(cand, Status.pending, feedback="in flight", request_id=rid)], return_stored=False)
         return rid

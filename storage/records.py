@@ -359,6 +359,16 @@ class LabRequest(_Record):
     created_at: datetime = Field(default_factory=utcnow)
     completed_at: datetime | None = None
 
+    @staticmethod
+    def in_flight_note(verifier: str) -> str:
+        """The notes of a request that records a run's expensive call in flight (crash safety), not a lab's work."""
+        return f"in flight on {verifier}"
+
+    @property
+    def in_flight(self) -> bool:
+        """A call a run sent to one of its own tiers (answered by that tier, or sent again on resume): no lab's."""
+        return self.notes == self.in_flight_note(self.verifier)
+
 
 class SpendRecord(_Record):
     """CPU-seconds charged to one tier in one step of one run."""

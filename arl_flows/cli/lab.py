@@ -40,6 +40,8 @@ def lab_list(
         except LedgerError as exc:
             raise UserError(f"--run: {exc}") from None
     requests = ledger.lab_requests(None if all_ else Status.pending, run_id=run_id)
+    in_flight = sum(r.in_flight for r in requests)  # a run's own calls (crash safety), answered by its tiers
+    requests = [r for r in requests if not r.in_flight]
     if csv_out is not None:
         _write_csv(csv_out, requests, ledger)
         return
@@ -53,6 +55,9 @@ def lab_list(
         table.add_row(shown(r.id), shown(r.payload or r.candidate_key, 500), shown((r.run_id or "")[:12]), shown(r.verifier),
                       r.status.value, "" if r.value is None else f"{r.value:g}", r.created_at.strftime("%Y-%m-%d %H:%M"))
     console.print(table if requests else f"no {'' if all_ else 'pending '}lab requests" + (f" for run {run_id}" if run_id else ""))
+    if in_flight:
+        console.print(f"({in_flight} call(s) a run sent to its own tiers, recorded in case it crashes, are not shown: "
+                      "their tiers answer them)")
 
 
 @lab_app.command("submit")
@@ -221,6 +226,9 @@ def _submit_file(file: Path, url: str | None) -> None:
             what = "no lab request" if not matches else "more than one lab request"
             raise UserError(f"--file line {line}: {what} starts with {given!r:.60} (see `arl lab list`); nothing was recorded")
         found = matches[0]
+        if found.in_flight:
+            raise UserError(f"--file line {line}: request {found.id[:12]} is a call a run sent to its own {found.verifier} "
+                            "tier, not a lab's; nothing was recorded")
         number = _number(cells["value"], f"--file line {line}: value")
         if found.status != Status.pending and found.value == number:  # a sheet of `lab list --all`, sent back as it was
             again += 1

@@ -130,6 +130,9 @@ class _LabRequests(_VerdictCache):
             if req is None:
                 raise LedgerError(f"no lab request with id {_short_repr(request_id)} (see `arl lab list`)")
             request_id = req.id
+            if req.notes == LabRequest.in_flight_note(req.verifier):
+                raise LedgerError(f"request {request_id[:12]} is a call a run sent to its own {req.verifier} tier, not a "
+                                  "lab's: the tier answers it (`arl run --resume` sends it again after a crash)")
             if req.status != Status.pending.value:
                 raise LedgerError(
                     f"lab request {request_id!r} already has a result ({req.value!r}); results are not overwritten "

@@ -420,3 +420,32 @@ def test_with_budget_carry_a_batch_gets_what_earlier_steps_left(ledger) -> None:
     _drain(service)
     service.close()
     assert cluster.calls == 3 and sum(ledger.spend_by_tier(run.id).values()) <= 3 * (CALL_COST + 1.0)
+
+
+def test_a_labs_request_in_an_async_run_is_one_request_for_a_person(ledger) -> None:
+    """The service recorded a lab tier's call as 'in flight' under the id its lab request then took: the request a
+    person must answer read as a run's own call (and `arl lab list` hides those)."""
+    config = load_config(overrides={"name": "svc-lab", "tiers": [{"verifier": "rdkit-eht"}, {"verifier": "lab"}],
+                                    "scheduler": {"policy": "all", "budget_per_step": 1e6, "budget_per_run": 1e6}})
+    suite = suite_for(config)
+    run = ledger.create_run("svc-lab", {})
+    (prompt,) = suite.prompts(0)[:1]
+    ledger.add_prompts([prompt])
+    trajs, cands = [], []
+    for k, smiles in enumerate(["CCO", "CCN", "CC=O", "CCC"]):
+        cand, answer, turns = suite.completion(prompt, smiles)
+        cands.append(cand)
+        trajs.append(Trajectory(run_id=run.id, prompt_id=prompt.id, step=0, group_id=f"g{k // 2}", turns=turns,
+                                final_answer=answer, candidate_key=cand.key))
+    ledger.add_trajectories(trajs)
+    from verifiers import registry
+
+    ladder = [registry.get(r.verifier)(r.params) for r in config.tiers]
+    service = VerificationService(ledger, Scheduler(ladder, config.scheduler, featurize=suite.featurize), suite, run.id,
+                                  slots={"rdkit-eht": 2, "lab": 2})
+    service.open_batch(0, trajs, cands)
+    _drain(service)
+    service.close()
+    requests = ledger.lab_requests(Status.pending, run_id=run.id)
+    assert sorted(r.candidate_key for r in requests) == sorted(c.key for c in cands)  # one a molecule
+    assert not any(r.in_flight for r in requests), [r.notes for r in requests]

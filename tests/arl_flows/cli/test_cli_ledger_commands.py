@@ -243,3 +243,32 @@ def test_a_ledger_in_memory_is_refused_before_anything_is_paid(tmp_path: Path, m
     monkeypatch.setenv("ARL_DATABASE_URL", memory)
     code, out, err = arl(["run", "--dry-run"])
     assert_user_error(code, err, out=out)
+
+
+def test_a_runs_own_calls_in_flight_are_not_lab_work(tmp_path: Path) -> None:
+    """The async service records each expensive call as a pending request (crash safety); `lab list` showed them."""
+    url = _url(tmp_path / "ledger.db")
+    with Ledger(url) as ledger:
+        run = ledger.create_run("lab-run", {"steps": 1})
+        lab, flight = ledger.create_lab_requests([
+            LabRequest(id="ff1" + "0" * 29, run_id=run.id, candidate_key="molecules:CCO", payload="CCO", verifier="lab",
+                       version="1", params_hash="h"),
+            LabRequest(id="ff2" + "0" * 29, run_id=run.id, candidate_key="molecules:CCN", payload="CCN",
+                       verifier="pyscf-b3lyp", version="1", params_hash="h", notes=LabRequest.in_flight_note("pyscf-b3lyp")),
+        ])
+    code, out, err = arl(["lab", "list", "--url", url])
+    flat = " ".join(out.split())
+    assert code == 0 and "ff10" in out and "ff20" not in out and "1 call(s) a run sent to its own tiers" in flat, out + err
+    sheet = tmp_path / "sheet.csv"
+    code, out, err = arl(["lab", "list", "--csv", str(sheet), "--url", url])
+    assert code == 0 and lab in sheet.read_text(encoding="utf-8-sig") and flight not in sheet.read_text(encoding="utf-8-sig")
+    code, out, err = arl(["lab", "submit", "--request", "ff2", "--value", "4.2", "--url", url])
+    assert_user_error(code, err, out=out)
+    assert "is a call a run sent to its own pyscf-b3lyp tier, not a lab's" in " ".join(err.split())
+    rows = tmp_path / "rows.csv"
+    rows.write_text("request,value\nff1,3.3\nff2,4.2\n", encoding="utf-8")
+    code, out, err = arl(["lab", "submit", "--file", str(rows), "--url", url])
+    assert_user_error(code, err, out=out)
+    assert "--file line 3: request ff2" in err
+    with Ledger(url) as ledger:
+        assert all(r.status.value == "pending" for r in ledger.lab_requests(None))
