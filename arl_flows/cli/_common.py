@@ -36,6 +36,23 @@ app = typer.Typer(
     add_completion=False,
 )
 
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib import metadata
+
+        typer.echo(f"arl {metadata.version('arl')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version, help="Print ARL's version and exit."),
+) -> None:
+    pass
+
+
 # `arl --help` lists the core's commands under one panel and each suite's under its own ("Molecules suite").
 CORE_PANEL = "Core"
 

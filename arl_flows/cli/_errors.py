@@ -189,6 +189,8 @@ def _click_exit_code(exc: BaseException) -> int | None:
             module = importlib.import_module(name)
         except ImportError:
             continue
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `arl` or `arl lab` alone: the help was asked for, and shown
+            return 0
         if isinstance(exc, module.ClickException):  # usage errors: the usage, a hint and "Error: ..."
             _show_click_error(exc)
             return exc.exit_code

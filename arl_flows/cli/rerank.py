@@ -75,12 +75,34 @@ def _read_items(path: Path) -> list[dict[str, Any]]:
     return items
 
 
-def _tier_list(tiers: str | None, params: list[str]) -> list[dict[str, Any]] | None:
+def _tier_list(tiers: str | None, params: list[str], the_suite: Any) -> list[dict[str, Any]] | None:
+    """The ladder --tiers names (verifier names, references, or tier names as `arl verify` takes them), with
+    --tier-param set; None: the suite's own. An unknown name is one line before anything runs."""
+    from storage.records import Tier
+    from verifiers import VerifierNotFound, registry
+
     if not tiers:
         if params:
             raise UserError("--tier-param needs --tiers (the ladder whose params it sets)")
         return None
-    ladder = [{"verifier": t.strip(), "params": {}} for t in tiers.split(",") if t.strip()]
+    ladder = []
+    for item in (t.strip() for t in tiers.split(",")):
+        if not item:
+            continue
+        if item in Tier.__members__:  # the suite's rung at that tier, with its params
+            rung = next((r for r in the_suite.config.tiers if registry.get(r.verifier).tier == Tier(item)), None)
+            if rung is None:
+                raise UserError(f"--tiers {cut(item, 60)}: the {shown(the_suite.name)} suite's ladder has no {item} tier; "
+                                f"name a verifier (`arl tiers list --suite {shown(the_suite.name)}`)")
+            ladder.append({"verifier": rung.verifier, "params": dict(rung.params)})
+            continue
+        try:
+            registry.get(item)
+        except VerifierNotFound as exc:
+            raise UserError(f"--tiers: {cut(' '.join(str(exc).split()), 300)}; or use a tier name ({', '.join(Tier.__members__)})") from None
+        except (ImportError, TypeError, ValueError) as exc:
+            raise UserError(f"--tiers: {cut(' '.join(str(exc).split()), 300)}") from None
+        ladder.append({"verifier": item, "params": {}})
     by_name = {t["verifier"]: t for t in ladder}
     for item in params:
         name, _, rest = item.partition(".")
@@ -121,7 +143,7 @@ def rerank_command(
     policy_path: str | None = typer.Option(None, "--policy-path", help="Local model to sample missing candidates (default: the suite's own policy)."),
     space: str | None = typer.Option(None, "--space", help="Chemistry space of the molecules suite (qm9, druglike; default: qm9)."),
     seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of sampling and the scheduler."),
-    ledger_url: str | None = typer.Option(None, "--ledger", help="Ledger URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db)."),
+    ledger_url: str | None = typer.Option(None, "--url", "--ledger", help="Ledger URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     window: tuple[float, float] | None = typer.Option(None, "--window", hidden=True, help="Same as --goal window=[LOW,HIGH]."),
 ) -> None:
@@ -138,7 +160,7 @@ def rerank_command(
     the_suite = load_suite(suite, options)
     cls = type(the_suite)
     items = _read_items(input_file)
-    ladder = _tier_list(tiers, tier_param)
+    ladder = _tier_list(tiers, tier_param, the_suite)
     for number, item in enumerate(items, 1):
         try:
             cls.goal(default_goal | item.all_goal())

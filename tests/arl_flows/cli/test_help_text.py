@@ -37,3 +37,16 @@ def test_an_escaped_section_name_is_printed() -> None:
 
     out = CliRunner().invoke(app, ["prior", "show", "--help"], terminal_width=200).stdout
     assert "whose [options.prior] table" in out, out
+
+
+def test_arl_alone_shows_its_help_and_version_is_an_option() -> None:
+    """`arl` (and `arl lab`) alone printed the help, then an empty 'Error:' and exited 2; `--version` did not exist."""
+    from importlib import metadata
+
+    from tests.helpers.cli_runner import arl
+
+    for args in ([], ["lab"]):
+        code, out, err = arl(args)
+        assert code == 0 and "Usage: arl" in out and "Error" not in err + out, (args, out, err)
+    code, out, err = arl(["--version"])
+    assert code == 0 and out.strip() == f"arl {metadata.version('arl')}"

@@ -150,3 +150,17 @@ def test_a_line_without_candidates_is_sampled_from_a_policy(tmp_path: Path) -> N
     assert result["n"] == 4 and 1 <= len(result["top"]) <= 4  # duplicates among the samples count once
     assert [t["rank"] for t in result["top"]] == list(range(1, len(result["top"]) + 1))
     assert all(" " not in t["completion"] for t in result["top"])
+
+
+def test_tiers_take_tier_names_and_name_an_unknown_verifier_first() -> None:
+    """`arl verify --tiers fast,high_fidelity` worked and `arl rerank` with the same said "no verifier named 'fast'";
+    `--tiers bogus` was blamed on the ladder's length instead of the name."""
+    from arl_flows.cli._common import UserError, load_suite
+    from arl_flows.cli.rerank import _tier_list
+
+    suite = load_suite("molecules", {})
+    ladder = _tier_list("fast,high_fidelity", ["pyscf-b3lyp.basis=\"sto-3g\""], suite)
+    assert [r["verifier"] for r in ladder] == ["rdkit-eht", "pyscf-b3lyp"] and ladder[1]["params"]["basis"] == "sto-3g"
+    for tiers, message in (("bogus", "--tiers: no verifier named 'bogus'"), ("fast,lab", "has no lab tier")):
+        with pytest.raises(UserError, match=message):
+            _tier_list(tiers, [], suite)
