@@ -52,6 +52,13 @@ class Settings(BaseSettings):
         default=False, description="Print an internal error's traceback instead of writing it to a log file (ARL_TRACEBACK=1)."
     )
 
+    @field_validator("home", "cache_dir")
+    @classmethod
+    def _absolute(cls, path: Path | None) -> Path | None:
+        # A shell expands `~` only where it starts a word: ARL_HOME='~/x' reached us as it is, and a relative folder
+        # would move with the current directory. Both are taken as the user meant them: a fixed folder.
+        return None if path is None else path.expanduser().absolute()
+
     @field_validator("traceback", mode="before")
     @classmethod
     def _any_word_but_off(cls, value: object) -> bool:

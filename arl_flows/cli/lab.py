@@ -9,7 +9,16 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from arl_flows.cli._common import UserError, app, console, open_ledger, print_json, read_text_file, shown
+from arl_flows.cli._common import (
+    UserError,
+    app,
+    console,
+    missing_ledger_file,
+    open_ledger,
+    print_json,
+    read_text_file,
+    shown,
+)
 
 URL_OPTION = typer.Option(None, "--url", help="Ledger URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db).")
 
@@ -31,6 +40,14 @@ def lab_list(
     """Pending lab requests (a training run never waits for them)."""
     from storage.records import Status
 
+    missing = missing_ledger_file(url)
+    if missing is not None and csv_out is None:  # a list creates nothing: a mistyped path is not a new, empty ledger
+        if json_out:
+            print_json([])
+        else:
+            console.print(f"no lab requests: no ledger at {shown(str(missing))} yet (a run's lab tier writes them "
+                          "there), or check the path if you expected one")
+        return
     ledger = open_ledger(url, existing=True)
     if run_id is not None:
         from storage.ledger import LedgerError

@@ -45,3 +45,14 @@ def test_the_benchmarks_variables_are_not_product_settings(monkeypatch: pytest.M
     """ARL_BENCH_* belongs to benchmarks/settings.py: the product neither reads nor rejects it."""
     monkeypatch.setenv("ARL_BENCH_TORCH_THREADS", "many")
     assert "bench_torch_threads" not in settings().model_dump()
+
+
+def test_a_home_written_with_a_tilde_or_relative_is_one_fixed_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ARL_HOME='~/x' made a folder named '~' in the current directory; a relative one moved with it."""
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    monkeypatch.setenv("ARL_HOME", "~/arl-home")
+    monkeypatch.setenv("ARL_CACHE_DIR", "cache-here")
+    monkeypatch.chdir(tmp_path)
+    s = settings()
+    assert s.home == tmp_path / "user" / "arl-home" and s.cache == tmp_path / "cache-here"
+    assert s.ledger_url == f"sqlite:///{tmp_path / 'user' / 'arl-home' / 'ledger.db'}"

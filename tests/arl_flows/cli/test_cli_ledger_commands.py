@@ -35,6 +35,10 @@ def test_an_ambiguous_run_prefix_says_so_and_a_mistyped_ledger_is_never_created(
     assert code == 0 and "no runs yet: no ledger at" in " ".join(out.split()) and not typo.exists(), out + err
     code, out, err = arl(["runs", "list", "--url", _url(typo), "--json"])
     assert code == 0 and out.strip() == "[]" and not typo.exists()
+    code, out, err = arl(["lab", "list", "--url", _url(typo)])  # as `runs list` does, not an error
+    assert code == 0 and "no lab requests: no ledger at" in " ".join(out.split()) and not typo.exists(), out + err
+    code, out, err = arl(["lab", "list", "--url", _url(typo), "--json"])
+    assert code == 0 and out.strip() == "[]" and not typo.exists()
     for command in (["runs", "show", "abc"], ["runs", "eval", "abc"], ["report", "abc", "--out", str(tmp_path / "r")]):
         code, out, err = arl([*command, "--url", _url(typo)])
         assert_user_error(code, err, out=out)
