@@ -290,6 +290,9 @@ class ClusterConfig(_Section):
         if sep and scheme.lower() not in _DASK_SCHEMES:
             hint = " (http:// is the dashboard's; the scheduler listens on tcp://HOST:8786)" if scheme.lower().startswith("http") else ""
             raise ValueError(f"{address[:80]!r} is not a Dask scheduler address{hint}; give e.g. 'tcp://10.0.0.5:8786'")
+        rest = address.partition("://")[2] if sep else address
+        if (not sep or scheme.lower() in ("tcp", "tls")) and not re.fullmatch(r"[^\s/]+:\d{1,5}", rest):
+            raise ValueError(f"{address[:80]!r} names no scheduler port; give HOST:PORT, e.g. 'tcp://10.0.0.5:8786'")
         return address
 
     @model_validator(mode="after")

@@ -24,6 +24,8 @@ from arl_flows.config import ClusterConfig, build_config
         ({"kind": "slurm", "memory": "0GB"}, "a job needs some memory; give more than 0"),
         ({"kind": "pbs", "walltime": "1-00:00:00"}, "PBS takes 'HH:MM:SS' (hours may pass 24), not SLURM's days"),
         ({"kind": "dask", "address": "http://10.0.0.5:8787"}, "http:// is the dashboard's; the scheduler listens on tcp://HOST:8786"),
+        ({"kind": "dask", "address": "foo"}, "'foo' names no scheduler port; give HOST:PORT"),  # passed the dry run
+        ({"kind": "dask", "address": "tcp://10.0.0.5"}, "names no scheduler port"),
         ({"kind": "slurm", "partition": "debug"}, "cluster.partition: unknown field; ARL calls it 'queue'"),
         ({"kind": "slurm", "account": "chem"}, "ARL calls it 'job_extra'"),
     ],
