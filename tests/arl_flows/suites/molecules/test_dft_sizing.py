@@ -162,3 +162,19 @@ def test_the_suites_default_dft_tier_takes_the_spaces_basis() -> None:
     named = {"suite": "molecules", "options": {"space": "druglike"},
              "tiers": [{"verifier": "rdkit-eht"}, {"verifier": "pyscf-b3lyp", "params": {"basis": "def2-svp"}}]}
     assert dft_basis(named) == "def2-svp"  # a config that names one keeps it
+
+
+def test_the_defaults_known_to_be_covered_are_covered_by_pyscf_s_library() -> None:
+    """`arl --help` no longer imports PySCF to check the default basis; this checks the shortcut against the library."""
+    from arl_flows.suites.molecules import dft
+
+    for basis, elements in dft.COVERED_DEFAULTS:
+        dft.basis_missing.cache_clear()
+        saved = dft.COVERED_DEFAULTS
+        try:
+            dft.COVERED_DEFAULTS = frozenset()
+            assert dft.basis_missing(basis, tuple(sorted(elements))) == ()
+        finally:
+            dft.COVERED_DEFAULTS = saved
+            dft.basis_missing.cache_clear()
+    assert dft.basis_missing("6-31g", ("C", "Br")) == ("Br",)  # outside the shortcut: the library answers
