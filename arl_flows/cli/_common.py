@@ -163,6 +163,9 @@ def read_text_file(option: str, path: Path) -> str:
     unreadable, or not UTF-8 (naming the first bad line)."""
     name = cut(str(path), 300)
     try:
+        if not path.exists():
+            where = "" if path.is_absolute() else f" (relative paths are read from the current directory, {cut(str(Path.cwd()), 200)})"
+            raise UserError(f"{option} {name} does not exist{where}")
         if not path.is_file():
             raise UserError(f"{option} {name} is not a regular file")
         size = path.stat().st_size

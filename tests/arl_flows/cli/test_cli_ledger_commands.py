@@ -182,6 +182,9 @@ def test_lab_results_from_a_csv_are_all_checked_before_any_is_recorded(tmp_path:
         ('request,value\n"bbx,3.4\n' + "x" * 140_000, "--file line 3: not CSV (field larger than field limit"),
         ('request,value,notes\n"bb\nx",3.4,n\nbbq,1\n', "--file line 2: no lab request starts with 'bb\\nx'"),
     ]
+    code, out, err = arl(["lab", "submit", "--file", "no-such-results.csv", "--url", url])
+    assert_user_error(code, err, out=out)
+    assert "--file no-such-results.csv does not exist (relative paths are read from the current directory" in " ".join(err.split())
     for i, (text, message) in enumerate(bad):
         path = tmp_path / f"bad{i}.csv"
         path.write_text(text, encoding="utf-8")
