@@ -40,12 +40,26 @@ def list_runs(
         console.print(f"no runs yet in {shown(ledger.safe_url)}; start one with `arl run` (or `arl run --profile quick`)")
         return
     table = Table(title=f"runs in {shown(ledger.safe_url)}")
-    for col in ("id", "name", "status", "steps", "created"):
+    for col in ("id", "name", "kind", "status", "steps", "created"):
         table.add_column(col)
     for r in runs:
-        total = r.config.get("steps", "?")
-        table.add_row(shown(r.id[:12]), shown(r.name, 200), r.status.value, shown(f"{r.steps_done}/{total}"), r.created_at.strftime("%Y-%m-%d %H:%M:%S UTC"))
+        total = r.config.get("steps") if _is_training(r.config) else None
+        steps = f"{r.steps_done}/{total if total is not None else '?'}" if _is_training(r.config) else "-"
+        table.add_row(shown(r.id[:12]), shown(r.name, 200), _kind(r.name, r.config), r.status.value, shown(steps),
+                      r.created_at.strftime("%Y-%m-%d %H:%M:%S UTC"))
     console.print(table)
+
+
+def _is_training(config: dict) -> bool:
+    """Whether a ledger run is a training run (``arl run``), not the scoring record of TieredReward, a rerank or an
+    evaluation set, which has no steps or checkpoints."""
+    return config.get("source") != "TieredReward"
+
+
+def _kind(name: str, config: dict) -> str:
+    if _is_training(config):
+        return "train"
+    return "eval" if name.startswith("eval-") else "scoring"
 
 
 @runs_app.command("show")
@@ -83,7 +97,14 @@ def show_run(
         table.add_row(f"verdicts/{shown(status)}", str(n))
     if summary.get("learned_from"):
         table.add_row("learned_from", shown(summary["learned_from"], 300))
-    table.add_row("eval", summary_line(evaluation) if evaluation else f"not scored; `arl runs eval {shown(summary['id'][:12])}`")
+    stored = ledger.get_run(summary["id"])
+    if not _is_training(stored.config):
+        table.add_row("kind", f"{_kind(stored.name, stored.config)}: verdicts scored outside a training run (TieredReward, "
+                              "`arl rerank` or an evaluation set); no steps or checkpoints")
+    elif evaluation:
+        table.add_row("eval", summary_line(evaluation))
+    else:
+        table.add_row("eval", f"not scored; `arl runs eval {shown(summary['id'][:12])}`")
     console.print(table)
     if summary["steps"]:
         console.print(_steps_table(summary["steps"]))
@@ -141,6 +162,14 @@ def eval_run(
     from storage.ledger import LedgerError
 
     ledger = open_ledger(url, existing=True)
+    try:
+        stored = ledger.get_run(run_id)
+    except LedgerError as exc:
+        raise UserError(str(exc)) from None
+    if not _is_training(stored.config):
+        kind = _kind(stored.name, stored.config)
+        raise UserError(f"run {stored.id[:12]} is {'an' if kind == 'eval' else 'a'} {kind} run (verdicts scored outside "
+                        "training); only a training run has a policy and checkpoints to evaluate")
     try:
         result = evaluate(ledger, run_id, samples=samples, budget=budget, seed=seed)
     except (LedgerError, EvalError) as exc:

@@ -279,3 +279,22 @@ def test_a_runs_own_calls_in_flight_are_not_lab_work(tmp_path: Path) -> None:
     assert "--file line 3: request ff2" in err
     with Ledger(url) as ledger:
         assert all(r.status.value == "pending" for r in ledger.lab_requests(None))
+
+
+def test_a_scoring_run_is_not_shown_or_evaluated_as_a_training_run(tmp_path: Path) -> None:
+    """Rerank and eval records showed as `1/None` training runs, and `runs show` offered an `arl runs eval` that failed."""
+    url = _url(tmp_path / "ledger.db")
+    with Ledger(url) as ledger:
+        scoring = ledger.create_run("eval-abc", {"steps": None, "source": "TieredReward"})
+        training = ledger.create_run("train", {"steps": 3})
+    code, out, err = arl(["runs", "list", "--url", url])
+    rows = {line.split("│")[2].strip(): [c.strip() for c in line.split("│")] for line in out.splitlines() if "│" in line}
+    assert code == 0 and rows["eval-abc"][3] == "eval" and rows["eval-abc"][5] == "-", out
+    assert rows["train"][3] == "train" and rows["train"][5] == "0/3"
+    code, out, err = arl(["runs", "show", scoring.id, "--url", url])
+    assert code == 0 and "verdicts scored outside a training run" in " ".join(out.split()) and "runs eval" not in out
+    code, out, err = arl(["runs", "eval", scoring.id[:10], "--url", url])
+    assert_user_error(code, err, out=out)
+    assert f"run {scoring.id[:12]} is an eval run" in err and "only a training run has a policy" in " ".join(err.split())
+    code, out, err = arl(["runs", "show", training.id, "--url", url])
+    assert code == 0 and f"arl runs eval {training.id[:12]}" in out
