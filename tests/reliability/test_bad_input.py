@@ -297,3 +297,9 @@ def test_an_unexpected_exception_is_one_line_naming_its_log(monkeypatch: pytest.
     monkeypatch.setenv("ARL_TRACEBACK", "1")  # for developers: the traceback itself
     code, out, err = arl(["internal-error-probe"])
     assert code == 1 and "Traceback" in err and "ZeroDivisionError" in err
+
+
+def test_a_task_source_without_its_path_names_the_option_not_pydantic() -> None:
+    code, out, err = arl(["tasks", "list", "--source", "jsonl"])
+    assert_user_error(code, err, out=out)
+    assert "source 'jsonl' needs --path, the JSONL file" in err and "Value error" not in err

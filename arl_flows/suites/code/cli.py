@@ -45,7 +45,8 @@ def list_tasks(
         spec = TaskSource(source=source, path=path)  # type: ignore[arg-type]
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise UserError(f"--source/--path: {shown(first['msg'], 200)} (sources: bundled, humaneval, jsonl)") from None
+        message = str(first["msg"]).removeprefix("Value error, ").replace("needs path = ", "needs --path, ")
+        raise UserError(f"--source/--path: {shown(message, 200)} (sources: bundled, humaneval, jsonl)") from None
     try:
         loaded = load_source(spec)
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RuntimeError) as exc:
