@@ -341,7 +341,8 @@ def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> 
         f"- trajectories: {summary['trajectories']}, distinct candidates: {summary['candidates']}",
         f"- best reward: {summary['best_reward'] if summary['best_reward'] is None else round(summary['best_reward'], 4)}",
         f"- {hits_line(run_hits(ledger, run.id), unit)}",
-        f"- verdicts by status: {summary['verdicts_by_status']}",
+        "- verdicts by status: " + (", ".join(f"{n} {status}" for status, n in sorted(summary["verdicts_by_status"].items()))
+                                    or "none"),
         f"- pending lab requests: {summary['lab_pending']}",
         "",
         "## Spend by tier (CPU-seconds)",

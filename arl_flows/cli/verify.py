@@ -223,7 +223,7 @@ def verify(
         new_requests = sum(1 for request, kept_id in zip(lab_requests, ids, strict=True) if kept_id == request.id)
         kept = ledger.put_verdicts([v for _, v in all_verdicts])
         all_verdicts = [(text, v) for (text, _), v in zip(all_verdicts, kept, strict=True)]
-        stored = f"stored {len(kept)} verdicts and {new_requests} new lab requests in the ledger"
+        stored = f"stored {len(kept)} verdict(s) and {new_requests} new lab request(s) in the ledger"
     elif lab_requests and not as_json:
         stored = f"{len(lab_requests)} lab request(s) not recorded: pass --ledger URL to store them"
 

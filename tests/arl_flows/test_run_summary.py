@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 from rich.console import Console
@@ -85,6 +86,7 @@ def test_report_has_units_error_bars_parity_structures_and_estimate_marks(run_le
     assert "| lab | `reference-table` | 24.00 | 2 |" in md  # what ran at the lab tier, named
     assert md.index("| fast | `rdkit-eht`") < md.index("| lab | `reference-table`")  # ladder order
     assert "reference-table (eV)" in md and "rdkit-eht (eV)" in md and "two standard errors" in md
+    assert re.search(r"- verdicts by status: \d+ ok\n", md)  # words, not a Python dict
     rows = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| `")}
     assert "**estimate**" in rows["`CCN`"] and "**estimate**" in rows["`CC=O`"]
     assert "**estimate**" not in rows["`CCO`"] and "0.900 ± 0.000" in rows["`CCO`"]
