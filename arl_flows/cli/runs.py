@@ -90,7 +90,7 @@ def show_run(
     table.add_column("value")
     for key in ("status", "steps_done", "steps_total", "trajectories", "candidates", "best_reward", "mean_reward", "checkpoints", "lab_pending", "created_at", "updated_at"):
         value = summary[key]
-        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else shown(value))
+        table.add_row(key, _number(value, 4) if isinstance(value, float) else shown(value))
     for row in summary["spend_by_verifier"]:  # ladder order, cheapest first
         table.add_row(f"spend/{shown(row['tier'])}", f"{row['cost_s']:.2f} CPU-s ({shown(row['verifier'])}, {row['calls']} calls)")
     for status, n in sorted(summary["verdicts_by_status"].items()):
@@ -112,6 +112,12 @@ def show_run(
         console.print(_top_table(top))
 
 
+def _number(value: float, digits: int) -> str:
+    """``value`` with ``digits`` decimals, or in exponent form where that would print hundreds of digits (a lab's
+    1e308)."""
+    return f"{value:.{digits}f}" if abs(value) < 1e6 else f"{value:.{digits}g}"
+
+
 def _top_table(top: list[dict]) -> Table:
     """The best candidates: reward (marked when it is an estimate only) and each verifier's value."""
     names = list(dict.fromkeys(name for c in top for name in c["values"]))
@@ -120,7 +126,7 @@ def _top_table(top: list[dict]) -> Table:
         table.add_column(shown(col))
     for c in top:
         reward = f"{c['reward']:.3f}" + ("" if c["verified"] else f" ± {c['std']:.3f} est.")
-        cells = [f"{v:.3f}" if isinstance(v, float) else shown(v) for v in (c["values"].get(n, "") for n in names)]
+        cells = [_number(v, 3) if isinstance(v, float) else shown(v) for v in (c["values"].get(n, "") for n in names)]
         table.add_row(shown(c["answer"], 120), reward, *cells)
     return table
 
