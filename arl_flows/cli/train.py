@@ -89,8 +89,29 @@ def _summary_table(summary: dict[str, Any], rows: list[Any]) -> Table:
         table.add_column(col)
     for r in rows:
         calls = ", ".join(f"{k} {v}" for k, v in r.calls.items() if v)
-        table.add_row(str(r.step), f"{r.reward_mean:.3f}", f"{r.reward_max:.3f}", f"{r.validity:.0%}", calls, f"{r.seconds:.1f}")
+        seconds = f"{r.seconds:.1f}" if math.isfinite(r.seconds) else "(before the resume)"
+        table.add_row(str(r.step), f"{r.reward_mean:.3f}", f"{r.reward_max:.3f}", f"{r.validity:.0%}", calls, seconds)
     return table
+
+
+def _earlier_steps(ledger: Any, run_id: str, rows: list[Any]) -> list[Any]:
+    """The steps a run completed before this process resumed it, from the ledger (calls and seconds not kept there)."""
+    from arl_flows.training import StepSummary
+
+    first = min((r.step for r in rows), default=None)
+    earlier = []
+    for record in ledger.training_steps(run_id):
+        if first is not None and record.step >= first:
+            continue
+        m = record.metrics
+
+        def metric(name: str) -> float:
+            value = m.get(name)
+            return float(value) if isinstance(value, (int, float)) else math.nan
+
+        earlier.append(StepSummary(step=record.step, reward_mean=metric("reward/mean"), reward_max=metric("reward/max"),
+                                   validity=metric("reward/validity"), metrics=dict(m), seconds=math.nan))
+    return earlier
 
 
 def _reward_trend(rows: list[Any], per_step: int) -> str:
@@ -473,8 +494,9 @@ def run(
         raise typer.Exit(130) from None
     finally:
         set_progress_listener(None)
-    console.print(_summary_table(summary, view.rows))
-    if trend := _reward_trend(view.rows, cfg.rollout.prompts_per_step * cfg.trainer.group_size):
+    rows = _earlier_steps(ledger, summary["id"], view.rows) + view.rows  # a resumed run is summed up whole
+    console.print(_summary_table(summary, rows))
+    if trend := _reward_trend(rows, cfg.rollout.prompts_per_step * cfg.trainer.group_size):
         console.print(trend, markup=False)
     if flat := _flat_reward_note(view.rows):
         console.print(flat, markup=False, style="yellow")

@@ -77,6 +77,21 @@ def test_the_summary_says_a_step_had_no_top_answer_because_its_calls_failed(run_
     assert "step 1: 2 reference-table call(s) failed (not in reference table)" in lines and "step(s) 1" not in lines
 
 
+def test_a_resumed_runs_summary_holds_the_steps_before_the_resume(run_ledger) -> None:
+    """After `arl run --resume`, the summary listed only the resumed steps and judged the trend on them alone."""
+    from arl_flows.cli.train import _earlier_steps, _summary_table
+    from arl_flows.training import StepSummary
+
+    ledger, run_id = run_ledger
+    resumed = [StepSummary(step=1, reward_mean=0.575, reward_max=0.95, validity=1.0, seconds=2.0)]
+    earlier = _earlier_steps(ledger, run_id, resumed)
+    assert [(r.step, round(r.reward_mean, 4)) for r in earlier] == [(0, round((0.9 + 0.4 + 0.7) / 3, 4))]
+    out = io.StringIO()
+    Console(file=out, width=200).print(_summary_table({"id": run_id, "name": "summary", "status": "completed"}, earlier + resumed))
+    assert "(before the resume)" in out.getvalue() and "0.667" in out.getvalue()
+    assert _earlier_steps(ledger, run_id, [StepSummary(step=0)]) == []  # a fresh run: nothing before it
+
+
 def test_report_has_units_error_bars_parity_structures_and_estimate_marks(run_ledger) -> None:
     ledger, run_id = run_ledger
     report = build_report(ledger, run_id)
