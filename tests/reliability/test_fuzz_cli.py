@@ -145,7 +145,7 @@ SPECS: dict[str, Spec] = {
 }
 # Options that are the poison itself (never fuzzed) or pure output switches checked elsewhere.
 NOT_FUZZED = {"bench learning": {"--workdir"}, "bench pipeline": {"--workdir"}, "ui": {"--stop"}, "prior pretrain": {"--config"}, "prior evaluate": {"--dir"}, "deploy": {"--url"},
-              "rerank": {"--ledger"}}
+              "rerank": {"--ledger", "--url"}}  # one option (the poison URL), two names
 
 
 def _commands() -> dict[str, Any]:
