@@ -265,6 +265,20 @@ def _prompts_text(cfg: Any, source: str) -> str:
 _RESUME_MAY_CHANGE = frozenset({"name", "steps", "task_runner", "pipeline", "dask_address", "cluster", "device"})
 
 
+# (the field a config error names, the override that set it, its flag)
+_FLAGS = (("name", "name", "--name"), ("steps", "steps", "--steps"), ("task_runner", "task_runner", "--task-runner"),
+          ("pipeline", "pipeline", "--pipeline"), ("cluster.address", "dask_address", "--dask-address"),
+          ("dask_address", "dask_address", "--dask-address"))
+
+
+def _named_by_flag(message: str, overrides: dict[str, Any]) -> str:
+    """A config error about a value a flag gave names the flag (``--task-runner``), not the config it came into."""
+    for field, key, flag in _FLAGS:
+        if key in overrides and f": {field}: " in message:
+            return f"{flag} {str(overrides[key])[:60]!r}: " + message.split(f": {field}: ", 1)[1]
+    return message
+
+
 def _refuse_a_changed_config(cfg: Any, stored: dict[str, Any], source: str, run_id: str) -> None:
     """A resumed run continues as it ran: a --config that changes its ladder, budget or policy is one line."""
     new = cfg.model_dump(mode="json")
@@ -435,7 +449,9 @@ def run(
 
             overrides = stored_fields(stored.config)
         resume = stored.id
-    if name:
+    if name is not None:
+        if not name.strip():
+            raise UserError("--name is empty; give the run a name, or leave --name out for the config's")
         overrides["name"] = name
     if steps:
         overrides["steps"] = steps
@@ -449,7 +465,7 @@ def run(
     try:
         cfg = load_config(config, profile, overrides=overrides)
     except ConfigError as exc:
-        raise UserError(str(exc)) from None
+        raise UserError(_named_by_flag(str(exc), overrides)) from None
     source = str(config) if config else (f"run {resume[:12]}'s stored config" if resume else "the built-in config")
     if resume and config is not None:
         _refuse_a_changed_config(cfg, stored.config, source, resume)

@@ -254,3 +254,17 @@ def test_dry_run_checks_the_ledger_url_without_connecting(url: str, expected: st
     assert_user_error(code, err, out=out)
     assert "write postgresql://" in err if url.startswith("postgres:") else True
     assert expected in err and "pw@" not in err, err  # the password is never printed
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--task-runner", "dusk"], "--task-runner 'dusk': allowed values are 'threads', 'dask' or 'ray'"),
+    (["--pipeline", "asink"], "--pipeline 'asink': allowed values are 'sync' or 'async'"),
+    (["--dask-address", "foo"], "--dask-address 'foo': 'foo' names no scheduler port"),
+    (["--name", " "], "--name is empty; give the run a name"),
+])
+def test_a_bad_flag_value_names_the_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str) -> None:
+    """`arl run --task-runner dusk` said 'default config: task_runner: ...': the user never wrote a config."""
+    _home(tmp_path, monkeypatch)
+    code, out, err = arl(["run", *args, "--dry-run"])
+    assert_user_error(code, err, out=out)
+    assert f"error: {message}" in " ".join(err.split())
