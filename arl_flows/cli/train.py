@@ -72,15 +72,15 @@ class _ProgressView:
                 self.progress.console.print("scoring the fixed evaluation set ([eval])", markup=False)
         elif event == "step":
             self.rows.append(payload)
-            spend = ", ".join(f"{t} {c:.1f}s" for t, c in payload.spend.items())  # the ledger lists tiers in ladder order
+            spend = ", ".join(f"{t} {c:.1f}s" for t, c in payload.spend.items()) or "none (all cached)"  # ladder order
             left = "∞" if math.isinf(payload.budget_left) else f"{payload.budget_left:.0f}s"
             info = f"reward {payload.reward_mean:.3f} (max {payload.reward_max:.3f}) | valid {payload.validity:.0%} | spend {spend} | budget left {left}"
             self.progress.update(self.task, advance=1, info=info)
             if not self.progress.console.is_terminal:
                 # A bar redraws in place only on a terminal: to a file or pipe, each step is a line of its own.
                 total = self.progress.tasks[0].total if self.progress.tasks else None
-                of = f"/{int(total)}" if total else ""
-                self.progress.console.print(f"step {payload.step + 1}{of} done in {payload.seconds:.0f} s: {info}", markup=False)
+                of = f" ({payload.step + 1} of {int(total)})" if total else ""  # numbered from 0, as every table
+                self.progress.console.print(f"step {payload.step}{of} done in {payload.seconds:.0f} s: {info}", markup=False)
 
 
 def _summary_table(summary: dict[str, Any], rows: list[Any]) -> Table:

@@ -157,7 +157,7 @@ def test_progress_prints_a_line_per_step_when_output_is_not_a_terminal(monkeypat
             view("step", StepSummary(step=step, reward_mean=0.5, reward_max=0.9, validity=1.0, seconds=3.0,
                                      spend={"fast": 0.1, "simulation": 0.2, "high_fidelity": 9.0}, budget_left=100.0))
     text = out.getvalue()
-    assert "step 1/2 done in 3 s: reward 0.500" in text and "step 2/2 done" in text
+    assert "step 0 (1 of 2) done in 3 s: reward 0.500" in text and "step 1 (2 of 2) done" in text
     assert "spend fast 0.1s, simulation 0.2s, high_fidelity 9.0s" in text  # ladder order, not alphabetical
 
 

@@ -70,7 +70,7 @@ def test_arl_run_end_to_end_then_show_report_and_lab(prefect_harness, flow_home,
     assert "run id:" in out and "completed" in out and "Traceback" not in out
     assert "reward mean " in out and "sampling noise" in out
     # Output to a pipe: a line per step, not a bar that only a terminal redraws.
-    assert "step 1/2 done in" in out and "step 2/2 done in" in out
+    assert "step 0 (1 of 2) done in" in out and "step 1 (2 of 2) done in" in out
     # The spend line names what ran at each tier (the tiny prior's molecules rarely get past the fast tier; the
     # ladder order is tested on the ledger) and the summary says what the top tier verified.
     flat = " ".join(out.split())
