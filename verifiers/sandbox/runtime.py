@@ -1024,6 +1024,16 @@ def _supervise(
                 truncated[name] = True
                 if name != "channel":
                     reason = "output_limit"
+    # The streams are closed (a program may close its own, or a leftover child may stop writing) but the process may
+    # still run: the deadline bounds the process, not its pipes. Without this, wait4 below waited for ever.
+    while reason is None and reaped is None:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            reaped = (status, usage)
+        elif time.monotonic() >= deadline:
+            reason = "timeout"
+        else:
+            time.sleep(0.02)
     sel.close()
     if reason is not None:
         try:

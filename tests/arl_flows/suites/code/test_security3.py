@@ -244,3 +244,14 @@ def test_control_without_the_layer_hidden_test_inputs_reach_the_feedback(session
     assert "ARGS: " in feedback, feedback
     ring_clear = ctypes.CDLL(None, use_errno=True).syscall(_KEYCTL, 7, -3)
     assert ring_clear == 0
+
+
+@pytest.mark.parametrize("code", [
+    "import os, time\nos.close(1); os.close(2)\ntime.sleep(30)\n",  # closes its streams, then lingers
+    "import atexit, os, time\nprint('5050', flush=True)\natexit.register(lambda: (os.closerange(0, 1024), time.sleep(30)))\n",
+])
+def test_a_program_that_closes_its_streams_is_still_stopped_at_the_wall_limit(code: str) -> None:
+    """The supervisor checked the deadline only while it read the pipes; after they closed it waited on the process
+    with no limit (a run reported 'success' after 8 s of a 2 s limit, and a training step could hang for good)."""
+    r = run(code, wall_s=2)
+    assert r.outcome == "timeout" and r.wall_s < 8, (r.outcome, r.wall_s)
