@@ -340,14 +340,23 @@ def _normalised(mol: Chem.Mol, read_back: bool) -> Chem.Mol:
             mol = Chem.RemoveHs(mol)  # an explicit [H] is the hydrogen the atom holds implicitly
         except Exception as exc:  # noqa: BLE001 - RDKit raises several exception types
             raise InvalidMolecule(f"sanitization failed: {_first_line(exc)}") from None
-    if not read_back:
+    if not read_back or _reads_back(mol):
         return mol
+    # RDKit's canonical form of some pseudo-asymmetric centres (2-substituted adamantanes, bispidines) flips between
+    # two spellings on every round trip: no stereo-marked key is stable, so the molecule is keyed without its marks.
+    flat = Chem.Mol(mol)
+    Chem.RemoveStereochemistry(flat)
+    if _reads_back(flat):
+        return flat
+    raise InvalidMolecule(f"RDKit does not read this molecule's canonical SMILES {Chem.MolToSmiles(mol)[:80]!r} back as "
+                          "the same molecule; write it another way")
+
+
+def _reads_back(mol: Chem.Mol) -> bool:
+    """Whether RDKit reads ``mol``'s canonical SMILES back as the same canonical SMILES: a key names one molecule."""
     canonical = Chem.MolToSmiles(mol)
     again = Chem.MolFromSmiles(canonical)
-    if again is None or Chem.MolToSmiles(again) != canonical:  # the key must name one molecule, read back as itself
-        raise InvalidMolecule(f"RDKit does not read this molecule's canonical SMILES {canonical[:80]!r} back as the same "
-                              "molecule; write it another way")
-    return mol
+    return again is not None and Chem.MolToSmiles(again) == canonical
 
 
 def _elsewhere(space: str, text: str) -> str:
