@@ -382,7 +382,7 @@ class RunConfig(_Section):
     @field_validator("device")
     @classmethod
     def _device_is_torchs(cls, device: str) -> str:
-        if not re.fullmatch(r"cpu|mps|(cuda|xpu)(:\d{1,3})?", device):
+        if not re.fullmatch(r"cpu|(cuda|xpu|mps)(:\d{1,3})?", device):
             raise ValueError(f"{device[:40]!r} is not a torch device; write 'cpu', 'cuda', 'cuda:N', 'mps' or 'xpu:N'")
         return device
     task_runner: Literal["threads", "dask", "ray"] = Field(

@@ -271,18 +271,28 @@ _FLAGS = (("name", "name", "--name"), ("steps", "steps", "--steps"), ("task_runn
           ("dask_address", "dask_address", "--dask-address"))
 
 
-def _named_by_flag(message: str, overrides: dict[str, Any]) -> str:
-    """A config error about a value a flag gave names the flag (``--task-runner``), not the config it came into."""
+def _named_by_flag(message: str, flags: dict[str, Any]) -> str:
+    """A config error about a value a flag gave (``flags``: the flags given, by field) names the flag
+    (``--task-runner``), not the config it came into."""
     for field, key, flag in _FLAGS:
-        if key in overrides and f": {field}: " in message:
-            return f"{flag} {str(overrides[key])[:60]!r}: " + message.split(f": {field}: ", 1)[1]
+        if key in flags and f": {field}: " in message:
+            return f"{flag} {str(flags[key])[:60]!r}: " + message.split(f": {field}: ", 1)[1]
     return message
 
 
 def _refuse_a_changed_config(cfg: Any, stored: dict[str, Any], source: str, run_id: str) -> None:
-    """A resumed run continues as it ran: a --config that changes its ladder, budget or policy is one line."""
+    """A resumed run continues as it ran: a --config that changes its ladder, budget or policy is one line.
+
+    The stored config is read by this ARL first, so that a field added since the run started (its default filled
+    in) is not taken for a change."""
+    from arl_flows.config import ConfigError, load_config, stored_fields
+
+    try:
+        old = load_config(None, "default", overrides=stored_fields(stored)).model_dump(mode="json")
+    except ConfigError:
+        return  # a stored config this ARL no longer reads: the run itself says so when it resumes
     new = cfg.model_dump(mode="json")
-    changed = sorted(k for k in new if k not in _RESUME_MAY_CHANGE and k in stored and new[k] != stored[k])
+    changed = sorted(k for k in new if k not in _RESUME_MAY_CHANGE and k in old and new[k] != old[k])
     if changed:
         raise UserError(f"--resume {run_id[:12]} with --config {source}: it changes {', '.join(changed[:6])} from the run's "
                         "stored config, which would mix two runs' rewards in one; resume without --config (the run "
@@ -462,10 +472,15 @@ def run(
     if dask_address:
         overrides["dask_address"] = dask_address
         overrides.setdefault("task_runner", "dask")
+    flags = {k: v for k, v in {"name": name, "steps": steps, "task_runner": task_runner, "pipeline": pipeline,
+                                "dask_address": dask_address}.items() if v is not None}
     try:
         cfg = load_config(config, profile, overrides=overrides)
     except ConfigError as exc:
-        raise UserError(_named_by_flag(str(exc), overrides)) from None
+        message = _named_by_flag(str(exc), flags)
+        if resume and config is None and message.startswith("default config: "):  # the run's own config said it
+            message = f"run {resume[:12]}'s stored config: " + message.removeprefix("default config: ")
+        raise UserError(message) from None
     source = str(config) if config else (f"run {resume[:12]}'s stored config" if resume else "the built-in config")
     if resume and config is not None:
         _refuse_a_changed_config(cfg, stored.config, source, resume)

@@ -71,6 +71,19 @@ def test_dry_run_of_a_resume_names_the_run_and_leaves_it_as_it_was(tmp_path: Pat
     assert_user_error(code, err, out=out)
     assert f"--resume {run.id[:12]} with --config {other}: it changes " in " ".join(err.split())
     assert "tiers" in err and "resume without --config" in " ".join(err.split())
+    # A run stored by an older ARL lacks fields added since (their defaults): resuming it with its own file is no change.
+    examples = Path(__file__).resolve().parents[3] / "examples"
+    older = load_config(examples / "molecules.toml").model_dump(mode="json")
+    del older["scheduler"]["budget_carry"]
+    del older["streaming"]["lend_idle_slots"]
+    aged = ledger.create_run(older["name"], older)
+    code, out, err = arl(["run", "--resume", aged.id, "--config", str(examples / "molecules.toml"), "--dry-run", "--url", url])
+    assert code == 0 and "resuming" in out, err[-2000:]
+    # A stored value this ARL refuses is the stored config's, not a flag the user never gave.
+    unported = ledger.create_run("old", cfg.model_dump(mode="json") | {"dask_address": "tcp://sched", "task_runner": "dask"})
+    code, out, err = arl(["run", "--resume", unported.id, "--dry-run", "--url", url])
+    assert_user_error(code, err, out=out)
+    assert f"run {unported.id[:12]}'s stored config: cluster.address: 'tcp://sched' names no scheduler port" in err
 
 
 @pytest.mark.parametrize(
