@@ -57,7 +57,13 @@ class Settings(BaseSettings):
     def _absolute(cls, path: Path | None) -> Path | None:
         # A shell expands `~` only where it starts a word: ARL_HOME='~/x' reached us as it is, and a relative folder
         # would move with the current directory. Both are taken as the user meant them: a fixed folder.
-        return None if path is None else path.expanduser().absolute()
+        if path is None:
+            return None
+        try:
+            return path.expanduser().absolute()
+        except RuntimeError:  # '~someone' of no known user
+            raise ValueError(f"{str(path)[:80]!r} starts with a user's home that this machine does not know; give a "
+                             "folder path") from None
 
     @field_validator("traceback", mode="before")
     @classmethod
@@ -91,7 +97,7 @@ def read_settings(model: type[S], error: type[Exception] = ValueError) -> S:
         first = exc.errors()[0]
         prefix = str(model.model_config.get("env_prefix", ""))
         name = prefix + str(first["loc"][0]).upper() if first.get("loc") else f"an {prefix}* variable"
-        raise error(f"{name}: {first['msg']} (got {first.get('input')!r}); fix or unset it") from None
+        raise error(f"{name}: {str(first['msg']).removeprefix('Value error, ')} (got {first.get('input')!r}); fix or unset it") from None
 
 
 def settings() -> Settings:

@@ -56,3 +56,11 @@ def test_a_home_written_with_a_tilde_or_relative_is_one_fixed_folder(tmp_path: P
     s = settings()
     assert s.home == tmp_path / "user" / "arl-home" and s.cache == tmp_path / "cache-here"
     assert s.ledger_url == f"sqlite:///{tmp_path / 'user' / 'arl-home' / 'ledger.db'}"
+
+
+def test_a_home_of_an_unknown_user_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from storage.settings import SettingsError
+
+    monkeypatch.setenv("ARL_HOME", "~no-such-user-xyz/arl")
+    with pytest.raises(SettingsError, match="ARL_HOME: .*a user's home that this machine does not know"):
+        settings()
