@@ -163,6 +163,12 @@ def _write_csv(path: Path, requests: list, ledger: Any) -> None:
                   f"`arl lab submit --file {shown(str(path))}`")
 
 
+def _delimiter(text: str) -> str:
+    """',' or, where the first line has no comma, ';' or a tab (a spreadsheet's export in a comma-decimal locale)."""
+    head = text.lstrip("\ufeff").split("\n", 1)[0]
+    return "," if "," in head else ";" if ";" in head else "\t" if "\t" in head else ","
+
+
 def _read_rows(text: str) -> list[tuple[int, list[str]]]:
     """The non-blank rows of a CSV as (the line a row starts on, its cells): a quoted cell may span lines.
 
@@ -172,9 +178,7 @@ def _read_rows(text: str) -> list[tuple[int, list[str]]]:
     import csv
     import io
 
-    head = text.lstrip("\ufeff").split("\n", 1)[0]
-    delimiter = "," if "," in head else ";" if ";" in head else "\t" if "\t" in head else ","
-    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
+    reader = csv.reader(io.StringIO(text), delimiter=_delimiter(text))
     rows: list[tuple[int, list[str]]] = []
     try:
         line = 1
@@ -212,6 +216,7 @@ def _submit_file(file: Path, url: str | None) -> None:
 
     text = read_text_file("--file", file)
     rows = _read_rows(text)
+    decimal_comma = _delimiter(text) != ","  # '3,25' in a ';' sheet is 3.25; in a ',' sheet it would be ambiguous
     if not rows:
         raise UserError(f"--file {shown(str(file))} is empty; give a header row (request,value,notes) and one row a result")
     first = rows[0][1]
@@ -246,8 +251,13 @@ def _submit_file(file: Path, url: str | None) -> None:
         if found.in_flight:
             raise UserError(f"--file line {line}: request {found.id[:12]} is a call a run sent to its own {found.verifier} "
                             "tier, not a lab's; nothing was recorded")
-        number = _number(cells["value"], f"--file line {line}: value")
-        if found.status != Status.pending and found.value == number:  # a sheet of `lab list --all`, sent back as it was
+        given_value = cells["value"]
+        if decimal_comma and "," in given_value and "." not in given_value:
+            given_value = given_value.replace(",", ".")
+        number = _number(given_value, f"--file line {line}: value")
+        if (found.status != Status.pending and found.value is not None
+                and math.isclose(found.value, number, rel_tol=1e-12, abs_tol=1e-300)):  # an --all sheet sent back as it was
+            # (a spreadsheet keeps 15 significant digits of the 17 written)
             again += 1
             continue
         if found.status != Status.pending:

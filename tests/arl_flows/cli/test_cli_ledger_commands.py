@@ -144,7 +144,8 @@ def test_a_lab_sheet_survives_a_spreadsheet_and_goes_back_whole(tmp_path: Path) 
     assert b'"C\rO"' in raw and b",4.902552131931743," in raw  # quoted; the value in full precision
     # The lab fills in one pending row (semicolons, as a spreadsheet in a comma-decimal locale saves it).
     rows = [line.split(",") for line in raw.decode("utf-8-sig").split("\r\n") if line]
-    rows[1][1] = "3.25"
+    rows[1][1] = "3,25"  # a comma-decimal locale's spreadsheet
+    rows[4][1] = "4.90255213193174"  # 15 significant digits of the 17 written: the same value
     sheet.write_text("\r\n".join(";".join(r) for r in rows) + "\r\n", encoding="utf-8-sig")
     code, out, err = arl(["lab", "list", "--csv", str(sheet), "--url", url])  # would throw the lab's value away
     assert_user_error(code, err, out=out)
