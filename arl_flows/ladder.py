@@ -86,12 +86,12 @@ def check_new_config(config: RunConfig) -> None:
 
 def _check_objective_properties(config: RunConfig, ladder: list[type[Verifier]]) -> None:
     """An objective term on a property no tier reports counts as 1: a slip ('QED', 'sa', 'gap') would drop the term
-    silently. Refused when the name is not declared by any tier but is close to one that is (a property of a tier of
-    the user's own, which declares nothing, passes)."""
+    silently. Refused when every tier of the ladder declares what it reports (``Verifier.reports``) and the name is
+    none of those but close to one; a ladder with a tier that declares nothing (a user's own) is not checked."""
     objective = config.objective or config.scheduler.reward
+    if objective is None or any(cls.reports is None for cls in ladder):
+        return  # a tier that does not say what it reports may report any name
     declared = set().union(*(cls.reports or () for cls in ladder))
-    if objective is None or not declared:
-        return
     for term in objective.terms:
         name = term.property
         if name == "value" or name in declared:

@@ -123,8 +123,8 @@ class Verifier(ABC, Generic[P]):
     cost_model: ClassVar[CostModel] = CostModel(base=0.001)
     description: ClassVar[str] = ""
     origin: ClassVar[str] = "built-in"
-    # The names of the values an ok verdict carries (an objective's properties); None: not declared. A config whose
-    # objective names a property that no tier declares but one nearly does (a case or spelling slip) is refused.
+    # The names of the values an ok verdict carries (an objective's properties); None: not declared. Where every tier
+    # of a ladder declares them, an objective naming none of them but one nearly (a case or spelling slip) is refused.
     reports: ClassVar[frozenset[str] | None] = None
 
     @classmethod

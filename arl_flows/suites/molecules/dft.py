@@ -273,6 +273,8 @@ class DFTGapVerifier(MoleculeJobVerifier):
     work_function = staticmethod(dft_gap)
     preload_modules: ClassVar[tuple[str, ...]] = ("pyscf.dft", "pyscf.df", "arl_flows.suites.molecules.dft")
     cost_model: ClassVar[CostModel] = DFT_COST_MODEL
+    reports: ClassVar[frozenset[str] | None] = frozenset({
+        "converged", "scf_cycles", "scf_method", "gap_ev", "homo_ev", "lumo_ev", "energy_eh", "n_basis", "geometry"})
     # The latency hint does not change a verdict: like the worker count, it stays out of the cache key.
     execution_fields: ClassVar[frozenset[str]] = frozenset({"workers", "threads", "latency_s"})
 

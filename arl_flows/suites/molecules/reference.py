@@ -98,6 +98,7 @@ class ReferenceTableVerifier(Verifier[ReferenceTableParams]):
     suite: ClassVar[str | None] = SUITE
     Params: ClassVar[type[BaseModel]] = ReferenceTableParams
     cost_model: ClassVar[CostModel] = CostModel(base=300.0)
+    reports: ClassVar[frozenset[str] | None] = frozenset({"canonical_smiles", "gap_ev", "source"})
 
     def __init__(self, params: ReferenceTableParams | dict | None = None) -> None:
         super().__init__(params)

@@ -90,6 +90,7 @@ class ReferenceOrDFTVerifier(DFTGapVerifier):
     # Worker CPU-seconds of B3LYP/6-31G with density fitting, 1 thread, on the shared 2-core machine
     # (median 7.4 s over the 20 molecules of the correction fit: 6.5 s at 8 heavy atoms, 8.3 s at 9). Also what a table hit is charged.
     cost_model: ClassVar[CostModel] = CostModel(base=0.3, per_unit=0.0115, exponent=3.0)
+    reports: ClassVar[frozenset[str] | None] = None  # a table hit's values or a DFT run's (gap_631g_ev): not one set
 
     def table_charge(self, heavy_atoms: int) -> float:
         """CPU-seconds charged for a table answer: what the DFT run it replaces would cost."""

@@ -126,6 +126,7 @@ class XTBGapVerifier(MoleculeJobVerifier):
     # of 12-26 (``--space druglike``): 27 ms at 12, 105 ms at 26. With the xTB relaxation median
     # 0.19 s at QM9 size (see __init__).
     cost_model: ClassVar[CostModel] = CostModel(base=0.0014, per_unit=2.06e-4, exponent=1.95)
+    reports: ClassVar[frozenset[str] | None] = frozenset({"gap_ev", "homo_ev", "lumo_ev", "energy_eh", "force_field", "xtb_opt_steps"})
 
     def __init__(self, params: XTBParams | dict[str, Any] | None = None) -> None:
         super().__init__(params)

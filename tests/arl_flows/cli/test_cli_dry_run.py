@@ -170,11 +170,29 @@ def test_a_device_or_task_runner_this_machine_lacks_is_a_note_in_the_dry_run_and
         assert message in " ".join(err.split()) and "internal error" not in err
 
 
-def test_the_fast_tier_declares_the_values_it_reports() -> None:
-    from arl_flows.suites.molecules import EHTGapVerifier, make_candidate
+@pytest.mark.parametrize(("name", "params"), [("rdkit-eht", {}), ("gfn2-xtb", {"threads": 1}), ("reference-table", {}),
+                                             ("pyscf-b3lyp", {"basis": "sto-3g", "threads": 1, "workers": 1})])
+def test_a_tier_declares_the_values_it_reports(name: str, params: dict) -> None:
+    from arl_flows.suites.molecules import make_candidate
+    from verifiers import Closable, registry
 
-    (verdict,) = EHTGapVerifier().verify_batch([make_candidate("CCO")])
-    assert set(verdict.values) == EHTGapVerifier.reports
+    verifier = registry.get(name)(params)
+    try:
+        (verdict,) = verifier.verify_batch([make_candidate("CO")])  # methanol: in QM9's table, seconds of DFT
+    finally:
+        if isinstance(verifier, Closable):
+            verifier.close()
+    assert verdict.status.value == "ok" and set(verdict.values) == type(verifier).reports
+
+
+def test_a_ladder_with_a_tier_that_declares_nothing_is_not_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """reference-or-dft reports gap_631g_ev and declares nothing: a term on it is not taken for a slip of gap_ev."""
+    _home(tmp_path, monkeypatch)
+    config = tmp_path / "run.toml"
+    config.write_text("tiers = ['rdkit-eht', 'gfn2-xtb', 'reference-or-dft']\n[objective]\n[[objective.terms]]\n"
+                      "kind = 'window'\nproperty = 'gap_631g_ev'\nlow = 3.0\nhigh = 4.0\n")
+    code, out, err = arl(["run", "--config", str(config), "--dry-run"])
+    assert code == 0, err[-2000:]
 
 
 def test_a_tier_can_be_written_as_its_name_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
