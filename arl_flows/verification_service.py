@@ -411,6 +411,10 @@ class VerificationService:
         (stored,) = self.ledger.put_verdicts([verdict], spend=spend)
         if call.request_id is not None:
             self.ledger.close_lab_requests([stored])
+        if _external(call.verifier) and stored.status == Status.pending:
+            # The request a person answers, stored with its pending verdict: a crash before the batch closes (which
+            # stores the same request again, idempotently) must not leave a pending verdict that nobody is asked for.
+            self.ledger.create_lab_requests(call.verifier.lab_requests([call.candidate], [stored], run_id=self.run_id))
         if b is None:
             self.scheduler.run_spent += sum(r.cost_s for r in spend)  # a plan adds its own spend; this call is in none
             self._teach(call.candidate, stored)

@@ -449,3 +449,31 @@ def test_a_labs_request_in_an_async_run_is_one_request_for_a_person(ledger) -> N
     requests = ledger.lab_requests(Status.pending, run_id=run.id)
     assert sorted(r.candidate_key for r in requests) == sorted(c.key for c in cands)  # one a molecule
     assert not any(r.in_flight for r in requests), [r.notes for r in requests]
+
+
+def test_a_labs_request_is_stored_with_its_verdict_not_when_the_batch_closes(ledger) -> None:
+    """A crash between a lab tier's pending verdict and its batch's close left a verdict nobody was asked to measure."""
+    config = load_config(overrides={"name": "svc-lab", "tiers": [{"verifier": "rdkit-eht"}, {"verifier": "lab"}],
+                                    "scheduler": {"policy": "all", "budget_per_step": 1e6, "budget_per_run": 1e6}})
+    suite = suite_for(config)
+    run = ledger.create_run("svc-lab", {})
+    (prompt,) = suite.prompts(0)[:1]
+    ledger.add_prompts([prompt])
+    cand, answer, turns = suite.completion(prompt, "CCO")
+    traj = Trajectory(run_id=run.id, prompt_id=prompt.id, step=0, group_id="g0", turns=turns, final_answer=answer,
+                      candidate_key=cand.key)
+    ledger.add_trajectories([traj])
+    from verifiers import registry
+
+    ladder = [registry.get(r.verifier)(r.params) for r in config.tiers]
+    service = VerificationService(ledger, Scheduler(ladder, config.scheduler, featurize=suite.featurize), suite, run.id,
+                                  slots={"rdkit-eht": 1, "lab": 1})
+    service.open_batch(0, [traj], [cand])
+    for _ in range(400):  # the group is never taken, so the batch never closes: the process 'dies' here
+        service.pump(0.02)
+        if any(v.verifier == "lab" for v in ledger.verdicts_for([cand.key])):
+            break
+    service.close()
+    (request,) = ledger.lab_requests(Status.pending, run_id=run.id)
+    (pending,) = [v for v in ledger.verdicts_for([cand.key]) if v.verifier == "lab"]
+    assert request.candidate_key == cand.key and pending.request_id == request.id and not request.in_flight
