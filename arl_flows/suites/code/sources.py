@@ -14,6 +14,9 @@ case is skipped with its reason (:class:`SourceLoad` says which).
 
 Visible and hidden parts:
 
+A case the prompt shows is not a hidden test (a program could hard-code it): hidden tests are the recorded calls
+whose arguments are none of the visible examples', and a task with no other call is skipped.
+
 - **HumanEval** has one ``check`` function. Its calls are the hidden tests;
   the examples in the prompt's docstring (calls of the function with literal
   arguments: ``>>> f(1)``, ``f(1) == 2``, ``f(1) ➞ 2``) are the visible part
@@ -408,7 +411,13 @@ def _convert(path: str, _mtime_ns: int, _size: int, fmt: str, label: str, spec_j
         if res["error"] or not res["hidden"]:
             skipped[tid] = res["error"] or "no test call JSON can carry faithfully"
             continue
-        hidden = [HiddenTest(args=a, expected=e) for a, e in res["hidden"]]
+        # A case the prompt shows (its examples) is no hidden test: a program that hard-codes the examples would
+        # pass it (HumanEval/34's one recorded case is its docstring's example). A task left with none is skipped.
+        shown = {json.dumps(a, sort_keys=True) for a, _ in res["visible"]}
+        hidden = [HiddenTest(args=a, expected=e) for a, e in res["hidden"] if json.dumps(a, sort_keys=True) not in shown]
+        if not hidden:
+            skipped[tid] = "every test case is an example the prompt shows: nothing is hidden"
+            continue
         visible = [HiddenTest(args=a, expected=e) for a, e in res["visible"]] or hidden[:1]
         floats = any(_has_float(t.expected) for t in hidden)
         entry = jobs_by_id[tid]["entry"]

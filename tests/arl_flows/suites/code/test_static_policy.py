@@ -81,7 +81,7 @@ def test_ordinary_programs_pass(code: str):
 
 def test_no_reference_solution_is_refused():
     humaneval = load_source(TaskSource(source="humaneval")).tasks
-    assert len(humaneval) == 164
+    assert len(humaneval) == 163  # HumanEval/34 is skipped: nothing of it is hidden
     refused = {}
     for task in [*humaneval, *load_tasks()]:
         result = check_trajectory(f"<think>r</think>\n<code>\n{task.reference}</code>", allowed_names=task.allow)
