@@ -116,7 +116,8 @@ def test_tasks_list_prints_one_line_per_task_and_long_prints_whole_prompts() -> 
 
     tasks = load_source(TaskSource(source="humaneval")).tasks
     short = _invoke(["tasks", "list", "--source", "humaneval"]).stdout.splitlines()
-    assert len(short) == len(tasks) + 2  # a title, a header, then one line per task
+    assert len([line for line in short if line.startswith("HumanEval/")]) == len(tasks)  # one line per task
+    assert "skipped 1 records: HumanEval/34" in " ".join(short)  # and a line for the one skipped, with its reason
     first = next(line for line in short if line.startswith(tasks[0].id + " "))
     assert "Check if in given list of numbers" in first and f"{len(tasks[0].visible_tests)}+{len(tasks[0].tests)}" in first
     long = _invoke(["tasks", "list", "--source", "humaneval", "--long"]).stdout
