@@ -20,7 +20,7 @@ It is an allow-list, so what it does not know fails closed:
   ``f_globals``, ``tb_frame``), a module an allowed module re-exports
   (``typing.sys``) or a refused builtin. Class patterns (``case C(a=...)``)
   read attributes too and follow the same rule;
-* ``.format`` only on a string literal whose fields read no attribute;
+* ``.format`` only called at once on a string literal whose fields read no attribute (never read as a value);
   no metaclasses, no dunder definitions beyond a few data-model methods.
 """
 
@@ -292,6 +292,9 @@ def check_code(
             "allowed modules' classes, and names the program defines)"
         )
 
+    # `.format` is checked where it is called (on a string literal, no attribute fields); read without a call it is
+    # a bound method the program can call later on any string (`fmt = formatter.format`), past that check.
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for node in ast.walk(tree):
         line = getattr(node, "lineno", "?")
         if isinstance(node, ast.Import):
@@ -358,6 +361,8 @@ def check_code(
                 return f"line {line}: private attribute access '.{node.attr}' is not allowed"
             if node.attr in _GETATTR_EQUIVALENTS or node.attr in ("getattr", "vars"):
                 return f"line {line}: use of '.{node.attr}' is not allowed"
+            if node.attr in ("format", "format_map") and id(node) not in called:
+                return f"line {line}: '.{node.attr}' is allowed only called at once on a string literal (use an f-string)"
             problem = attribute_problem(node.attr, line, node.value)
             if problem:
                 return problem

@@ -13,6 +13,12 @@ from arl_flows.suites.code import CodeFormat, TaskSource, check_trajectory, load
 from arl_flows.suites.code.fast import DEFAULT_ALLOWED_IMPORTS, _policy_tables, check_code
 
 ATTACKS = [
+    # The fourth attack pass: `.format` read as a value, then called on a built string: a Formatter subclass's
+    # format_field receives the resolved object (`random._os`, then `__import__`).
+    ("format-as-a-value", "import string\nimport random\nclass Grab(string.Formatter):\n    def format_field(self, v, s):\n"
+     "        self.got = v\n        return ''\ng = Grab()\nfmt = g.format\nfmt('{0.' + '_' + 'os}', random)\n",
+     "'.format' is allowed only called at once on a string literal"),
+    ("format-bound-on-a-literal", "f = '{}'.format\nprint(f(3))", "'.format' is allowed only called at once"),
     # A permitted module that re-exports a module with sys or builtins in it.
     ("reexport-typing-sys", "import typing\nprint(typing.sys)", "'typing.sys' is not part of"),
     ("reexport-from-import", "from typing import sys\nsys.modules['os']", "typing.sys is not part of"),
