@@ -91,7 +91,7 @@ def _check_objective_properties(config: RunConfig, ladder: list[type[Verifier]])
     objective = config.objective or config.scheduler.reward
     if objective is None or any(cls.reports is None for cls in ladder):
         return  # a tier that does not say what it reports may report any name
-    declared = set().union(*(cls.reports or () for cls in ladder))
+    declared = set().union(*(cls.reports for cls in ladder))
     for term in objective.terms:
         name = term.property
         if name == "value" or name in declared:

@@ -96,10 +96,11 @@ def open_ledger(url: str | None = None, *, existing: bool = False):  # noqa: ANN
     """
     from storage.ledger import Ledger, LedgerError, default_database_url
 
-    persistent_ledger(url)
     try:
-        if existing:
+        if existing:  # refuses an in-memory ledger too
             require_existing_ledger(url or default_database_url())
+        else:
+            persistent_ledger(url)
         return Ledger(url)
     except LedgerError as exc:
         raise UserError(str(exc)) from None

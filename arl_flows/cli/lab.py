@@ -169,7 +169,7 @@ def _delimiter(text: str) -> str:
     return "," if "," in head else ";" if ";" in head else "\t" if "\t" in head else ","
 
 
-def _read_rows(text: str) -> list[tuple[int, list[str]]]:
+def _read_rows(text: str, delimiter: str | None = None) -> list[tuple[int, list[str]]]:
     """The non-blank rows of a CSV as (the line a row starts on, its cells): a quoted cell may span lines.
 
     Comma-separated, or semicolon- or tab-separated where the first line has no comma (a spreadsheet's export in a
@@ -178,7 +178,7 @@ def _read_rows(text: str) -> list[tuple[int, list[str]]]:
     import csv
     import io
 
-    reader = csv.reader(io.StringIO(text), delimiter=_delimiter(text))
+    reader = csv.reader(io.StringIO(text), delimiter=delimiter or _delimiter(text))
     rows: list[tuple[int, list[str]]] = []
     try:
         line = 1
@@ -215,8 +215,9 @@ def _submit_file(file: Path, url: str | None) -> None:
     from storage.records import Status
 
     text = read_text_file("--file", file)
-    rows = _read_rows(text)
-    decimal_comma = _delimiter(text) != ","  # '3,25' in a ';' sheet is 3.25; in a ',' sheet it would be ambiguous
+    delimiter = _delimiter(text)
+    rows = _read_rows(text, delimiter)
+    decimal_comma = delimiter != ","  # '3,25' in a ';' sheet is 3.25; in a ',' sheet it would be ambiguous
     if not rows:
         raise UserError(f"--file {shown(str(file))} is empty; give a header row (request,value,notes) and one row a result")
     first = rows[0][1]

@@ -43,8 +43,7 @@ def list_runs(
     for col in ("id", "name", "kind", "status", "steps", "created"):
         table.add_column(col)
     for r in runs:
-        total = r.config.get("steps") if _is_training(r.config) else None
-        steps = f"{r.steps_done}/{total if total is not None else '?'}" if _is_training(r.config) else "-"
+        steps = f"{r.steps_done}/{r.config.get('steps') or '?'}" if _is_training(r.config) else "-"
         table.add_row(shown(r.id[:12]), shown(r.name, 200), _kind(r.name, r.config), r.status.value, shown(steps),
                       r.created_at.strftime("%Y-%m-%d %H:%M:%S UTC"))
     console.print(table)

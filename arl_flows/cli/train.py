@@ -98,20 +98,14 @@ def _earlier_steps(ledger: Any, run_id: str, rows: list[Any]) -> list[Any]:
     """The steps a run completed before this process resumed it, from the ledger (calls and seconds not kept there)."""
     from arl_flows.training import StepSummary
 
+    def metric(metrics: dict[str, Any], name: str) -> float:
+        value = metrics.get(name)
+        return float(value) if isinstance(value, (int, float)) else math.nan
+
     first = min((r.step for r in rows), default=None)
-    earlier = []
-    for record in ledger.training_steps(run_id):
-        if first is not None and record.step >= first:
-            continue
-        m = record.metrics
-
-        def metric(name: str) -> float:
-            value = m.get(name)
-            return float(value) if isinstance(value, (int, float)) else math.nan
-
-        earlier.append(StepSummary(step=record.step, reward_mean=metric("reward/mean"), reward_max=metric("reward/max"),
-                                   validity=metric("reward/validity"), metrics=dict(m), seconds=math.nan))
-    return earlier
+    return [StepSummary(step=r.step, reward_mean=metric(r.metrics, "reward/mean"), reward_max=metric(r.metrics, "reward/max"),
+                        validity=metric(r.metrics, "reward/validity"), metrics=dict(r.metrics), seconds=math.nan)
+            for r in ledger.training_steps(run_id) if first is None or r.step < first]
 
 
 def _reward_trend(rows: list[Any], per_step: int) -> str:
@@ -459,21 +453,16 @@ def run(
 
             overrides = stored_fields(stored.config)
         resume = stored.id
+    # The fields the flags set (over the config, or the stored config of a resumed run).
+    flags: dict[str, Any] = {k: v for k, v in (("steps", steps), ("task_runner", task_runner), ("pipeline", pipeline),
+                                               ("dask_address", dask_address)) if v}
     if name is not None:
         if not name.strip():
             raise UserError("--name is empty; give the run a name, or leave --name out for the config's")
-        overrides["name"] = name
-    if steps:
-        overrides["steps"] = steps
-    if task_runner:
-        overrides["task_runner"] = task_runner
-    if pipeline:
-        overrides["pipeline"] = pipeline
+        flags["name"] = name
+    overrides |= flags
     if dask_address:
-        overrides["dask_address"] = dask_address
         overrides.setdefault("task_runner", "dask")
-    flags = {k: v for k, v in {"name": name, "steps": steps, "task_runner": task_runner, "pipeline": pipeline,
-                                "dask_address": dask_address}.items() if v is not None}
     try:
         cfg = load_config(config, profile, overrides=overrides)
     except ConfigError as exc:

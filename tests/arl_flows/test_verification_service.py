@@ -422,9 +422,10 @@ def test_with_budget_carry_a_batch_gets_what_earlier_steps_left(ledger) -> None:
     assert cluster.calls == 3 and sum(ledger.spend_by_tier(run.id).values()) <= 3 * (CALL_COST + 1.0)
 
 
-def test_a_labs_request_in_an_async_run_is_one_request_for_a_person(ledger) -> None:
-    """The service recorded a lab tier's call as 'in flight' under the id its lab request then took: the request a
-    person must answer read as a run's own call (and `arl lab list` hides those)."""
+def _molecule_lab_service(ledger, molecules: list[str], slots: int):  # noqa: ANN001, ANN202
+    """A service over the molecules suite's EHT tier and its lab tier (a LabRequester), with two molecules a group."""
+    from verifiers import registry
+
     config = load_config(overrides={"name": "svc-lab", "tiers": [{"verifier": "rdkit-eht"}, {"verifier": "lab"}],
                                     "scheduler": {"policy": "all", "budget_per_step": 1e6, "budget_per_run": 1e6}})
     suite = suite_for(config)
@@ -432,17 +433,22 @@ def test_a_labs_request_in_an_async_run_is_one_request_for_a_person(ledger) -> N
     (prompt,) = suite.prompts(0)[:1]
     ledger.add_prompts([prompt])
     trajs, cands = [], []
-    for k, smiles in enumerate(["CCO", "CCN", "CC=O", "CCC"]):
+    for k, smiles in enumerate(molecules):
         cand, answer, turns = suite.completion(prompt, smiles)
         cands.append(cand)
         trajs.append(Trajectory(run_id=run.id, prompt_id=prompt.id, step=0, group_id=f"g{k // 2}", turns=turns,
                                 final_answer=answer, candidate_key=cand.key))
     ledger.add_trajectories(trajs)
-    from verifiers import registry
-
     ladder = [registry.get(r.verifier)(r.params) for r in config.tiers]
     service = VerificationService(ledger, Scheduler(ladder, config.scheduler, featurize=suite.featurize), suite, run.id,
-                                  slots={"rdkit-eht": 2, "lab": 2})
+                                  slots={"rdkit-eht": slots, "lab": slots})
+    return service, run, trajs, cands
+
+
+def test_a_labs_request_in_an_async_run_is_one_request_for_a_person(ledger) -> None:
+    """The service recorded a lab tier's call as 'in flight' under the id its lab request then took: the request a
+    person must answer read as a run's own call (and `arl lab list` hides those)."""
+    service, run, trajs, cands = _molecule_lab_service(ledger, ["CCO", "CCN", "CC=O", "CCC"], slots=2)
     service.open_batch(0, trajs, cands)
     _drain(service)
     service.close()
@@ -453,21 +459,7 @@ def test_a_labs_request_in_an_async_run_is_one_request_for_a_person(ledger) -> N
 
 def test_a_labs_request_is_stored_with_its_verdict_not_when_the_batch_closes(ledger) -> None:
     """A crash between a lab tier's pending verdict and its batch's close left a verdict nobody was asked to measure."""
-    config = load_config(overrides={"name": "svc-lab", "tiers": [{"verifier": "rdkit-eht"}, {"verifier": "lab"}],
-                                    "scheduler": {"policy": "all", "budget_per_step": 1e6, "budget_per_run": 1e6}})
-    suite = suite_for(config)
-    run = ledger.create_run("svc-lab", {})
-    (prompt,) = suite.prompts(0)[:1]
-    ledger.add_prompts([prompt])
-    cand, answer, turns = suite.completion(prompt, "CCO")
-    traj = Trajectory(run_id=run.id, prompt_id=prompt.id, step=0, group_id="g0", turns=turns, final_answer=answer,
-                      candidate_key=cand.key)
-    ledger.add_trajectories([traj])
-    from verifiers import registry
-
-    ladder = [registry.get(r.verifier)(r.params) for r in config.tiers]
-    service = VerificationService(ledger, Scheduler(ladder, config.scheduler, featurize=suite.featurize), suite, run.id,
-                                  slots={"rdkit-eht": 1, "lab": 1})
+    service, run, (traj,), (cand,) = _molecule_lab_service(ledger, ["CCO"], slots=1)
     service.open_batch(0, [traj], [cand])
     for _ in range(400):  # the group is never taken, so the batch never closes: the process 'dies' here
         service.pump(0.02)
