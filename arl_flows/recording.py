@@ -33,7 +33,9 @@ def teach_from_ledger(scheduler: Scheduler, ledger: Ledger, suite: Suite) -> int
     Call it before the first step: with enough history this trains the
     surrogate's graph network (``scheduler.learned``), once.
     """
-    values = {v.name: ledger.ok_values(v.name) for v in scheduler.ladder}
+    # Only the answers of each verifier as this run configures it (its version and parameters): a ledger shared with
+    # runs of another basis set or an older tier version holds other numbers under the same name.
+    values = {v.name: ledger.ok_values(v.name, v.version, v.params_hash) for v in scheduler.ladder}
     top = values[scheduler.ladder[-1].name]
     observations = []
     for key in top:

@@ -84,14 +84,22 @@ class _VerdictCache(_Database):
     def _unreadable_verdicts(self) -> set[int]:
         return set()
 
-    def ok_values(self, verifier: str) -> dict[str, float]:
-        """Every ``ok`` value of one verifier (any version): candidate key -> value, for surrogate history."""
+    def ok_values(self, verifier: str, version: str | None = None, params_hash: str | None = None) -> dict[str, float]:
+        """Every ``ok`` value of one verifier: candidate key -> value, for surrogate history.
+
+        ``version`` and ``params_hash``, when given, keep only the answers of that verifier as configured now:
+        a ledger that also holds another basis set's or an older version's answers under the same name must not
+        calibrate this run's model with them. Without them every version and setting counts (one value per key,
+        whichever the database returns last).
+        """
         table = VerdictRow.__table__
+        where = [table.c.verifier == verifier, table.c.status == Status.ok.value, table.c.value.is_not(None)]
+        if version is not None:
+            where.append(table.c.version == version)
+        if params_hash is not None:
+            where.append(table.c.params_hash == params_hash)
         with self._engine.connect() as conn:
-            q = select(table.c.candidate_key, table.c.value).where(
-                table.c.verifier == verifier, table.c.status == Status.ok.value, table.c.value.is_not(None)
-            )
-            return {k: float(v) for k, v in conn.execute(q)}
+            return {k: float(v) for k, v in conn.execute(select(table.c.candidate_key, table.c.value).where(*where))}
 
     def put_verdicts(
         self, verdicts: Iterable[Verdict], *, return_stored: bool = True, spend: Iterable[SpendRecord] = ()

@@ -64,3 +64,28 @@ def test_rollout_from_tokens_pads_like_the_sampler_and_keeps_or_recomputes_old_l
     else:
         assert torch.all(rollout.logps[rollout.completion_mask.bool()] < 0)
         assert torch.all(rollout.logps[~rollout.completion_mask.bool()] == 0)
+
+
+def test_teach_from_ledger_learns_only_the_ladders_own_settings(ledger: Ledger) -> None:
+    """History pairs come from each verifier as this run configures it: answers stored under the same names by a
+    run with other parameters (or another version) do not calibrate this run's surrogate."""
+    from arl_flows.ladder import build_ladder
+    from arl_flows.recording import teach_from_ledger
+    from storage.records import Verdict
+    from verifiers.scheduler import Scheduler
+
+    config = load_config(overrides=toy_overrides())
+    suite, ladder = suite_for(config), build_ladder(config)
+    fast, top = ladder[0], ladder[-1]
+    words = ["banana", "kiwi", "apple", "cherry"]
+
+    def verdicts(verifier, version: str, params: str, offset: float) -> list[Verdict]:  # noqa: ANN001
+        return [Verdict(candidate_key=f"toy:{w}", verifier=verifier.name, version=version, params_hash=params,
+                        tier=verifier.tier, status="ok", value=len(w) + offset) for w in words]
+
+    ledger.put_verdicts(verdicts(fast, fast.version, fast.params_hash, 0.0) + verdicts(top, "older", top.params_hash, 50.0)
+                        + verdicts(top, top.version, "other-params", 90.0))
+    scheduler = Scheduler(ladder, config.scheduler)
+    assert teach_from_ledger(scheduler, ledger, suite) == 0  # no top-tier answer of this run's setting yet
+    ledger.put_verdicts(verdicts(top, top.version, top.params_hash, 1.0)[:3])
+    assert teach_from_ledger(scheduler, ledger, suite) == 3

@@ -326,3 +326,19 @@ def test_a_read_only_ledger_is_not_called_damaged(tmp_path) -> None:  # noqa: AN
     reader.close()
     assert "read-only" in _hint(refused) and "damaged" not in _hint(refused)
     assert "damaged" in _hint(OperationalError("SELECT", {}, sqlite3.DatabaseError("database disk image is malformed")))
+
+
+def test_ok_values_keeps_one_verifier_setting_when_asked(ledger: Ledger) -> None:
+    """A ledger shared with runs of another basis set (or an older tier version) holds other numbers under the same
+    verifier name: surrogate history asks for the answers of the verifier as configured now."""
+    ledger.put_verdicts([
+        _verdict("molecules:CCO", value=11.9, verifier="pyscf-b3lyp"),
+        Verdict(candidate_key="molecules:CCO", verifier="pyscf-b3lyp", version="1", params_hash="sto-3g",
+                tier=Tier.high_fidelity, status="ok", value=9.1),
+        Verdict(candidate_key="molecules:CCN", verifier="pyscf-b3lyp", version="0", params_hash="p0",
+                tier=Tier.high_fidelity, status="ok", value=8.0),
+    ])
+    assert ledger.ok_values("pyscf-b3lyp", "1", "p0") == {"molecules:CCO": 11.9}
+    assert ledger.ok_values("pyscf-b3lyp", "1", "sto-3g") == {"molecules:CCO": 9.1}
+    assert ledger.ok_values("pyscf-b3lyp", version="0") == {"molecules:CCN": 8.0}
+    assert set(ledger.ok_values("pyscf-b3lyp")) == {"molecules:CCO", "molecules:CCN"}
