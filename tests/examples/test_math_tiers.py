@@ -44,6 +44,20 @@ TABLE: list[tuple[str, str, str, Any, Any, Any]] = [
     # right on [0, 3], wrong beyond: the points cover the domain
     (D, "x**2", "2*x+sqrt((x-3)**2)+x-3", 1.0, 0.0, "below 1"),
     (D, "x**2", "2*x+sqrt((x-100)**2)+x-100", 1.0, 0.0, "below 1"),
+    # what an answer causes is its verdict, never "failed" (which would earn the surrogate's guess instead of 0;
+    # fifth attack pass): undefined as a whole (its derivative would hide it), not real for x > 0, constants past
+    # max_digits
+    (I, "2*x", "x**2+1/0", 1.0, "invalid", "invalid"),
+    (I, "2*x", "x**2+log(0)", 1.0, "invalid", "invalid"),
+    (D, "x**2", "x+1/(x-x)", 1.0, "invalid", "invalid"),
+    (I, "2*x", "x**2+log(-1)", 1.0, 0.0, 0.0),
+    (I, "1/x", "log(-x)", 1.0, 0.0, 0.0),
+    (I, "cos(x)", "sin(x)+sqrt(-1)", 1.0, 0.0, 0.0),
+    (I, "1/x", "log(2*x)", 1.0, 1.0, 1.0),
+    (D, "x**2", "2*x+x*exp(-99999999)", 1.0, 0.0, "invalid"),
+    # digits of other scripts are not the grammar's (one answer, several keys)
+    (D, "x**2", "\u0662*x", "invalid", "invalid", "invalid"),
+    (D, "x**2", "\uff12*x", "invalid", "invalid", "invalid"),
 ]
 
 
@@ -115,12 +129,19 @@ def test_a_simplify_that_overruns_is_a_timeout_and_the_numeric_tier_still_decide
     assert n.status.value == "ok" and n.value == 1.0
 
 
-def test_a_function_undefined_everywhere_is_failed_not_zero(ladder: Any) -> None:
+def test_a_task_undefined_everywhere_is_failed_and_such_an_answer_invalid(ladder: Any) -> None:
+    """No usable point because of the task is "could not verify"; because of the answer, the answer is invalid."""
     from arl_math.candidates import make_candidate
 
-    nowhere = make_candidate("1/(x-x)", {"kind": D, "expr": "x"})  # 1/0 everywhere: no usable point
-    [v] = ladder[2].verify_batch([nowhere])
+    task = make_candidate("x", {"kind": I, "expr": "1/(x-x)"})  # the task's 1/0 everywhere: no usable point
+    answer = make_candidate("1/(x-x)", {"kind": D, "expr": "x"})
+    [v, w] = ladder[2].verify_batch([task, answer])
     assert v.status.value == "failed" and v.value is None and "could be evaluated" in v.feedback
+    assert w.status.value == "invalid" and "undefined" in w.feedback
+    [s] = ladder[1].verify_batch([answer])
+    assert s.status.value == "invalid"
+    [n] = ladder[2].verify_batch([make_candidate("log(-x)", {"kind": I, "expr": "1/x"})])
+    assert n.value == 0.0 and "not a real function" in n.feedback
 
 
 def test_the_parser_never_evaluates_and_bounds_what_it_builds() -> None:

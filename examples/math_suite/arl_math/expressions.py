@@ -60,7 +60,8 @@ _NAMES: dict[str, object] = {"x": X, "pi": sp.pi, "E": sp.E, **FUNCTIONS}
 
 
 # One token: a number, a name, ** or one operator/parenthesis character.
-_TOKEN = re.compile(r"\d+(?:\.\d+)?|[A-Za-z]+|\*\*|[-+*/()]")
+# ASCII only: Python's \d also matches other scripts' digits ('٢', '２'), which would give one answer several keys.
+_TOKEN = re.compile(r"\d+(?:\.\d+)?|[A-Za-z]+|\*\*|[-+*/()]", re.ASCII)
 
 
 class InvalidAnswer(ValueError):
@@ -295,9 +296,14 @@ def sides(kind: str, expr: str, answer: str, limits: AnswerLimits = AnswerLimits
 
     - derivative of ``expr``: the answer and ``d/dx expr``;
     - antiderivative of ``expr``: ``d/dx answer`` and ``expr`` (any constant of integration is right).
+
+    An answer that is undefined as a whole (``1/0``, ``log(0)`` anywhere in it) is :class:`InvalidAnswer`, checked
+    on the answer itself: its derivative would hide it (``d/dx (x**2 + 1/0)`` is sympy's 0 + 2*x).
     """
     given = parse_answer(expr, AnswerLimits(max_chars=400, max_nodes=400), evaluate=True)
     got = parse_answer(answer, limits, evaluate=True)
+    if got.has(sp.zoo, sp.nan, sp.oo, -sp.oo):
+        raise InvalidAnswer("the answer is undefined (it divides by 0 or takes log(0)); write a function of x")
     if kind == "derivative":
         return got, sp.diff(given, X)
     if kind == "antiderivative":

@@ -98,25 +98,37 @@ def numeric_check(job: dict[str, Any]) -> dict[str, Any]:
 
     from arl_math.expressions import X
 
-    lhs, rhs = sides(job["kind"], job["expr"], job["answer"])
+    # What the answer causes is the answer's verdict ("invalid", or points where it disagrees); "failed" (could not
+    # verify) is kept for what is not its doing. A failure it could choose would earn the surrogate's guess instead of
+    # the low value it deserves (x + 1/(x - x) as a derivative; tiny constants past max_digits).
+    try:
+        lhs, rhs = sides(job["kind"], job["expr"], job["answer"])
+    except InvalidAnswer as exc:
+        return {"invalid": str(exc)}
     if any(side.has(sp.zoo, sp.nan, sp.oo, -sp.oo) for side in (lhs, rhs)):
         raise ValueError("no points could be evaluated: a side is undefined everywhere (e.g. a division by 0)")
+    got = parse_answer(job["answer"], evaluate=True)
+    own = _constant_digits(got)
+    if job["digits"] + own > job["max_digits"]:
+        return {"invalid": f"the answer's constants (down to 1e-{own}) need more than max_digits={job['max_digits']} digits; "
+                           "write them without such tiny terms"}
     # sympy's Add cancels the terms both sides share, so 'reference + c' leaves exactly c: no rounding hides it.
     residual = lhs - rhs
     exact = _exact_verdict(residual, job["points"])
-    if exact is not None:
+    if exact is not None and exact["agree"] == 0:
         return exact
+    # A residual of exactly 0 still goes through the points: d/dx log(-x) is 1/x, but log(-x) is not real for x > 0.
     extra = _constant_digits(residual, lhs, rhs)
     digits = job["digits"] + extra
     if digits > job["max_digits"]:
-        raise ValueError(f"the answer's constants (down to 1e-{extra}) need more than max_digits={job['max_digits']} digits; "
-                         "write them without such tiny terms")
+        raise ValueError(f"the task's constants (down to 1e-{extra}) need more than max_digits={job['max_digits']} digits")
     tolerance = mpmath.mpf(10) ** -(job["tolerance_digits"] + extra)
     r = sp.lambdify(X, residual, modules="mpmath")
     g = sp.lambdify(X, rhs, modules="mpmath")
+    a = sp.lambdify(X, got, modules="mpmath")
     size = sp.lambdify(X, _magnitude(residual), modules="mpmath")
     rng = random.Random(job["seed"])
-    agree = evaluated = skipped = undecided = 0
+    agree = evaluated = skipped = undecided = not_real = 0
     worst = mpmath.mpf(0)
     used = digits
     for draw in range(job["max_draws"]):
@@ -129,6 +141,12 @@ def numeric_check(job: dict[str, Any]) -> dict[str, Any]:
                 point = mpmath.mpf(job["low"]) * (mpmath.mpf(job["high"]) / mpmath.mpf(job["low"])) ** fraction
             else:
                 point = mpmath.mpf(job["low"]) + (mpmath.mpf(job["high"]) - mpmath.mpf(job["low"])) * fraction
+        unreal = _not_real_where_the_task_is(a, g, point, digits)
+        if unreal is not None:  # an answer must be a real function wherever the task's is (log(-x) for 1/x is not)
+            evaluated += 1
+            not_real += 1
+            worst = max(worst, unreal)
+            continue
         outcome = _compare((r, g, size), point, digits, tolerance)
         if outcome == "undecided":
             # Cancellation past the working precision: evaluate once more at 4x the digits.
@@ -144,8 +162,32 @@ def numeric_check(job: dict[str, Any]) -> dict[str, Any]:
     if evaluated < job["min_points"]:
         raise ValueError(f"only {evaluated} of {evaluated + skipped + undecided} points could be evaluated "
                          f"({skipped} singular or undefined, {undecided} lost to cancellation even at {4 * digits} digits)")
-    return {"points": evaluated, "agree": agree, "skipped": skipped, "undecided": undecided,
-            "max_rel_diff": _as_float(worst), "digits": used}
+    out = {"points": evaluated, "agree": agree, "skipped": skipped, "undecided": undecided,
+           "max_rel_diff": _as_float(worst), "digits": used}
+    return out | {"not_real": not_real} if not_real else out
+
+
+def _not_real_where_the_task_is(answer: Any, reference: Any, point: Any, digits: int) -> Any | None:
+    """|imaginary part| / scale of the answer at ``point`` where the task's side is real and finite there and the
+    answer is not (complex beyond its rounding, or singular); None when the answer is real there, or the task is not.
+
+    The residual alone cannot see it: ``d/dx log(-x)`` is exactly ``1/x``, and ``x**2 + log(-1)`` differs from
+    ``x**2`` by the constant ``I*pi`` that an antiderivative may add.
+    """
+    import mpmath
+
+    try:
+        with mpmath.workdps(digits):
+            ref = mpmath.mpmathify(reference(point))
+            if not mpmath.isfinite(ref) or abs(mpmath.im(ref)) > mpmath.mpf(10) ** (5 - digits) * max(1, abs(ref)):
+                return None
+            value = mpmath.mpmathify(answer(point))
+    except (ZeroDivisionError, ValueError, OverflowError, TypeError):
+        return mpmath.mpf(1)  # singular where the task is defined
+    if not mpmath.isfinite(value):
+        return mpmath.mpf(1)
+    imag = abs(mpmath.im(value))
+    return imag / max(1, abs(value)) if imag > mpmath.mpf(10) ** (5 - digits) * max(1, abs(value)) else None
 
 
 def _exact_verdict(residual: Any, points: int) -> dict[str, Any] | None:
@@ -253,7 +295,7 @@ class NumericAgreement(IsolatedVerifier):
 
     name: ClassVar[str] = "mpmath-points"
     tier: ClassVar[Tier] = Tier.high_fidelity
-    version: ClassVar[str] = "2"
+    version: ClassVar[str] = "3"  # 3: answer-caused failures are "invalid"; an answer must be real where the task is
     suite: ClassVar[str | None] = SUITE
     Params: ClassVar[type[BaseModel]] = NumericParams
     work_function = staticmethod(numeric_check)
@@ -277,8 +319,13 @@ class NumericAgreement(IsolatedVerifier):
         }
 
     def interpret(self, candidate: Candidate, result: dict[str, Any], outcome: TaskOutcome) -> Verdict:
+        if "invalid" in result:
+            return self.verdict(candidate, Status.invalid, feedback=str(result["invalid"]), cost_s=outcome.cpu_s, wall_s=outcome.wall_s)
         share = result["agree"] / result["points"]
-        if result.get("constant"):
+        if result.get("not_real"):
+            feedback = (f"wrong: the answer is not a real function where the task's is (complex or singular at "
+                        f"{result['not_real']} of {result['points']} points in [{self.params.low:g}, {self.params.high:g}])")
+        elif result.get("constant"):
             feedback = f"wrong: the answer is off by the constant {result['constant']} (exact, at every x)"
         else:
             feedback = "" if share == 1.0 else (

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field
 
 from arl_math.candidates import SUITE
-from arl_math.expressions import InvalidAnswer, parse_answer, sides
+from arl_math.expressions import X, InvalidAnswer, parse_answer, sides
 from storage.records import Status, Tier, Verdict
 from verifiers import Candidate, CostModel
 from verifiers.isolation import IsolatedVerifier, IsolationParams, TaskOutcome
@@ -48,7 +48,15 @@ def symbolic_check(job: dict[str, Any]) -> dict[str, Any]:
     """Worker function: simplify the residual of the answer; say whether it is zero, a nonzero number, or undecided."""
     import sympy as sp
 
-    lhs, rhs = sides(job["kind"], job["expr"], job["answer"])
+    try:
+        lhs, rhs = sides(job["kind"], job["expr"], job["answer"])
+    except InvalidAnswer as exc:  # the answer's own doing (1/0 in it): its verdict, not a failure to verify
+        return {"invalid": str(exc)}
+    # The suite's tasks are real functions of x > 0: an answer sympy proves complex there (log(-x), sqrt(-x),
+    # x**2 + log(-1)) is wrong, though its derivative may be exactly right.
+    positive = sp.Symbol("x", positive=True)
+    if parse_answer(job["answer"], evaluate=True).subs(X, positive).is_extended_real is False:
+        return {"proved": False, "decided": True, "residual": "the answer is not real for x > 0"}
     residual = sp.simplify(lhs - rhs)
     proved = residual == 0
     decided = proved or bool(residual.is_number and residual.is_zero is False)
@@ -60,7 +68,7 @@ class SymbolicEquivalence(IsolatedVerifier):
 
     name: ClassVar[str] = "sympy-simplify"
     tier: ClassVar[Tier] = Tier.simulation
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: an undefined answer is "invalid"; one not real for x > 0 is wrong
     suite: ClassVar[str | None] = SUITE
     Params: ClassVar[type[BaseModel]] = SymbolicParams
     work_function = staticmethod(symbolic_check)
@@ -77,9 +85,13 @@ class SymbolicEquivalence(IsolatedVerifier):
         return {"kind": candidate.goal.get("kind"), "expr": candidate.goal.get("expr"), "answer": candidate.payload}
 
     def interpret(self, candidate: Candidate, result: dict[str, Any], outcome: TaskOutcome) -> Verdict:
+        if "invalid" in result:
+            return self.verdict(candidate, Status.invalid, feedback=str(result["invalid"]), cost_s=outcome.cpu_s, wall_s=outcome.wall_s)
         proved = bool(result["proved"])
         if proved:
             feedback = ""
+        elif result["residual"].startswith("the answer is not real"):
+            feedback = f"wrong: {result['residual']}"
         elif result["decided"]:
             feedback = f"wrong: the answer is off by the constant {result['residual']}"
         else:
