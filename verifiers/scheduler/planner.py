@@ -553,7 +553,9 @@ class StepPlan:
         self.level[i] = max(self.level[i], j)
         if verdict.status == Status.ok and verdict.value is not None:
             self._vals[i][self.ladder[j].name] = float(verdict.value)
-        if verdict.status == Status.ok:
+        if verdict.status in (Status.ok, Status.failed):
+            # A failed verdict may still report what it computed before failing (a molecule's QED before its
+            # geometry): left unknown, a composite objective would count those terms as met.
             props = self._props[i]
             for name in self.objective.exact_properties:
                 x = verdict.values.get(name)

@@ -38,11 +38,12 @@ from rdkit.Chem import AllChem
 from arl_flows.suites.molecules.spaces import DEFAULT_SPACE, SPACES, get_space
 from storage.records import Status, Verdict, candidate_key
 from verifiers.base import Candidate
-from verifiers.isolation import IsolatedVerifier, IsolationParams
+from verifiers.isolation import IsolatedVerifier, IsolationParams, TaskOutcome
 
 __all__ = [
     "SUITE",
     "GeometryError",
+    "UnrealisableStereo",
     "GeometryParams",
     "InvalidMolecule",
     "MoleculeConstraints",
@@ -82,6 +83,12 @@ class InvalidMolecule(ValueError):
 
 class GeometryError(RuntimeError):
     """No 3D geometry could be built for a valid molecule (the verifier failed, not the candidate)."""
+
+
+class UnrealisableStereo(GeometryError):
+    """The molecule embeds in 3D without its stereo marks and not with them: no structure has that stereochemistry
+    (a trans-fused bicyclobutane, ``[C@H]12C[C@@H]1C2``). The candidate's fault, so an ``invalid`` verdict: as a
+    ``failed`` one at every tier it would be rewarded with the surrogate's guess instead of a value."""
 
 
 class MoleculeConstraints(BaseModel):
@@ -427,6 +434,7 @@ def embed_molecule(mol: Chem.Mol, params: GeometryParams | None = None) -> tuple
     if AllChem.EmbedMolecule(molh, options) != 0:
         options.useRandomCoords = True
         if AllChem.EmbedMolecule(molh, options) != 0:
+            _refuse_unrealisable_stereo(mol, p)
             raise GeometryError("3D embedding (ETKDG) failed")
     if p.max_force_field_iters == 0:
         return molh, "none"
@@ -439,6 +447,27 @@ def embed_molecule(mol: Chem.Mol, params: GeometryParams | None = None) -> tuple
     return molh, "none"
 
 
+def _refuse_unrealisable_stereo(mol: Chem.Mol, p: GeometryParams) -> None:
+    """Raise :class:`UnrealisableStereo` when ``mol`` (whose embedding failed) embeds once its stereo marks are gone."""
+    flat = Chem.RemoveHs(mol, sanitize=False)
+    if not any(a.GetChiralTag() != Chem.ChiralType.CHI_UNSPECIFIED for a in flat.GetAtoms()) and not any(
+        b.GetStereo() != Chem.BondStereo.STEREONONE for b in flat.GetBonds()
+    ):
+        return
+    Chem.RemoveStereochemistry(flat)
+    flat = Chem.AddHs(flat)
+    options = AllChem.ETKDGv3()
+    options.randomSeed = p.seed
+    if AllChem.EmbedMolecule(flat, options) != 0:
+        options.useRandomCoords = True
+        if AllChem.EmbedMolecule(flat, options) != 0:
+            return  # not the marks: the embedding itself failed
+    raise UnrealisableStereo(
+        "no 3D structure has this stereochemistry: the molecule embeds without its @/@@ and / \\ marks but not with "
+        "them; write a stereoisomer that exists, or leave the marks out"
+    )
+
+
 def _lowest_mmff_conformer(molh: Chem.Mol, options: Any, p: GeometryParams) -> tuple[Chem.Mol, str]:
     """``p.conformers`` ETKDG conformers, each MMFF-optimised; the molecule keeps only the lowest-energy one."""
     ids = list(AllChem.EmbedMultipleConfs(molh, p.conformers, options))
@@ -446,6 +475,7 @@ def _lowest_mmff_conformer(molh: Chem.Mol, options: Any, p: GeometryParams) -> t
         options.useRandomCoords = True
         ids = list(AllChem.EmbedMultipleConfs(molh, p.conformers, options))
         if not ids:
+            _refuse_unrealisable_stereo(molh, p)
             raise GeometryError(f"3D embedding (ETKDG) failed for all {p.conformers} conformers")
     results = AllChem.MMFFOptimizeMoleculeConfs(molh, maxIters=p.max_force_field_iters)
     best = ids[min(range(len(ids)), key=lambda i: results[i][1])]
@@ -501,6 +531,13 @@ class MoleculeJobVerifier(IsolatedVerifier):
     @abstractmethod
     def job_settings(self) -> dict[str, Any]:
         """The tier's own entries of the job its work function reads (method, basis, limits)."""
+
+    def _verdict_from(self, candidate: Candidate, outcome: TaskOutcome) -> Verdict:
+        # A worker that found the candidate at fault (:class:`UnrealisableStereo`) answers {"invalid": reason}.
+        if outcome.kind == "ok" and isinstance(outcome.result, dict) and "invalid" in outcome.result:
+            return self.verdict(candidate, Status.invalid, feedback=str(outcome.result["invalid"]),
+                                cost_s=max(outcome.cpu_s, 0.0), wall_s=max(outcome.wall_s, 0.0))
+        return super()._verdict_from(candidate, outcome)
 
 
 def make_candidate(smiles: str, goal: dict[str, Any] | None = None) -> Candidate:

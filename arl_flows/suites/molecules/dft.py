@@ -63,6 +63,7 @@ from arl_flows.suites.molecules.chemistry import (
     GeometryParams,
     MoleculeJobParams,
     MoleculeJobVerifier,
+    UnrealisableStereo,
     embed_molecule,
     xyz_of,
 )
@@ -216,7 +217,10 @@ def dft_gap(job: dict[str, Any]) -> dict[str, Any]:
 
     lib.num_threads(int(job.get("threads", 1)))
     mol = Chem.MolFromSmiles(job["smiles"])
-    molh, force_field = embed_molecule(mol, GeometryParams(**job.get("geometry", {})))
+    try:
+        molh, force_field = embed_molecule(mol, GeometryParams(**job.get("geometry", {})))
+    except UnrealisableStereo as exc:
+        return {"invalid": str(exc)}  # the candidate's fault: MoleculeJobVerifier makes it an invalid verdict
     numbers, symbols, coords = xyz_of(molh)
     positions = np.asarray(coords)  # Angstrom
     if job.get("geometry_source") == "xtb":

@@ -27,7 +27,7 @@ from types import ModuleType
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
-from rdkit import RDConfig
+from rdkit import Chem, RDConfig
 from rdkit.Chem import QED, rdEHTTools
 
 from storage.records import Status, Tier, Verdict
@@ -38,6 +38,7 @@ from arl_flows.suites.molecules.chemistry import (
     GeometryParams,
     InvalidMolecule,
     MoleculeConstraints,
+    UnrealisableStereo,
     captured_rdkit_log,
     check_molecule,
     embed_molecule,
@@ -129,7 +130,9 @@ class EHTGapVerifier(Verifier[EHTParams]):
 
     name: ClassVar[str] = "rdkit-eht"
     tier: ClassVar[Tier] = Tier.fast
-    version: ClassVar[str] = "3"  # 2: values carry qed and sa_score; 3: and novel
+    # 2: values carry qed and sa_score; 3: and novel; 4: computed on the canonical molecule (not the spelling's atom
+    # order), unrealisable stereo is invalid, a failed geometry still reports the exact properties
+    version: ClassVar[str] = "4"
     suite: ClassVar[str | None] = SUITE
     Params: ClassVar[type[BaseModel]] = EHTParams
     # CPU seconds measured with benchmarks/tiers.py (docs/tiers.md): 0.5 ms for water, median 5 ms at 7-9 heavy
@@ -157,9 +160,14 @@ class EHTGapVerifier(Verifier[EHTParams]):
                 qed, sa_score = QED.qed(parsed.mol), _sascorer().calculateScore(parsed.mol)
                 novel = is_novel(parsed.canonical, get_space(self.params.constraints.space).training_index)
                 try:
-                    molh, force_field = embed_molecule(parsed.mol, self.params.geometry)
+                    # The molecule the key names, in its canonical atom order, as the xTB and DFT workers build it:
+                    # the payload's own order gave one key up to 16 EHT gaps (3.00-3.54 eV) over 20 spellings, and
+                    # whichever spelling came first was cached for all of them.
+                    molh, force_field = embed_molecule(Chem.MolFromSmiles(parsed.canonical), self.params.geometry)
                     with _quiet_c_output():
                         ok, result = rdEHTTools.RunMol(molh)
+                except UnrealisableStereo as exc:
+                    reason, parsed = str(exc), None
                 except GeometryError as exc:
                     ok, result, error = False, None, str(exc)
                 else:
@@ -167,7 +175,11 @@ class EHTGapVerifier(Verifier[EHTParams]):
         if parsed is None:
             return self.verdict(candidate, Status.invalid, feedback=reason, cost_s=t.cpu_s, wall_s=t.wall_s)
         if not ok:
-            return self.verdict(candidate, Status.failed, feedback=error, cost_s=t.cpu_s, wall_s=t.wall_s)
+            # The properties computed before the geometry are still this molecule's: a failed gap must not leave its
+            # QED and SA unknown, which a composite objective would score as met.
+            known = {"canonical_smiles": parsed.canonical, "heavy_atoms": parsed.heavy_atoms, "qed": qed,
+                     "sa_score": sa_score, "novel": 1.0 if novel else 0.0}
+            return self.verdict(candidate, Status.failed, values=known, feedback=error, cost_s=t.cpu_s, wall_s=t.wall_s)
         energies = sorted(result.GetOrbitalEnergies())  # eV
         n_occupied = result.numElectrons // 2  # closed shell: radicals are rejected by the constraints
         homo, lumo = energies[n_occupied - 1], energies[n_occupied]

@@ -24,6 +24,7 @@ from arl_flows.suites.molecules.chemistry import (
     GeometryParams,
     MoleculeJobParams,
     MoleculeJobVerifier,
+    UnrealisableStereo,
     embed_molecule,
     xyz_of,
 )
@@ -87,7 +88,10 @@ def xtb_gap(job: dict[str, Any]) -> dict[str, Any]:
     from rdkit import Chem
 
     mol = Chem.MolFromSmiles(job["smiles"])
-    molh, force_field = embed_molecule(mol, GeometryParams(**job.get("geometry", {})))
+    try:
+        molh, force_field = embed_molecule(mol, GeometryParams(**job.get("geometry", {})))
+    except UnrealisableStereo as exc:
+        return {"invalid": str(exc)}  # the candidate's fault: MoleculeJobVerifier makes it an invalid verdict
     numbers, _, coords = xyz_of(molh)
     z = np.asarray(numbers)
     positions = np.asarray(coords) * ANGSTROM_TO_BOHR

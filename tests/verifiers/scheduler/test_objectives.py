@@ -238,3 +238,30 @@ def test_the_core_has_no_default_window_a_reward_needs_an_objective_or_both_edge
         SchedulerConfig(target_high=4.0)
     goal = Objective(terms=[Term(**QED_SIGMOID)])
     assert SchedulerConfig(reward=goal).reward_objective() == goal  # an objective alone needs no window
+
+
+class _FailsFor(_Fast):
+    """The fast tier, failing for some keys after computing their exact properties (a molecule whose geometry fails
+    after its QED was computed)."""
+
+    def __init__(self, values, props, failing) -> None:  # noqa: ANN001
+        super().__init__(values, props)
+        self.failing = failing
+
+    def verify_batch(self, candidates):  # noqa: ANN001, ANN201
+        answered = super().verify_batch(candidates)
+        return [self.verdict(c, Status.failed, values=self.props.get(c.key, {}), feedback="geometry failed")
+                if c.key in self.failing else v for c, v in zip(candidates, answered)]
+
+
+def test_exact_properties_of_a_failed_verdict_still_count() -> None:
+    """A failed tier's own exact properties are known: left unknown they would score as met (desirability 1), so
+    making the geometry fail would lift a candidate with a QED of 0.02 to a full QED term (fifth attack pass)."""
+    geometric = Objective(terms=[{**GAP_WINDOW, "softness": 0.3}, QED_SIGMOID])
+    ladder, history, pool = _twins({"a": 0.8, "b": 0.02})
+    ladder[0] = _FailsFor(ladder[0].table, ladder[0].props, {"b"})
+    s = Scheduler(ladder, gap_window_config(reward=geometric, window_softness=0.3))
+    s.add_history(history)
+    est = {e.trajectory_id: e for e in s.run_step(pool, group_ids=["g", "g"], budget=0.05).estimates}
+    assert est["b"].components["property:qed"] == 0.02
+    assert est["b"].mean < 1e-4  # capped by its QED, as when its fast tier answers

@@ -1,0 +1,56 @@
+"""The fifth attack pass on the molecule tiers (2026-12-07): a tier's answer must depend on the molecule its key names,
+and what the candidate causes is its verdict. A ``failed`` verdict at every tier is rewarded with the surrogate's
+guess, so a candidate that could make every tier fail (impossible stereo) would beat its own real value; one key that
+gave several fast-tier values (the spelling's atom order) cached whichever spelling came first."""
+
+from __future__ import annotations
+
+import pytest
+from rdkit import Chem
+
+from arl_flows.suites.molecules import EHTGapVerifier, make_candidate
+from arl_flows.suites.molecules.chemistry import GeometryError, UnrealisableStereo, embed_molecule
+from arl_flows.suites.molecules.xtb import XTBGapVerifier
+from storage.records import Status
+
+TRANS_FUSED = "[C@H]12C[C@@H]1C2"  # a trans-fused bicyclobutane: no 3D structure; its cis isomer embeds
+
+
+def test_every_spelling_of_one_molecule_gets_one_fast_tier_value() -> None:
+    mol = Chem.MolFromSmiles("NCCCCC(=O)CO")
+    spellings = {Chem.MolToSmiles(mol, doRandom=True, canonical=False) for _ in range(40)}
+    assert len(spellings) > 5
+    verdicts = EHTGapVerifier().verify_batch([make_candidate(s) for s in sorted(spellings)])
+    assert len({v.candidate_key for v in verdicts}) == 1
+    assert len({round(v.value, 9) for v in verdicts}) == 1, sorted({round(v.value, 4) for v in verdicts})
+
+
+def test_stereo_no_structure_has_is_invalid_at_every_tier_and_its_real_isomer_is_not() -> None:
+    try:
+        embed_molecule(Chem.MolFromSmiles(TRANS_FUSED))
+    except UnrealisableStereo as exc:
+        assert "no 3D structure has this stereochemistry" in str(exc)
+    else:
+        raise AssertionError("the trans-fused bicyclobutane embedded")
+    assert issubclass(UnrealisableStereo, GeometryError)
+    candidates = [make_candidate(TRANS_FUSED), make_candidate("[C@H]12C[C@H]1C2")]
+    fast = EHTGapVerifier().verify_batch(candidates)
+    with XTBGapVerifier() as xtb:
+        simulation = xtb.verify_batch(candidates)
+    for verdicts in (fast, simulation):
+        assert [v.status for v in verdicts] == [Status.invalid, Status.ok]
+        assert "stereochemistry" in verdicts[0].feedback
+
+
+def test_a_failed_geometry_still_reports_the_properties_computed_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A geometry that fails for the verifier's reasons is "failed", and the verdict keeps the molecule's QED, SA and
+    novelty: left unknown, a composite objective would count those terms as met."""
+    import arl_flows.suites.molecules.fast as fast
+
+    def no_geometry(*_args, **_kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise GeometryError("3D embedding (ETKDG) failed")
+
+    monkeypatch.setattr(fast, "embed_molecule", no_geometry)
+    [verdict] = EHTGapVerifier().verify_batch([make_candidate("CC(=O)NC=O")])
+    assert verdict.status == Status.failed and verdict.value is None
+    assert 0 < verdict.values["qed"] < 1 and verdict.values["sa_score"] > 1 and verdict.values["novel"] in (0.0, 1.0)
