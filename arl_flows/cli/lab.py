@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -109,11 +110,15 @@ def lab_submit(
     console.print(f"recorded {shown(verdict.candidate_key, 500)} = {verdict.value:g} (request {shown(verdict.request_id or request)})")
 
 
+# A decimal number as a lab writes one: Python's float() also reads '1_0' (10), 'infinity', ' 1e3 ' and
+# full-width digits, which a typo or another program's output can produce.
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def _number(text: str, where: str) -> float:
-    try:
-        number = float(text)
-    except ValueError:
-        raise UserError(f"{where} must be a number, got {text!r:.60}") from None
+    if not _DECIMAL.fullmatch(text):
+        raise UserError(f"{where} must be a number, got {text!r:.60} (write a decimal like 3.25 or -1.2e-3)")
+    number = float(text)
     if not math.isfinite(number):
         raise UserError(f"{where} must be a finite number, got {text!r:.60}")
     return number
@@ -209,6 +214,11 @@ def _filled_rows(path: Path, ledger: Any) -> int:
                if any(found.status == Status.pending for found in ledger.lab_requests_named(given)))
 
 
+def _candidates(ledger: Any) -> dict[str, str]:
+    """Every lab request's candidate as `arl lab list --csv` writes it, and the request's id."""
+    return {r.payload or r.candidate_key: r.id for r in ledger.lab_requests(None)}
+
+
 def _submit_file(file: Path, url: str | None) -> None:
     """Check every row of a results CSV against the ledger's pending requests, then record them all."""
     from storage.ledger import LedgerError
@@ -234,6 +244,7 @@ def _submit_file(file: Path, url: str | None) -> None:
     blank = 0  # rows of a sheet from `arl lab list --csv` that the lab left without a value: still pending
     again = 0  # rows whose request already holds this value (a sheet of `arl lab list --all --csv`)
     optional = len(header) - max(header.index("request"), header.index("value")) - 1  # cells after both may be left out
+    others: dict[str, str] | None = None  # each lab request's candidate as the sheet writes it -> its id, read if needed
     for line, row in rows[1:]:
         while len(row) > len(header) and not row[-1].strip():  # empty trailing cells
             row = row[:-1]
@@ -252,6 +263,18 @@ def _submit_file(file: Path, url: str | None) -> None:
         if found.in_flight:
             raise UserError(f"--file line {line}: request {found.id[:12]} is a call a run sent to its own {found.verifier} "
                             "tier, not a lab's; nothing was recorded")
+        # The cells `arl lab list --csv` wrote beside the request say what was asked: a row whose candidate is another
+        # request's was moved out of line (a column sorted on its own), and its value belongs to another molecule. (A
+        # spreadsheet may rewrite a cell it takes for a formula, so only another request's candidate is refused.)
+        cell = _from_text(cells.get("candidate", ""))
+        asked = found.payload or found.candidate_key
+        if cell and cell != asked and cell in (others := others if others is not None else _candidates(ledger)):
+            raise UserError(f"--file line {line}: request {found.id[:12]} asked about candidate {asked!r:.80}, the row "
+                            f"says {cell!r:.80} (request {others[cell][:12]}'s); were rows sorted apart? nothing was recorded")
+        cell = _from_text(cells.get("verifier", ""))
+        if cell and cell != found.verifier:
+            raise UserError(f"--file line {line}: request {found.id[:12]} asked verifier {found.verifier!r:.80}, the row "
+                            f"says {cell!r:.80}; nothing was recorded")
         given_value = cells["value"]
         if decimal_comma and "," in given_value and "." not in given_value:
             given_value = given_value.replace(",", ".")

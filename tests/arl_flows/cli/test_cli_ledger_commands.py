@@ -177,7 +177,8 @@ def test_lab_results_from_a_csv_are_all_checked_before_any_is_recorded(tmp_path:
         ("request,value\nbb,3.4\n", "--file line 2: more than one lab request starts with 'bb'"),
         ("request,value\nbbq,3.4\n", "--file line 2: no lab request starts with 'bbq'"),
         ("request,value\nbbx,3.4,extra\n", "--file line 2: 3 cells for 2 columns"),
-        ("request,value\nbbx,inf\n", "--file line 2: value must be a finite number"),
+        ("request,value\nbbx,inf\n", "--file line 2: value must be a number, got 'inf'"),
+        ("request,value\nbbx,1e999\n", "--file line 2: value must be a finite number"),
         ("request,value\n", "has a header and no results"),
         ("request,value\nbbx,\n", "has a header and no results (1 row(s) without a value)"),
         ('request,value\n"bbx,3.4\n' + "x" * 140_000, "--file line 3: not CSV (field larger than field limit"),
@@ -299,3 +300,37 @@ def test_a_scoring_run_is_not_shown_or_evaluated_as_a_training_run(tmp_path: Pat
     assert f"run {scoring.id[:12]} is an eval run" in err and "only a training run has a policy" in " ".join(err.split())
     code, out, err = arl(["runs", "show", training.id, "--url", url])
     assert code == 0 and f"arl runs eval {training.id[:12]}" in out
+
+
+def test_a_lab_row_moved_out_of_line_or_a_number_python_alone_reads_is_refused(tmp_path: Path) -> None:
+    """The sheet's candidate and verifier cells must be the request's (a column sorted on its own gives ethanol's row
+    another molecule's value); a value is a plain decimal number ('1_0' is 10 to float(), a typo to a lab). Fifth
+    attack pass."""
+    url = _url(tmp_path / "ledger.db")
+    with Ledger(url) as ledger:
+        run = ledger.create_run("lab-run", {"steps": 1})
+        ids = ledger.create_lab_requests([
+            LabRequest(id=f"dd{c}" + "0" * 29, run_id=run.id, candidate_key=f"molecules:{c}", payload=f"C{c}O",
+                       verifier="lab", version="1", params_hash="h")
+            for c in "xy"
+        ])
+    sheet = tmp_path / "sheet.csv"
+    assert arl(["lab", "list", "--csv", str(sheet), "--url", url])[0] == 0
+    lines = sheet.read_text(encoding="utf-8-sig").splitlines()
+    header, x, y = lines[0], lines[1].split(","), lines[2].split(",")
+    x[3], y[3] = y[3], x[3]  # the candidate column sorted apart from the rest
+    for rows, words in (
+        ([",".join(x[:1] + ["3.6"] + x[2:]), ",".join(y)], "asked about candidate 'CxO', the row says 'CyO' (request ddy0000"),
+        ([f"{ids[0]},3.6,,CxO,xtb"], "asked verifier 'lab', the row says 'xtb'"),
+        ([f"{ids[0]},1_0"], "must be a number, got"),
+        ([f"{ids[0]},\uff13.5"], "must be a number, got"),
+        ([f"{ids[0]},infinity"], "must be a number, got"),
+    ):
+        sheet.write_text("\n".join([header if "," in rows[0][40:] else "request,value", *rows]) + "\n", encoding="utf-8")
+        code, out, err = arl(["lab", "submit", "--file", str(sheet), "--url", url])
+        assert_user_error(code, err, out=out)
+        assert words in " ".join(err.split()), err
+    with Ledger(url) as ledger:
+        assert all(r.status.value == "pending" for r in ledger.lab_requests(None))  # nothing was recorded
+    code, out, err = arl(["lab", "submit", "--request", ids[1][:8], "--value", "2.5e0", "--url", url])
+    assert code == 0, out + err
