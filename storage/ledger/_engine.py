@@ -109,7 +109,12 @@ def _make_engine(url: str) -> Engine:
     try:
         return create_engine(parsed, pool_pre_ping=True)
     except (NoSuchModuleError, ArgumentError, ImportError) as exc:
-        raise LedgerError(f"cannot use {_shown(url)!r}: {exc} (install the postgres extra: pip install 'arl[postgres]')") from None
+        driver = parsed.get_driver_name()
+        if driver != "psycopg":  # the postgres extra installs psycopg (3), which only postgresql+psycopg:// names
+            fix = f"write postgresql+psycopg://, the driver the postgres extra installs, instead of {driver}"
+        else:
+            fix = "install the postgres extra: pip install 'arl[postgres]'"
+        raise LedgerError(f"cannot use {_shown(url)!r}: {exc} ({fix})") from None
 
 
 def sqlite_file(url: str) -> Path | None:

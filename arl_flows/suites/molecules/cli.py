@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from arl_flows.cli._common import UserError, console, print_json
+from arl_flows.cli._common import UserError, console, print_json, shown
 
 # Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
 # run, so that `arl --help` loads none of it.
@@ -167,6 +167,9 @@ def evaluate_command(
         source, directory = _source(prior_config)
         if directory is None:
             raise UserError(f"the prior is {source}; pass --dir with a prior's directory, or pretrain it first")
+        if update_report:  # the default is often the shipped prior, inside the installed package
+            raise UserError(f"--update-report rewrites the report of the prior it evaluates: name that directory with --dir "
+                            f"(the default, {shown(str(directory), 200)}, is the prior {source})")
     try:
         saved = read_pretrain_config(directory)
     except ValueError as exc:

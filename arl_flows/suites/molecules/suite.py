@@ -42,8 +42,29 @@ if TYPE_CHECKING:
 __all__ = ["MoleculeSuite"]
 
 
+def _cheap_tiers(tiers: list) -> list:
+    """The config's tiers below high fidelity, in its order (a tier the registry cannot name is kept: the ladder's
+    build reports it); the quick profile keeps them, so a user's own cheap tier (a property the objective reads)
+    is not dropped with DFT."""
+    from storage.records import Tier
+    from verifiers.registry import registry
+
+    kept = []
+    for tier in tiers:
+        try:
+            level = registry.get(tier.verifier).tier
+        except Exception:  # noqa: BLE001 - reported where the ladder is built, in one line
+            level = None
+        if level not in (Tier.high_fidelity, Tier.lab):
+            kept.append(tier)
+    return [t for t in kept if t.verifier != "reference-table"]
+
+
 def _quick(config: RunConfig) -> RunConfig:
     """About two minutes on 2 cores: 3 small steps, the reference table instead of DFT (same prior as the default).
+
+    The config's own tiers below high fidelity stay as they are (the default's EHT and xTB, a user's cheap tier);
+    those of high fidelity and the lab's go (EHT and xTB alone when nothing is left).
 
     In the druglike space the QM9 reference table knows none of the molecules, so the quick ladder stops at
     GFN2-xTB (its top tier): a DFT call there costs minutes (docs/tiers.md).
@@ -53,17 +74,14 @@ def _quick(config: RunConfig) -> RunConfig:
     top = [TierConfig(verifier="reference-table", params={"cost_per_call": 12.0})]
     if getattr(config.suite_options, "space", "qm9") == "druglike":
         top = []
+    cheap = _cheap_tiers(config.tiers) or [TierConfig(verifier="rdkit-eht"), TierConfig(verifier="gfn2-xtb", params={"threads": 1})]
     return config.model_copy(
         update={
             "name": config.name if config.name != "gap-window" else "gap-window-quick",
             "steps": 3,
             "rollout": config.rollout.model_copy(update={"prompts_per_step": 2}),
             "trainer": config.trainer.model_copy(update={"group_size": 6}),
-            "tiers": [
-                TierConfig(verifier="rdkit-eht"),
-                TierConfig(verifier="gfn2-xtb", params={"threads": 1}),
-                *top,
-            ],
+            "tiers": [*cheap, *top],
             "scheduler": config.scheduler.model_copy(update={"budget_per_step": 40.0, "budget_per_run": 120.0}),
         }
     )

@@ -33,6 +33,9 @@ class CrippenLogPVerifier(Verifier[LogPParams]):
     suite: ClassVar[str | None] = "molecules"
     Params: ClassVar[type[BaseModel]] = LogPParams
     cost_model: ClassVar[CostModel] = CostModel(base=0.0002)
+    # The keys of ``values`` it reports: an objective term on a property no tier of the ladder declares is then
+    # caught by `arl run --dry-run` (a typo such as "logP" would otherwise count as met on every molecule).
+    reports: ClassVar[frozenset[str] | None] = frozenset({"logp"})
 
     def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
         verdicts = []

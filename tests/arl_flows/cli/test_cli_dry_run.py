@@ -276,6 +276,8 @@ def test_dry_run_of_a_batch_job_cluster_says_what_would_hold_its_jobs_back(tmp_p
         ("postgres://u:pw@127.0.0.1:5432/arl", "unsupported database 'postgres' in 'postgres://u:***@127.0.0.1:5432/arl'"),
         ("mysql://u@h/arl", "ARL supports sqlite and postgresql"),
         ("localhost:5432/arl", "bad database URL 'localhost:5432/arl': use e.g."),
+        # psycopg2 is not what the postgres extra installs: the fix is the URL's driver, not another install
+        ("postgresql+psycopg2://u:pw@127.0.0.1:5432/arl", "write postgresql+psycopg://, the driver the postgres extra installs"),
     ],
 )
 def test_dry_run_checks_the_ledger_url_without_connecting(url: str, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

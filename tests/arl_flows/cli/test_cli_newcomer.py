@@ -108,6 +108,26 @@ def test_the_readme_and_run_help_say_the_same_about_the_quick_profile() -> None:
     assert lines and all(promise in line for line in lines), lines
 
 
+def test_the_quick_profile_keeps_the_configs_cheap_tiers_and_drops_only_dft(tmp_path: Path) -> None:
+    """A user's own cheap tier (the property the objective reads) stays in the quick ladder, with its params;
+    DFT gives way to the reference table (newcomer pass: crippen-logp vanished and "maximize logp" scored 1)."""
+    from arl_flows.config import load_config
+
+    config = tmp_path / "run.toml"
+    config.write_text(
+        '[[tiers]]\nverifier = "rdkit-eht"\n[[tiers]]\nverifier = "tests.helpers.fault_targets:ExactMassVerifier"\n'
+        '[[tiers]]\nverifier = "gfn2-xtb"\nparams = { threads = 1, optimize = true }\n[[tiers]]\nverifier = "pyscf-b3lyp"\n'
+    )
+    quick = load_config(config, profile="quick")
+    assert [(t.verifier, t.params) for t in quick.tiers] == [
+        ("rdkit-eht", {}), ("tests.helpers.fault_targets:ExactMassVerifier", {}), ("gfn2-xtb", {"threads": 1, "optimize": True}),
+        ("reference-table", {"cost_per_call": 12.0})]
+    assert [t.verifier for t in load_config(profile="quick").tiers] == ["rdkit-eht", "gfn2-xtb", "reference-table"]
+    only_dft = tmp_path / "dft.toml"
+    only_dft.write_text('[[tiers]]\nverifier = "pyscf-b3lyp"\n[[tiers]]\nverifier = "reference-or-dft"\n')
+    assert [t.verifier for t in load_config(only_dft, profile="quick").tiers] == ["rdkit-eht", "gfn2-xtb", "reference-table"]
+
+
 # ---------------------------------------------------------------- arl tasks list: one line per task
 
 

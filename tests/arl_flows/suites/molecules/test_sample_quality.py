@@ -166,3 +166,15 @@ def test_update_report_on_a_broken_report_is_one_line_before_any_sampling(tmp_pa
     code, out, err = arl(["prior", "evaluate", "--dir", str(prior), "--space", "druglike"])
     assert_user_error(code, err, out=out)
     assert "is a qm9 prior" in err
+
+
+def test_update_report_never_rewrites_the_shipped_prior_by_default() -> None:
+    """Without --dir the prior evaluated is the shipped one, inside the installed package: --update-report names it
+    and stops (newcomer pass), before any sampling."""
+    from arl_flows.suites.molecules.prior import SHIPPED_PRIOR_DIR
+
+    before = (SHIPPED_PRIOR_DIR / "pretrain_report.json").read_bytes()
+    code, out, err = arl(["prior", "evaluate", "--update-report"])
+    assert_user_error(code, err, out=out)
+    assert "name that directory with --dir" in err and "shipped with the package" in err
+    assert (SHIPPED_PRIOR_DIR / "pretrain_report.json").read_bytes() == before
