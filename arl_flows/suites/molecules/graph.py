@@ -300,8 +300,12 @@ class GraphModel:
         """Load a network saved by :meth:`save` with this model's tiers and config; False if unreadable."""
         import torch
 
+        # weights_only: tensors, containers and the numpy arrays of ``stats``, never arbitrary objects (a file planted
+        # under $ARL_HOME/surrogates would otherwise run its code when unpickled).
+        arrays = [np._core.multiarray._reconstruct, np.ndarray, np.dtype, np.dtypes.Float64DType]
         try:
-            saved = torch.load(path, map_location="cpu", weights_only=False)
+            with torch.serialization.safe_globals(arrays):
+                saved = torch.load(path, map_location="cpu", weights_only=True)
             nets = []
             for state in saved["states"]:
                 nets.append(self._build())

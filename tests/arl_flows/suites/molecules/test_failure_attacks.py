@@ -54,3 +54,34 @@ def test_a_failed_geometry_still_reports_the_properties_computed_before_it(monke
     [verdict] = EHTGapVerifier().verify_batch([make_candidate("CC(=O)NC=O")])
     assert verdict.status == Status.failed and verdict.value is None
     assert 0 < verdict.values["qed"] < 1 and verdict.values["sa_score"] > 1 and verdict.values["novel"] in (0.0, 1.0)
+
+
+class _Planted:
+    """What a file planted under $ARL_HOME/surrogates could hold: unpickling it calls any function it names."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # noqa: ANN204
+        import pathlib
+
+        return pathlib.Path.touch, (pathlib.Path(self.marker),)
+
+
+def test_a_saved_graph_network_is_loaded_as_weights_only(tmp_path) -> None:  # noqa: ANN001
+    import torch
+
+    from arl_flows.suites.molecules.graph import GraphModel, GraphModelConfig
+
+    marker = tmp_path / "ran"
+    torch.save({"states": [], "stats": _Planted(str(marker)), "history": []}, tmp_path / "planted.pt")
+    model = GraphModel(["fast"], GraphModelConfig(members=1))
+    assert model.load(tmp_path / "planted.pt") is False and not marker.exists()
+    import json
+
+    from arl_flows.suites.molecules.pretrained import REPORT, WEIGHTS  # the shipped network still loads
+
+    shape = json.loads(REPORT.read_text())["config"]
+    shipped = GraphModel(["rdkit-eht", "gfn2-xtb"], GraphModelConfig(hidden=shape["hidden"], layers=shape["layers"],
+                                                                     members=shape["members"]))
+    assert shipped.load(WEIGHTS) is True
