@@ -791,4 +791,7 @@ def load_config(path: str | Path | None = None, profile: str = "default", overri
     config = allowed[profile](config)
     if overrides and profile != "default":
         config = build_config(config.model_dump() | overrides, source)
+    if profile != "default" and "pipeline" not in data and "pipeline" not in get_suite(config.suite).defaults:
+        # The default mode follows the top tier, which a profile may change (the quick profile drops DFT).
+        config.pipeline = _default_pipeline(config, get_suite(config.suite))
     return config

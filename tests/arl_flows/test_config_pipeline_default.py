@@ -49,3 +49,20 @@ def test_the_choice_survives_a_profile_and_overrides(tmp_path) -> None:
     assert load_config(path).pipeline == "async"
     assert load_config(path, overrides={"steps": 3}).pipeline == "async"
     assert load_config(path, overrides={"pipeline": "sync"}).pipeline == "sync"
+
+
+def test_a_profile_that_changes_the_top_tier_changes_the_default_mode(tmp_path) -> None:
+    """The druglike quick ladder ends at xTB (seconds), not DFT (minutes): its default is sync, with the reason the
+    dry run gives; a mode the config names survives the profile (newcomer pass: "async (named in the config)")."""
+    from pathlib import Path
+
+    from arl_flows.config import pipeline_reason
+
+    druglike = Path(__file__).resolve().parents[2] / "examples" / "druglike.toml"
+    assert load_config(druglike).pipeline == "async"
+    quick = load_config(druglike, profile="quick")
+    assert quick.pipeline == "sync" and pipeline_reason(quick).startswith("default:")
+    assert load_config(druglike, profile="quick", overrides={"steps": 2}).pipeline == "sync"
+    named = tmp_path / "named.toml"
+    named.write_text('pipeline = "async"\n' + druglike.read_text())  # a top-level key, before the file's tables
+    assert load_config(named, profile="quick").pipeline == "async"
