@@ -14,9 +14,10 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
@@ -368,6 +369,26 @@ class LabRequest(_Record):
     def in_flight(self) -> bool:
         """A call a run sent to one of its own tiers (answered by that tier, or sent again on resume): no lab's."""
         return self.notes == self.in_flight_note(self.verifier)
+
+    # The key of a pending verdict's ``values`` under which a lab tier says what a result can be: [low, high].
+    VALUE_RANGE: ClassVar[str] = "value_range"
+
+    @classmethod
+    def value_problem(cls, pending_values: Mapping[str, Any] | None, value: float) -> str | None:
+        """Why ``value`` cannot answer a request whose pending verdict holds ``pending_values``, or None.
+
+        A lab tier that declares the plausible range of its measurement stores it with the request; one result
+        outside it (3500 typed for 3.5 eV, another unit, 1e200) would teach every later run's surrogate nonsense.
+        """
+        bounds = (pending_values or {}).get(cls.VALUE_RANGE)
+        if not isinstance(bounds, list | tuple) or len(bounds) != 2:
+            return None
+        low, high = (float(b) for b in bounds)
+        if low <= value <= high:
+            return None
+        what = (pending_values or {}).get("measurement")
+        return (f"{value!r} is outside [{low:g}, {high:g}], the plausible range the request was made with"
+                f"{f' ({what})' if what else ''}; check the number and its unit")
 
 
 class SpendRecord(_Record):

@@ -222,7 +222,7 @@ def _candidates(ledger: Any) -> dict[str, str]:
 def _submit_file(file: Path, url: str | None) -> None:
     """Check every row of a results CSV against the ledger's pending requests, then record them all."""
     from storage.ledger import LedgerError
-    from storage.records import Status
+    from storage.records import LabRequest, Status
 
     text = read_text_file("--file", file)
     delimiter = _delimiter(text)
@@ -289,6 +289,10 @@ def _submit_file(file: Path, url: str | None) -> None:
                             "recorded (the ledger keeps the first answer)")
         if found.id in seen:
             raise UserError(f"--file line {line}: request {found.id} is on line {seen[found.id]} too; nothing was recorded")
+        pending = ledger.lookup_verdicts([found.candidate_key], found.verifier, found.version, found.params_hash)
+        problem = LabRequest.value_problem(pending[found.candidate_key].values if pending else None, number)
+        if problem:
+            raise UserError(f"--file line {line}: value {problem}; nothing was recorded")
         seen[found.id] = line
         planned.append((found.id, number, _from_text(cells.get("notes", ""))))
     if not planned and again:

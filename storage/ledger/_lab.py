@@ -138,11 +138,6 @@ class _LabRequests(_VerdictCache):
                     f"lab request {request_id!r} already has a result ({req.value!r}); results are not overwritten "
                     "(the ledger keeps the first answer: a run may have learned from it)"
                 )
-            now = utcnow()
-            req.status = Status.ok.value
-            req.value = value
-            req.notes = notes
-            req.completed_at = now
             key = (req.candidate_key, req.verifier, req.version, req.params_hash)
             row = s.execute(
                 select(table).where(
@@ -150,6 +145,14 @@ class _LabRequests(_VerdictCache):
                     table.c.version == key[2], table.c.params_hash == key[3],
                 )
             ).mappings().first()
+            problem = LabRequest.value_problem(row["values"] if row is not None else None, value)
+            if problem:
+                raise LedgerError(f"lab request {request_id[:12]}: {problem}")
+            now = utcnow()
+            req.status = Status.ok.value
+            req.value = value
+            req.notes = notes
+            req.completed_at = now
             feedback = f"lab result: {notes}" if notes else "lab result"
             if row is None:
                 s.execute(

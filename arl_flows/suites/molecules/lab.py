@@ -8,10 +8,11 @@ fresh ``request_id``; the flow stores the matching :class:`LabRequest` (see
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from storage.records import LabRequest, Status, Tier, Verdict, new_id
 from verifiers.base import Candidate, CostModel, Verifier
@@ -33,6 +34,19 @@ class LabParams(BaseModel):
         default=3600.0, ge=0, description="Budget charged per request, in CPU-second equivalents."
     )
     measurement: str = Field(default="HOMO-LUMO gap (eV)", description="What the lab is asked to measure.")
+    value_range: tuple[float, float] | None = Field(
+        default=(0.0, 30.0),
+        description="The plausible range of a result, in the measurement's unit: `arl lab submit` refuses a value "
+        "outside it (3500 typed for 3.5 eV). Set it with `measurement`; None takes any finite value.",
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LabParams:
+        if self.value_range is not None and not (
+            math.isfinite(self.value_range[0]) and math.isfinite(self.value_range[1]) and self.value_range[0] < self.value_range[1]
+        ):
+            raise ValueError(f"value_range {list(self.value_range)} must be two finite numbers, low < high, e.g. [0, 30]")
+        return self
 
 
 @register_verifier
@@ -62,7 +76,8 @@ class LabVerifier(Verifier[LabParams]):
                 self.verdict(
                     candidate,
                     Status.pending,
-                    values={"canonical_smiles": parsed.canonical, "measurement": self.params.measurement},
+                    values={"canonical_smiles": parsed.canonical, "measurement": self.params.measurement}
+                    | ({LabRequest.VALUE_RANGE: list(self.params.value_range)} if self.params.value_range else {}),
                     feedback=f"lab measurement of {self.params.measurement} requested",
                     cost_s=self.params.cost_per_call,
                     request_id=new_id(),

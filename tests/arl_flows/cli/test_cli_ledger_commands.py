@@ -334,3 +334,31 @@ def test_a_lab_row_moved_out_of_line_or_a_number_python_alone_reads_is_refused(t
         assert all(r.status.value == "pending" for r in ledger.lab_requests(None))  # nothing was recorded
     code, out, err = arl(["lab", "submit", "--request", ids[1][:8], "--value", "2.5e0", "--url", url])
     assert code == 0, out + err
+
+
+def test_a_lab_result_outside_the_requests_plausible_range_is_refused(tmp_path: Path) -> None:
+    """The lab tier stores the plausible range of its measurement with each request ([0, 30] eV for the gap);
+    3500 (meV typed for eV) or 1e200 would teach every later run's surrogate nonsense (fifth attack pass)."""
+    from arl_flows.suites.molecules import make_candidate
+    from arl_flows.suites.molecules.lab import LabVerifier
+
+    url = _url(tmp_path / "ledger.db")
+    lab = LabVerifier()
+    with Ledger(url) as ledger:
+        run = ledger.create_run("lab-run", {"steps": 1})
+        candidates = [make_candidate("CCO"), make_candidate("CCN")]
+        verdicts = ledger.put_verdicts(lab.verify_batch(candidates))
+        ids = ledger.create_lab_requests(lab.lab_requests(candidates, verdicts, run.id))
+    for value in ("3500", "1e200", "-0.5"):
+        code, out, err = arl(["lab", "submit", "--request", ids[0], "--value", value, "--url", url])
+        assert_user_error(code, err, out=out)
+        assert "is outside [0, 30], the plausible range the request was made with (HOMO-LUMO gap (eV))" in err, err
+    sheet = tmp_path / "sheet.csv"
+    sheet.write_text(f"request,value\n{ids[0]},3.5\n{ids[1]},4100\n", encoding="utf-8")
+    code, out, err = arl(["lab", "submit", "--file", str(sheet), "--url", url])
+    assert_user_error(code, err, out=out)
+    assert "--file line 3: value 4100.0 is outside [0, 30]" in err and "nothing was recorded" in err
+    with Ledger(url) as ledger:
+        assert all(r.status.value == "pending" for r in ledger.lab_requests(None))
+    code, out, err = arl(["lab", "submit", "--request", ids[0], "--value", "3.5", "--url", url])
+    assert code == 0, out + err
