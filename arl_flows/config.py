@@ -207,7 +207,7 @@ class EvalConfig(_Section):
 
 
 # A batch job's memory ("4GB", "500 MiB") and walltime ("HH:MM:SS", "MM:SS", SLURM's "D-HH:MM:SS").
-_MEMORY = re.compile(r"^\d+(\.\d+)?\s*([KMGTP]i?B)$", re.IGNORECASE)
+_MEMORY = re.compile(r"^\d+(\.\d+)?\s*([KMGTP]i?B?)$", re.IGNORECASE)  # '2G' as sbatch --mem and Dask read it
 _WALLTIME = re.compile(r"^(\d+-)?(\d+:)?\d+:\d{2}$")
 MAX_JOBS = 1_000
 _DASK_SCHEMES = ("tcp", "tls", "ucx", "inproc", "ws", "wss")
@@ -271,6 +271,12 @@ class ClusterConfig(_Section):
     def _walltime_is_a_duration(cls, walltime: str) -> str:
         if not _WALLTIME.match(walltime.strip()):
             raise ValueError(f"{walltime!r} is not a time limit; write 'HH:MM:SS' (or 'D-HH:MM:SS' for SLURM)")
+        days, _, clock = walltime.strip().rpartition("-")
+        fields = [int(p) for p in clock.split(":")]
+        if any(f > 59 for f in fields[-2:]) if len(fields) == 3 else fields[-1] > 59:
+            raise ValueError(f"{walltime!r}: minutes and seconds go up to 59; write e.g. '02:30:00'")
+        if days and len(fields) == 3 and fields[0] > 23:
+            raise ValueError(f"{walltime!r}: with days, hours go up to 23; write e.g. '1-12:00:00'")
         return walltime.strip()
 
     @field_validator("job_extra")

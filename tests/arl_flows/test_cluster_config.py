@@ -28,6 +28,11 @@ from arl_flows.config import ClusterConfig, build_config
         ({"kind": "dask", "address": "tcp://10.0.0.5"}, "names no scheduler port"),
         ({"kind": "slurm", "partition": "debug"}, "cluster.partition: unknown field; ARL calls it 'queue'"),
         ({"kind": "slurm", "account": "chem"}, "ARL calls it 'job_extra'"),
+        # newcomer pass: these passed as time limits
+        ({"kind": "slurm", "walltime": "25:99:00"}, "minutes and seconds go up to 59"),
+        ({"kind": "slurm", "walltime": "00:99:99"}, "minutes and seconds go up to 59"),
+        ({"kind": "slurm", "walltime": "10:75"}, "minutes and seconds go up to 59"),
+        ({"kind": "slurm", "walltime": "1-25:00:00"}, "with days, hours go up to 23"),
     ],
 )
 def test_a_bad_cluster_section_says_what_to_fix(section: dict[str, object], expected: str) -> None:
@@ -41,6 +46,14 @@ def test_a_bad_cluster_section_says_what_to_fix(section: dict[str, object], expe
 )
 def test_walltime_formats(walltime: str, seconds: int) -> None:
     assert ClusterConfig(kind="slurm", walltime=walltime).walltime_s == seconds
+
+
+@pytest.mark.parametrize("memory", ["2G", "2GB", "500MiB", "2 GB", "1.5T"])
+def test_memory_as_sbatch_and_dask_write_it(memory: str) -> None:
+    """`sbatch --mem=2G` and Dask's parse_bytes take a unit without its B; so does the config (newcomer pass)."""
+    from dask.utils import parse_bytes
+
+    assert parse_bytes(ClusterConfig(kind="slurm", memory=memory).memory) > 0
 
 
 def test_a_cluster_beyond_this_machine_runs_on_dask_and_the_old_address_field_still_works() -> None:
