@@ -363,7 +363,7 @@ def _print_retrieval(report: dict[str, Any]) -> None:
     for label, row in report["policies"].items():
         c, r = row["cost_to_recall"], row["ratio_to_oracle"]
         t.add_row(label, *(_fmt(c[k]) for k in ("0.5", "0.8", "0.95")), *(_fmt(r[k], 2) for k in ("0.5", "0.8", "0.95")))
-    console.print(t)
+    _print_table(t)
 
 
 def advantages(
@@ -442,7 +442,7 @@ def advantages(
         for r in rows:
             t.add_row(name, f"{r['budget_fraction']:g}", _fmt(r["spend"]), _fmt(r["spend_fraction"], 3),
                       _fmt(r["spearman"], 3), _fmt(r["sign_agreement"], 3), _fmt(r["rmse"], 3))
-    console.print(t)
+    _print_table(t)
     console.print(f"spend fraction to match 'all' (spearman and sign within 0.02): {report['spend_fraction_to_match_all']}")
     console.print(f"surrogate: {', '.join(report['surrogate'])}")
     console.print(f"provenance: {shown(format_provenance())}")
@@ -531,7 +531,20 @@ def _print_summary(title: str, rows: Sequence[Sequence[Any]]) -> None:
         t.add_column(shown(col), justify="right")
     for row in rows[1:]:
         t.add_row(*(shown(cell) for cell in row))
-    console.print(t)
+    _print_table(t)
+
+
+def _print_table(table: Any) -> None:
+    """A results table whole: piped or logged, a console is 80 columns wide and rich cut the cells to '0.7…'."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    from rich.console import Console
+
+    Console(width=max(console.width, _PIPED_WIDTH), emoji=False, file=console.file).print(table)  # as wide as it needs
+
+
+_PIPED_WIDTH = 240
 
 
 def _print_learning(report: dict[str, Any], json_out: Path | None, png_out: Path | None) -> None:
@@ -540,7 +553,9 @@ def _print_learning(report: dict[str, Any], json_out: Path | None, png_out: Path
         f"top tier {shown(report['top_tier'])}",
         learning_harness.summary_table(report),
     )
-    console.print("top-10 AUC ratios: " + ", ".join(f"{shown(k)} {_fmt(v, 2)}" for k, v in report["ratios"].items()))
+    ratios = [f"{shown(k)} {_fmt(v, 2)}" for k, v in report["ratios"].items() if v is not None]  # of the regimes run
+    if ratios:
+        console.print("top-10 AUC ratios: " + ", ".join(ratios))
     novel = report.get("novel_ratios") or {}  # a report merged from before the novel metrics has none
     if novel:
         console.print(
