@@ -233,10 +233,10 @@ def pretrain_command(
         return
     if force and directory is not None and source == "cached":
         shutil.rmtree(directory)
-    if not as_json:
-        console.print(f"pretraining the SMILES prior: {prior_config.max_steps} steps, seed {prior_config.seed}")
     if prior_config.space == "druglike" and not prior_config.data:
         raise UserError("the druglike prior trains on MOSES train, which is not shipped: pass --data path/to/moses/train.csv.gz")
+    if not as_json:
+        console.print(f"pretraining the SMILES prior: {prior_config.max_steps} steps, seed {prior_config.seed}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", LowQualityPrior)
         try:

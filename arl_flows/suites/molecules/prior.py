@@ -646,8 +646,9 @@ def load_or_pretrain(
     save_prior(policy, report, config, target)
     if problems:
         warnings.warn(
-            f"the SMILES prior {report.config_hash} is below the quality gate: {'; '.join(problems)}. It is used for "
-            f"this run only and not cached (kept in {target}); retrain with `arl prior pretrain`.",
+            f"the SMILES prior {report.config_hash} is below the quality gate: {'; '.join(problems)}. It is not cached "
+            f"(kept in {target}; a run that pretrained it uses it for that run only): give it more steps "
+            f"(`arl prior pretrain --steps N`){' or more --data' if config.space == 'druglike' else ''}.",
             LowQualityPrior, stacklevel=2,
         )
     if policy_config is not None:
