@@ -19,7 +19,8 @@ import typer
 __all__ = ["bench_app", "bench_pipeline"]
 
 bench_app = typer.Typer(
-    help="Benchmarks on the molecule ladder (scheduler retrieval, advantage accuracy per cost, learning); "
+    help="Benchmarks on the molecule ladder (scheduler retrieval, advantage accuracy per cost, learning, sync vs "
+    "async pipeline); "
     "they need ARL's source checkout.",
     no_args_is_help=True,
 )

@@ -39,6 +39,10 @@ _MAX_POOL = 10_000_000  # far more molecules than any pool file holds; a larger 
 def _pool(args: dict[str, Any]) -> Any:
     """The benchmark pool, its verdicts read from (and new ones kept in) the --ledger URL or the --cache SQLite file."""
     cache, ledger_url = args.pop("cache"), args.pop("ledger")
+    from benchmarks.cli import DEFAULT_CACHE
+
+    if ledger_url is not None and cache != DEFAULT_CACHE:
+        raise UserError("give --cache FILE or --ledger URL, not both: the verdicts are kept in one ledger")
     try:
         args["pool"] = pools.resolve_pool(args["pool"])
         pools.load_pool(args["pool"])  # a bad pool file fails before a ledger file is created
@@ -615,6 +619,8 @@ def pipeline(
     _count("--audit-points", audit_points, 1, 10_000)
     _count("--top-k", top_k, 1, 10_000)
     _count("--history", history, 0, 10_000_000)
+    if max_ahead is not None:
+        _count("--max-ahead", max_ahead, 1, 64)  # streaming.max_ahead's own bounds, named by the flag given
     overrides = _with_space(_workdir_and_overrides(workdir, config), space)
     kinds = ("local", "dask", "slurm", "pbs")
     if cluster is not None and cluster not in kinds:

@@ -141,3 +141,17 @@ def test_bench_learning_names_the_file_that_is_wrong(tmp_path) -> None:
         message = str(result.exception)
         assert message.startswith(f"--merge {tmp_path / name}: not a learning-benchmark report"), message
         assert "Error" not in message and "\n" not in message
+
+
+def test_bench_flags_that_cannot_go_together_or_out_of_range_name_the_flag(tmp_path) -> None:
+    """newcomer pass: --cache with --ledger was taken silently (--ledger won); --max-ahead -1 said
+    'default config: streaming.max_ahead'."""
+    from tests.helpers.cli_runner import arl, assert_user_error
+
+    code, out, err = arl(["bench", "scheduler", "--cache", str(tmp_path / "c.db"), "--ledger", f"sqlite:///{tmp_path / 'l.db'}"])
+    assert_user_error(code, err, out=out)
+    assert "give --cache FILE or --ledger URL, not both" in err
+    assert not (tmp_path / "c.db").exists() and not (tmp_path / "l.db").exists()
+    code, out, err = arl(["bench", "pipeline", "--max-ahead", "-1"])
+    assert_user_error(code, err, out=out)
+    assert "--max-ahead must be from 1 to 64, got -1" in err
