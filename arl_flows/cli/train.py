@@ -309,6 +309,30 @@ def _device_problem(device: str) -> str | None:
     return None
 
 
+def _dask_scheduler_problem(cfg: Any, timeout_s: float = 10.0) -> str | None:
+    """Why the Dask scheduler of a [cluster] kind = 'dask' (--dask-address) cannot be reached, or None.
+
+    Checked before the run is created: otherwise the first step samples, then waits Dask's 30 s and the run is
+    marked failed, with a timeout that does not say where to look.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    if cfg.cluster.kind != "dask" or not cfg.cluster.address:
+        return None
+    address = cfg.cluster.address
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if parts.scheme not in ("tcp", "tls") or not parts.hostname or parts.port is None:
+        return None  # other transports (ucx, inproc, ws): Dask's own client reports them
+    try:
+        with socket.create_connection((parts.hostname, parts.port), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        why = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or type(exc).__name__).lower()
+        return (f"no Dask scheduler answers at {shown(address, 200)} ({why}); start one there (`dask scheduler --port "
+                f"{parts.port}`) or run without --dask-address / [cluster] kind = 'dask'; nothing was started")
+
+
 def _cluster_tools_problem(cfg: Any) -> str | None:
     """What keeps a batch-job [cluster] from starting here: dask-jobqueue, or the scheduler's submit command.
 
@@ -477,6 +501,8 @@ def run(
     cluster_problem = _cluster_tools_problem(cfg)
     if cluster_problem and not dry_run:
         raise UserError(f"{source}: {cluster_problem}")
+    if not dry_run and (unreachable := _dask_scheduler_problem(cfg)):  # before a run is created (the dry run stays offline)
+        raise UserError(unreachable)
     if dry_run:
         ledger_url = ledger.url if ledger is not None else (url or settings().ledger_url)
         _print_dry_run(cfg, tiers, ledger_url, source, profile, resume, cluster_problem)

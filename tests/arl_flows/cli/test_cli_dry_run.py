@@ -301,3 +301,17 @@ def test_a_bad_flag_value_names_the_flag(tmp_path: Path, monkeypatch: pytest.Mon
     code, out, err = arl(["run", *args, "--dry-run"])
     assert_user_error(code, err, out=out)
     assert f"error: {message}" in " ".join(err.split())
+
+
+def test_a_dask_scheduler_that_does_not_answer_stops_the_run_before_it_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """newcomer pass: the first step sampled, waited Dask's 30 s and the run was marked failed with a bare timeout."""
+    import socket
+
+    home = _home(tmp_path, monkeypatch)
+    with socket.socket() as sock:  # a port nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    code, out, err = arl(["run", "--profile", "quick", "--steps", "1", "--dask-address", f"tcp://127.0.0.1:{port}"])
+    assert_user_error(code, err, out=out)
+    assert f"no Dask scheduler answers at tcp://127.0.0.1:{port}" in err and "nothing was started" in err
+    assert not (home / "ledger.db").exists() or "train" not in arl(["runs", "list"])[1]
