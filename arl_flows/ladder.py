@@ -87,7 +87,8 @@ def check_new_config(config: RunConfig) -> None:
 def _check_objective_properties(config: RunConfig, ladder: list[type[Verifier]]) -> None:
     """An objective term on a property no tier reports counts as 1: a slip ('QED', 'sa', 'gap') would drop the term
     silently. Refused when every tier of the ladder declares what it reports (``Verifier.reports``) and the name is
-    none of those but close to one; a ladder with a tier that declares nothing (a user's own) is not checked."""
+    none of those (with the name it probably meant, when one is close); a ladder with a tier that declares nothing
+    (a user's own) is not checked."""
     objective = config.objective or config.scheduler.reward
     if objective is None or any(cls.reports is None for cls in ladder):
         return  # a tier that does not say what it reports may report any name
@@ -98,9 +99,10 @@ def _check_objective_properties(config: RunConfig, ladder: list[type[Verifier]])
             continue
         close = ([d for d in sorted(declared) if d.lower() == name.lower() or d.lower().startswith(name.lower() + "_")]
                  or difflib.get_close_matches(name, sorted(declared), n=1, cutoff=0.6))
-        if close:
-            raise ValueError(f"objective: property {name[:60]!r} is reported by no tier of the ladder; did you mean "
-                             f"{close[0]!r}? (reported: {', '.join(sorted(declared))}; 'value' is the top tier's value)")
+        # Not even a near miss ('logp' on the default ladder): the term would count as met on every candidate.
+        hint = f"did you mean {close[0]!r}? " if close else "add a tier that reports it "
+        raise ValueError(f"objective: property {name[:60]!r} is reported by no tier of the ladder; {hint}(reported: "
+                         f"{', '.join(sorted(declared))}; 'value' is the top tier's value)")
 
 
 def _alias_names(alias: Any) -> set[str]:

@@ -138,8 +138,17 @@ def test_an_objective_property_no_tier_reports_but_one_nearly_does_is_refused(
     code, out, err = arl(["run", "--config", str(config), "--dry-run"])
     assert_user_error(code, err, out=out)
     assert f"objective: property '{slip}' is reported by no tier of the ladder; did you mean '{meant}'?" in " ".join(err.split())
-    own = tmp_path / "own.toml"  # a property of the user's own tier (declared by none, close to none) passes
-    own.write_text((examples / "objective.toml").read_text().replace('property = "qed"', 'property = "logp"'))
+    # Close to none, on a ladder whose tiers all say what they report: the term would count as met on every
+    # molecule (newcomer pass: "maximize logp" with no logP tier). A tier of the user's own that declares nothing
+    # may report it: not checked then.
+    nobody = tmp_path / "nobody.toml"
+    nobody.write_text((examples / "objective.toml").read_text().replace('property = "qed"', 'property = "logp"'))
+    code, out, err = arl(["run", "--config", str(nobody), "--dry-run"])
+    assert_user_error(code, err, out=out)
+    assert "property 'logp' is reported by no tier of the ladder; add a tier that reports it" in " ".join(err.split())
+    own = tmp_path / "own.toml"
+    own.write_text(nobody.read_text().replace('{ verifier = "rdkit-eht" },', '{ verifier = "rdkit-eht" }, '
+                                              '{ verifier = "tests.helpers.fault_targets:ExactMassVerifier" },', 1))
     code, out, err = arl(["run", "--config", str(own), "--dry-run"])
     assert code == 0, err[-2000:]
 
