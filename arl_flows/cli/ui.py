@@ -25,6 +25,8 @@ def ui(
     port: int = typer.Option(UI_PORT, "--port", min=1, max=65535, help="Port on 127.0.0.1."),
 ) -> None:
     """Start a Prefect server with its UI on 127.0.0.1:4200; earlier runs show up there."""
+    if stop and background:
+        raise UserError("--stop stops the background server and --background starts one: give one of them")
     state_file = ui_state_file()
     if stop:
         state = running_ui()

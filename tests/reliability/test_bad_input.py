@@ -100,6 +100,7 @@ def test_verify_prints_smiles_and_feedback_literally() -> None:
         (["bench", "scheduler", "--top-cost", "nan"], "--top-cost"),
         (["bench", "advantages", "--softness", "nan"], "--softness"),
         (["bench", "learning", "--budget", "inf", "--seeds", "1"], "--budget"),
+        (["ui", "--stop", "--background"], "give one of them"),  # was taken as --stop (newcomer pass)
     ],
 )
 def test_non_finite_huge_and_reversed_numbers(args: list[str], says: str) -> None:
