@@ -117,7 +117,14 @@ def deploy(
     when = f"cron {shown(repr(cron))}" if cron else "on demand: the UI's Run button"
     console.print(f"serving deployments 'training_run/{shown(name)}' ({when}) and 'lab_results/lab-results' {where}; "
                   "Ctrl-C stops")
-    serve(
-        training_run.to_deployment(name=name, cron=cron, parameters=params),
-        lab_results.to_deployment(name="lab-results", parameters={"database_url": ledger_url}),
-    )
+    import httpx
+
+    try:
+        serve(
+            training_run.to_deployment(name=name, cron=cron, parameters=params),
+            lab_results.to_deployment(name="lab-results", parameters={"database_url": ledger_url}),
+        )
+    except (httpx.TransportError, OSError) as exc:  # the server went away (`arl ui --stop`) under a serving deploy
+        server = f"the Prefect server at {shown(str(api))}" if api else "the temporary Prefect server"
+        raise UserError(f"{server} stopped answering ({type(exc).__name__}); deploy stopped: start "
+                        "the server again (`arl ui --background`) and rerun `arl deploy`") from None

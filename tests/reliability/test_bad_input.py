@@ -306,3 +306,19 @@ def test_a_task_source_without_its_path_names_the_option_not_pydantic() -> None:
     code, out, err = arl(["tasks", "list", "--source", "jsonl"])
     assert_user_error(code, err, out=out)
     assert "source 'jsonl' needs --path, the JSONL file" in err and "Value error" not in err
+
+
+def test_a_prefect_server_that_goes_away_under_arl_deploy_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`arl ui --stop` under a serving `arl deploy`: Prefect's runner failed to pause its deployments on the way out
+    and ARL called it 'internal error: ConnectError ... a bug in ARL' (newcomer pass). The failure is Prefect's client
+    reaching no server, as here."""
+    import httpx
+    import prefect
+
+    def no_server(*_deployments, **_kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise httpx.ConnectError("All connection attempts failed")
+
+    monkeypatch.setattr(prefect, "serve", no_server)
+    code, out, err = arl(["deploy"])
+    assert_user_error(code, err, out=out)
+    assert "stopped answering (ConnectError); deploy stopped: start the server again (`arl ui --background`)" in " ".join(err.split())
