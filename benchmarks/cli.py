@@ -56,7 +56,7 @@ SpaceOpt = Annotated[
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of the pool sample and the random baseline.")]
 LimitOpt = Annotated[int, typer.Option("--limit", help="Pool size (molecules drawn from the CSV).")]
 HeldOutOpt = Annotated[int, typer.Option("--held-out", help="Disjoint molecules with every tier known: tunes the cascade, seeds the surrogate.")]
-CacheOpt = Annotated[Path, typer.Option("--cache", help="SQLite ledger file that keeps the live tiers' verdicts (created if missing).")]
+CacheOpt = Annotated[Path | None, typer.Option("--cache", help="SQLite ledger file that keeps the live tiers' verdicts (created if missing; default artifacts/bench/tier_verdicts.db).")]
 LedgerOpt = Annotated[str | None, typer.Option("--ledger", help="Keep the verdicts in this ledger URL instead of --cache.")]
 JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the report here.")]
 
@@ -77,7 +77,7 @@ def bench_scheduler(
     limit: LimitOpt = 5000,
     held_out: Annotated[int | None, typer.Option("--held-out", help="Disjoint molecules with every tier known: tunes the cascade, seeds the surrogate (default 1,000; a small pool gives a fifth).")] = None,
     history: Annotated[int | None, typer.Option("--history", help="The same held-out split, capped at 200 answers: the history a run starts with (instead of --held-out).")] = None,
-    cache: CacheOpt = DEFAULT_CACHE,
+    cache: CacheOpt = None,
     ledger: LedgerOpt = None,
     json_out: JsonOpt = None,
     png: Annotated[Path | None, typer.Option("--png", help="Write the recall-versus-cost plot here.")] = None,
@@ -110,7 +110,7 @@ def bench_advantages(
     seed: SeedOpt = 0,
     limit: LimitOpt = 5000,
     held_out: HeldOutOpt = 1000,
-    cache: CacheOpt = DEFAULT_CACHE,
+    cache: CacheOpt = None,
     ledger: LedgerOpt = None,
     json_out: JsonOpt = None,
     learned: Annotated[bool, typer.Option("--learned/--no-learned", help="Stack a graph network under the surrogate: the shipped one (see --shipped), else one trained once on a held-out split of at least 2,000 molecules (a few CPU-minutes).")] = True,

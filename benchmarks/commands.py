@@ -39,10 +39,11 @@ _MAX_POOL = 10_000_000  # far more molecules than any pool file holds; a larger 
 def _pool(args: dict[str, Any]) -> Any:
     """The benchmark pool, its verdicts read from (and new ones kept in) the --ledger URL or the --cache SQLite file."""
     cache, ledger_url = args.pop("cache"), args.pop("ledger")
+    if ledger_url is not None and cache is not None:
+        raise UserError("give --cache FILE or --ledger URL, not both: the verdicts are kept in one ledger")
     from benchmarks.cli import DEFAULT_CACHE
 
-    if ledger_url is not None and cache != DEFAULT_CACHE:
-        raise UserError("give --cache FILE or --ledger URL, not both: the verdicts are kept in one ledger")
+    cache = DEFAULT_CACHE if cache is None else cache
     try:
         args["pool"] = pools.resolve_pool(args["pool"])
         pools.load_pool(args["pool"])  # a bad pool file fails before a ledger file is created
@@ -249,7 +250,7 @@ def scheduler(
     limit: int,
     held_out: int | None,
     history: int | None,
-    cache: Path,
+    cache: Path | None,
     ledger: str | None,
     json_out: Path | None,
     png: Path | None,
@@ -384,7 +385,7 @@ def advantages(
     seed: int,
     limit: int,
     held_out: int,
-    cache: Path,
+    cache: Path | None,
     ledger: str | None,
     json_out: Path | None,
     learned: bool,

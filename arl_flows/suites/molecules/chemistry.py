@@ -448,24 +448,50 @@ def embed_molecule(mol: Chem.Mol, params: GeometryParams | None = None) -> tuple
 
 
 def _refuse_unrealisable_stereo(mol: Chem.Mol, p: GeometryParams) -> None:
-    """Raise :class:`UnrealisableStereo` when ``mol`` (whose embedding failed) embeds once its stereo marks are gone."""
-    flat = Chem.RemoveHs(mol, sanitize=False)
-    if not any(a.GetChiralTag() != Chem.ChiralType.CHI_UNSPECIFIED for a in flat.GetAtoms()) and not any(
-        b.GetStereo() != Chem.BondStereo.STEREONONE for b in flat.GetBonds()
-    ):
+    """Raise :class:`UnrealisableStereo` when no 3D structure of ``mol`` (whose embedding failed) has its stereo marks.
+
+    The molecule is embedded without its marks (a few conformers) and each conformer's stereo is read back from its
+    coordinates: if one has the centres and double bonds the marks ask for, the structure exists and ETKDG only
+    failed to build it under the constraints (a near-planar ring-fusion carbon): the verifier's failure, not the
+    candidate's. If the unmarked molecule does not embed either, it is not the marks' doing.
+    """
+    asked = _stereo_labels(Chem.RemoveHs(mol, sanitize=False))
+    if not asked[0] and not asked[1]:
         return
+    flat = Chem.RemoveHs(mol, sanitize=False)
     Chem.RemoveStereochemistry(flat)
     flat = Chem.AddHs(flat)
     options = AllChem.ETKDGv3()
     options.randomSeed = p.seed
-    if AllChem.EmbedMolecule(flat, options) != 0:
+    ids = list(AllChem.EmbedMultipleConfs(flat, 8, options))
+    if not ids:
         options.useRandomCoords = True
-        if AllChem.EmbedMolecule(flat, options) != 0:
+        ids = list(AllChem.EmbedMultipleConfs(flat, 8, options))
+        if not ids:
             return  # not the marks: the embedding itself failed
+    for conf_id in ids:
+        built = Chem.Mol(flat)
+        Chem.AssignStereochemistryFrom3D(built, confId=conf_id)
+        atoms, bonds = _stereo_labels(Chem.RemoveHs(built, sanitize=False))
+        if all(atoms.get(i) == label for i, label in asked[0].items()) and all(
+            bonds.get(j) == label for j, label in asked[1].items()
+        ):
+            return  # a structure with these marks exists
     raise UnrealisableStereo(
-        "no 3D structure has this stereochemistry: the molecule embeds without its @/@@ and / \\ marks but not with "
-        "them; write a stereoisomer that exists, or leave the marks out"
+        "no 3D structure with this stereochemistry can be built: the molecule embeds without its @/@@ and / \\ "
+        "marks, and none of its structures has them; write a stereoisomer that exists, or leave the marks out"
     )
+
+
+def _stereo_labels(mol: Chem.Mol) -> tuple[dict[int, str], dict[int, str]]:
+    """CIP labels of the specified stereocentres (atom index -> R/S, r/s for pseudo-asymmetric ones) and double bonds
+    (bond index -> E/Z)."""
+    atoms = dict(Chem.FindMolChiralCenters(Chem.Mol(mol), includeUnassigned=False, useLegacyImplementation=False))
+    mol = Chem.Mol(mol)
+    Chem.AssignStereochemistry(mol, cleanIt=True, force=True)
+    ez = (Chem.BondStereo.STEREOE, Chem.BondStereo.STEREOZ)
+    bonds = {b.GetIdx(): str(b.GetStereo()) for b in mol.GetBonds() if b.GetStereo() in ez}
+    return atoms, bonds
 
 
 def _lowest_mmff_conformer(molh: Chem.Mol, options: Any, p: GeometryParams) -> tuple[Chem.Mol, str]:
