@@ -116,6 +116,7 @@ _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)
 
 
 def _number(text: str, where: str) -> float:
+    text = text.strip()
     if not _DECIMAL.fullmatch(text):
         raise UserError(f"{where} must be a number, got {text!r:.60} (write a decimal like 3.25 or -1.2e-3)")
     number = float(text)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from storage.records import LabRequest, Status, Tier, Verdict, new_id
+from storage.records import LabRequest, Status, Tier, Verdict, new_id, params_hash
 from verifiers.base import Candidate, CostModel, Verifier
 from arl_flows.suites.molecules.chemistry import SUITE, InvalidMolecule, MoleculeConstraints, check_molecule
 # Still importable from here, as the entry points of installs made before the move name them.
@@ -22,6 +22,10 @@ from arl_flows.suites.molecules.reference import ReferenceTableParams, Reference
 from verifiers.registry import register_verifier
 
 __all__ = ["LabParams", "LabVerifier", "ReferenceTableParams", "ReferenceTableVerifier", "load_reference_table"]
+
+
+_GAP = "HOMO-LUMO gap (eV)"
+_GAP_RANGE = (0.0, 30.0)  # eV: any closed-shell molecule's gap lies far inside it
 
 
 class LabParams(BaseModel):
@@ -33,12 +37,23 @@ class LabParams(BaseModel):
     cost_per_call: float = Field(
         default=3600.0, ge=0, description="Budget charged per request, in CPU-second equivalents."
     )
-    measurement: str = Field(default="HOMO-LUMO gap (eV)", description="What the lab is asked to measure.")
+    measurement: str = Field(default=_GAP, description="What the lab is asked to measure.")
     value_range: tuple[float, float] | None = Field(
-        default=(0.0, 30.0),
+        default=None,
         description="The plausible range of a result, in the measurement's unit: `arl lab submit` refuses a value "
-        "outside it (3500 typed for 3.5 eV). Set it with `measurement`; None takes any finite value.",
+        "outside it (3500 typed for 3.5 eV). Default: [0, 30] for the default measurement (the gap in eV), none for "
+        "another; [] takes any finite value. It checks submissions only: not part of the tier's params hash.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gap_range_by_default(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            if "value_range" not in data and data.get("measurement", _GAP) == _GAP:
+                data = {**data, "value_range": _GAP_RANGE}
+            elif isinstance(data.get("value_range"), list | tuple) and not data["value_range"]:
+                data = {**data, "value_range": None}
+        return data
 
     @model_validator(mode="after")
     def _ordered(self) -> LabParams:
@@ -63,6 +78,12 @@ class LabVerifier(Verifier[LabParams]):
     def __init__(self, params: LabParams | dict | None = None) -> None:
         super().__init__(params)
         self.costs = CostModel(base=self.params.cost_per_call)
+
+    @property
+    def params_hash(self) -> str:
+        # value_range checks what a lab submits and changes no verdict: the requests and answers of a ledger written
+        # before it existed keep their cache key.
+        return params_hash(self.params.model_dump(mode="json", exclude={"value_range"}))
 
     def verify_batch(self, candidates: Sequence[Candidate]) -> list[Verdict]:
         verdicts = []

@@ -349,7 +349,7 @@ def test_a_lab_result_outside_the_requests_plausible_range_is_refused(tmp_path: 
         candidates = [make_candidate("CCO"), make_candidate("CCN")]
         verdicts = ledger.put_verdicts(lab.verify_batch(candidates))
         ids = ledger.create_lab_requests(lab.lab_requests(candidates, verdicts, run.id))
-    for value in ("3500", "1e200", "-0.5"):
+    for value in ("3500", "1e200", "-0.5", " 99 "):
         code, out, err = arl(["lab", "submit", "--request", ids[0], "--value", value, "--url", url])
         assert_user_error(code, err, out=out)
         assert "is outside [0, 30], the plausible range the request was made with (HOMO-LUMO gap (eV))" in err, err
@@ -360,5 +360,11 @@ def test_a_lab_result_outside_the_requests_plausible_range_is_refused(tmp_path: 
     assert "--file line 3: value 4100.0 is outside [0, 30]" in err and "nothing was recorded" in err
     with Ledger(url) as ledger:
         assert all(r.status.value == "pending" for r in ledger.lab_requests(None))
-    code, out, err = arl(["lab", "submit", "--request", ids[0], "--value", "3.5", "--url", url])
+    code, out, err = arl(["lab", "submit", "--request", ids[0], "--value", " 3.5 ", "--url", url])  # spaces are no typo
     assert code == 0, out + err
+    # The range checks submissions only: a ledger's requests and answers keep their cache key (the params hash).
+    from arl_flows.suites.molecules.lab import LabParams
+
+    assert LabVerifier({"value_range": [1, 2]}).params_hash == lab.params_hash == LabVerifier({"value_range": []}).params_hash
+    assert LabParams(measurement="logD at pH 7.4").value_range is None  # another measurement: no gap range by default
+    assert LabParams(value_range=[]).value_range is None
