@@ -794,10 +794,13 @@ def load_config(path: str | Path | None = None, profile: str = "default", overri
     allowed = profiles(config.suite)
     if profile not in allowed:
         raise ConfigError(f"unknown profile {profile!r} for suite {config.suite!r}; allowed: {', '.join(allowed)}")
+    before = config.pipeline
     config = allowed[profile](config)
+    set_by_profile = config.pipeline != before
     if overrides and profile != "default":
         config = build_config(config.model_dump() | overrides, source)
-    if profile != "default" and "pipeline" not in data and "pipeline" not in get_suite(config.suite).defaults:
+    named = "pipeline" in data or "pipeline" in get_suite(config.suite).defaults or set_by_profile
+    if profile != "default" and not named:
         # The default mode follows the top tier, which a profile may change (the quick profile drops DFT).
         config.pipeline = _default_pipeline(config, get_suite(config.suite))
     return config

@@ -66,3 +66,17 @@ def test_a_profile_that_changes_the_top_tier_changes_the_default_mode(tmp_path) 
     named = tmp_path / "named.toml"
     named.write_text('pipeline = "async"\n' + druglike.read_text())  # a top-level key, before the file's tables
     assert load_config(named, profile="quick").pipeline == "async"
+
+
+def test_a_profile_that_names_the_pipeline_keeps_it(monkeypatch) -> None:
+    """Only the default mode is re-derived after a profile: a profile that sets one keeps it (review)."""
+    from arl_flows.suites import get_suite
+
+    suite = get_suite("molecules")
+
+    def async_profile(config):  # noqa: ANN001, ANN202
+        return config.model_copy(update={"pipeline": "async", "steps": 7})
+
+    monkeypatch.setattr(suite, "profiles", {**suite.profiles, "async7": async_profile})
+    config = load_config(profile="async7")
+    assert (config.pipeline, config.steps) == ("async", 7)
