@@ -302,8 +302,9 @@ class GraphModel:
 
         # weights_only: tensors, containers and the numpy arrays of ``stats``, never arbitrary objects (a file planted
         # under $ARL_HOME/surrogates would otherwise run its code when unpickled).
-        arrays = [np._core.multiarray._reconstruct, np.ndarray, np.dtype, np.dtypes.Float64DType]
         try:
+            core = getattr(np, "_core", None) or np.core  # numpy 2 / 1.x
+            arrays = [core.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.float64))]
             with torch.serialization.safe_globals(arrays):
                 saved = torch.load(path, map_location="cpu", weights_only=True)
             nets = []
