@@ -83,12 +83,15 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def surrogate_calibration(ledger: Ledger, ladder: list[str], suite: Suite, seed: int = 0) -> dict[str, float] | None:
+def surrogate_calibration(ledger: Ledger, ladder: list[str], suite: Suite, seed: int = 0,
+                          identity: dict[str, tuple[str, str]] | None = None) -> dict[str, float] | None:
     """Coverage of the surrogate's 50%/90% intervals: fit on half the ledger's paired observations, test on the rest.
 
-    The candidates are rebuilt from their keys by the run's suite (``capabilities.Lab``).
+    The candidates are rebuilt from their keys by the run's suite (``capabilities.Lab``). ``identity`` (name ->
+    version, params hash of the run's ladder) keeps each verifier's answers as the run configured it, as a run's own
+    history does (``teach_from_ledger``); without it every version and setting of a name counts.
     """
-    values = {name: ledger.ok_values(name) for name in ladder}
+    values = {name: ledger.ok_values(name, *(identity or {}).get(name, (None, None))) for name in ladder}
     top = values[ladder[-1]]
     obs = []
     for key in top:
@@ -133,6 +136,16 @@ def _parity_png(ledger: Ledger, run_id: str, stored: dict[str, Any], unit: str) 
     ax.set_title("each tier against the top tier")
     ax.legend(fontsize=8)
     return _png(fig)
+
+
+def _ladder_identity(stored: dict[str, Any]) -> dict[str, tuple[str, str]] | None:
+    """Name -> (version, params hash) of a stored run config's ladder (None when it no longer builds)."""
+    from arl_flows.ladder import build_ladder
+
+    try:
+        return {v.name: (v.version, v.params_hash) for v in build_ladder(build_config(stored_fields(stored), "stored config"))}
+    except (ValueError, ImportError, LookupError):
+        return None
 
 
 def _suite_of(stored: dict[str, Any]) -> Suite | None:
@@ -314,7 +327,7 @@ def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> 
     calibration = None
     if len(ladder) >= 2 and suite is not None:
         try:
-            calibration = surrogate_calibration(ledger, ladder, suite)
+            calibration = surrogate_calibration(ledger, ladder, suite, identity=_ladder_identity(run.config))
         except (ValueError, KeyError):
             calibration = None
     if calibration:

@@ -89,3 +89,26 @@ def test_teach_from_ledger_learns_only_the_ladders_own_settings(ledger: Ledger) 
     assert teach_from_ledger(scheduler, ledger, suite) == 0  # no top-tier answer of this run's setting yet
     ledger.put_verdicts(verdicts(top, top.version, top.params_hash, 1.0)[:3])
     assert teach_from_ledger(scheduler, ledger, suite) == 3
+
+
+def test_the_reports_calibration_reads_the_runs_own_verifier_settings(ledger: Ledger) -> None:
+    """`arl report`'s surrogate calibration pairs the answers of the run's ladder as configured, like a run's
+    history: another setting's numbers under the same name (a wrong 'top' for every word) stay out (review)."""
+    from arl_flows.ladder import build_ladder
+    from arl_flows.report import _ladder_identity, surrogate_calibration
+    from storage.records import Verdict
+
+    config = load_config(overrides=toy_overrides())
+    suite, ladder = suite_for(config), build_ladder(config)
+    fast, top = ladder[0], ladder[-1]
+    words = ["".join(chr(97 + (i * 7 + j) % 26) for j in range(3 + i % 9)) for i in range(60)]
+    rows = [Verdict(candidate_key=f"toy:{w}", verifier=fast.name, version=fast.version, params_hash=fast.params_hash,
+                    tier=fast.tier, status="ok", value=float(len(w))) for w in words]
+    rows += [Verdict(candidate_key=f"toy:{w}", verifier=top.name, version=top.version, params_hash="other",
+                     tier=top.tier, status="ok", value=100.0 + i) for i, w in enumerate(words)]
+    ledger.put_verdicts(rows)
+    names = [v.name for v in ladder]
+    identity = _ladder_identity(config.model_dump(mode="json"))
+    assert identity == {v.name: (v.version, v.params_hash) for v in ladder}
+    assert surrogate_calibration(ledger, names, suite, identity=identity) is None  # no answer of the run's own top tier
+    assert surrogate_calibration(ledger, names, suite) is not None  # names alone: the other setting's numbers count

@@ -279,7 +279,7 @@ class StepPlan:
         self.verdicts: list[list[Verdict | None]] = [[None] * t for _ in range(n)]
         self._vals: list[dict[str, float]] = [{} for _ in range(n)]
         self.objective = scheduler.config.reward_objective()
-        # Exact properties the objective reads, from the ok verdicts' values: (tier index, value) per name.
+        # Exact properties the objective reads, from the ok and failed verdicts' values: (tier index, value) per name.
         self._props: list[dict[str, tuple[int, float]]] = [{} for _ in range(n)]
         # Expected cost per candidate and tier from the cost models, scaled per round by measured/expected.
         self._base_cost = np.array([[max(v.expected_cost(c), 1e-9) for v in self.ladder] for c in self.cands]).reshape(n, t)

@@ -152,7 +152,8 @@ def evaluate_command(
     samples: int | None = typer.Option(None, "--samples", min=2, max=100_000, help="Samples to draw (default: the prior's eval_samples)."),
     update_report: bool = typer.Option(
         False, "--update-report",
-        help="Write the metrics into the directory's pretrain_report.json (under --grammar: its 'grammar' block).",
+        help="Write the metrics into the directory's pretrain_report.json (under --grammar: its 'grammar' block); "
+        "the shipped prior's only with --dir naming it.",
     ),
     grammar: bool = typer.Option(
         True, "--grammar/--no-grammar", help="Sample under the space's SMILES grammar (as runs do) or unconstrained (as MOSES does)."
@@ -167,7 +168,7 @@ def evaluate_command(
         source, directory = _source(prior_config)
         if directory is None:
             raise UserError(f"the prior is {source}; pass --dir with a prior's directory, or pretrain it first")
-        if update_report:  # the default is often the shipped prior, inside the installed package
+        if update_report and source.startswith("shipped"):  # inside the installed package (a cached one is the user's)
             raise UserError(f"--update-report rewrites the report of the prior it evaluates: name that directory with --dir "
                             f"(the default, {shown(str(directory), 200)}, is the prior {source})")
     try:

@@ -15,8 +15,10 @@ not verify), never a 0.
 
 What is compared is the residual ``lhs - rhs`` as sympy builds it, which
 cancels the terms both sides share: ``reference + c`` leaves exactly ``c``.
-A residual of 0 agrees everywhere and a constant that sympy proves nonzero
-differs everywhere, with no points needed. Otherwise no fixed tolerance
+A constant that sympy proves nonzero differs everywhere, with no points
+needed; a residual of 0 agrees everywhere, and still goes through the
+points, where the answer itself must be real and finite wherever the task
+is (``d/dx log(-x)`` is exactly ``1/x``). Otherwise no fixed tolerance
 decides, since any fixed one is coarser than some constant the grammar can
 write (``10**-45``, ``exp(-200)``): at each point the residual is evaluated
 at two precisions, and it differs if it exceeds the difference of the two
@@ -62,7 +64,7 @@ class NumericParams(IsolationParams):
 
     digits: int = Field(default=50, ge=15, le=1000, description="Working precision of mpmath, in decimal digits, before the answer's own constants are added (see max_digits).")
     tolerance_digits: int = Field(default=40, ge=1, le=990, description="A point whose difference is zero within its evaluation error agrees only if that error is below 10**-tolerance_digits of the scale; else it is evaluated again at 4x the digits.")
-    max_digits: int = Field(default=2000, ge=15, le=20_000, description="Most digits the answer's constants may need (a constant of 1e-300 needs 300 more than 'digits'); beyond it the verdict is 'failed'.")
+    max_digits: int = Field(default=2000, ge=15, le=20_000, description="Most digits the answer's constants may need (a constant of 1e-300 needs 300 more than 'digits'); beyond it the verdict is 'invalid' when the answer's own constants need them, else 'failed'.")
     points: int = Field(default=20, ge=1, le=1000, description="Points to compare the two sides at.")
     min_points: int = Field(default=10, ge=1, le=1000, description="Fewer usable (non-singular, decided) points than this: 'failed'.")
     max_draws: int = Field(default=60, ge=1, le=10_000, description="Points drawn at most, singular ones included.")
@@ -115,7 +117,7 @@ def numeric_check(job: dict[str, Any]) -> dict[str, Any]:
     # sympy's Add cancels the terms both sides share, so 'reference + c' leaves exactly c: no rounding hides it.
     residual = lhs - rhs
     exact = _exact_verdict(residual, job["points"])
-    if exact is not None and exact["agree"] == 0:
+    if exact is not None:
         return exact
     # A residual of exactly 0 still goes through the points: d/dx log(-x) is 1/x, but log(-x) is not real for x > 0.
     extra = _constant_digits(residual, lhs, rhs)
@@ -191,10 +193,8 @@ def _not_real_where_the_task_is(answer: Any, reference: Any, point: Any, digits:
 
 
 def _exact_verdict(residual: Any, points: int) -> dict[str, Any] | None:
-    """The verdict when the residual decides it without points: 0 (the same tree) or a constant sympy proves nonzero."""
-    if residual == 0:
-        return {"points": points, "agree": points, "skipped": 0, "undecided": 0, "max_rel_diff": 0.0, "digits": 0, "exact": True}
-    if not residual.has(_x()) and residual.is_zero is False:
+    """The verdict when the residual decides it without points: a constant sympy proves nonzero (wrong everywhere)."""
+    if residual != 0 and not residual.has(_x()) and residual.is_zero is False:
         return {"points": points, "agree": 0, "skipped": 0, "undecided": 0, "max_rel_diff": _as_float(abs(residual.evalf(15))),
                 "digits": 0, "exact": True, "constant": str(residual)[:100]}
     return None
