@@ -282,11 +282,18 @@ def _refuse_a_changed_config(cfg: Any, stored: dict[str, Any], source: str, run_
     from arl_flows.config import ConfigError, load_config, stored_fields
 
     try:
-        old = load_config(None, "default", overrides=stored_fields(stored)).model_dump(mode="json")
+        old_cfg = load_config(None, "default", overrides=stored_fields(stored))
     except ConfigError:
         return  # a stored config this ARL no longer reads: the run itself says so when it resumes
-    new = cfg.model_dump(mode="json")
+
+    def effective(config: Any) -> dict[str, Any]:  # [options] as the suite reads them: written out or left to defaults
+        return config.model_dump(mode="json") | {"options": config.suite_options.model_dump(mode="json")}
+
+    old, new = effective(old_cfg), effective(cfg)
     changed = sorted(k for k in new if k not in _RESUME_MAY_CHANGE and k in old and new[k] != old[k])
+    if "options" in changed:  # name the option, not the whole section
+        changed.remove("options")
+        changed += sorted(f"options.{k}" for k in new["options"] if new["options"][k] != old["options"].get(k))
     if changed:
         raise UserError(f"--resume {run_id[:12]} with --config {source}: it changes {', '.join(changed[:6])} from the run's "
                         "stored config, which would mix two runs' rewards in one; resume without --config (the run "

@@ -71,6 +71,18 @@ def test_dry_run_of_a_resume_names_the_run_and_leaves_it_as_it_was(tmp_path: Pat
     assert_user_error(code, err, out=out)
     assert f"--resume {run.id[:12]} with --config {other}: it changes " in " ".join(err.split())
     assert "tiers" in err and "resume without --config" in " ".join(err.split())
+    # `arl config show` writes every option out; the run stored none (defaults): the same options, no change
+    # (newcomer pass: "it changes options"). A changed option is named.
+    shown_config = tmp_path / "shown.toml"
+    code, out, err = arl(["config", "show", "--profile", "quick"])
+    assert code == 0, err[-2000:]
+    shown_config.write_text(out)
+    code, out, err = arl(["run", "--resume", run.id, "--config", str(shown_config), "--dry-run", "--url", url])
+    assert code == 0 and "resuming" in out, err[-2000:]
+    shown_config.write_text(shown_config.read_text().replace('space = "qm9"', 'space = "druglike"'))
+    code, out, err = arl(["run", "--resume", run.id, "--config", str(shown_config), "--dry-run", "--url", url])
+    assert_user_error(code, err, out=out)
+    assert "options.space" in err
     # A run stored by an older ARL lacks fields added since (their defaults): resuming it with its own file is no change.
     examples = Path(__file__).resolve().parents[3] / "examples"
     older = load_config(examples / "molecules.toml").model_dump(mode="json")
