@@ -209,6 +209,14 @@ class EvalConfig(_Section):
 # A batch job's memory ("4GB", "500 MiB") and walltime ("HH:MM:SS", "MM:SS", SLURM's "D-HH:MM:SS").
 _MEMORY = re.compile(r"^\d+(\.\d+)?\s*([KMGTP]i?B?)$", re.IGNORECASE)  # '2G' as sbatch --mem and Dask read it
 _WALLTIME = re.compile(r"^(\d+-)?(\d+:)?\d+:\d{2}$")
+
+
+def _walltime_fields(walltime: str) -> tuple[int | None, int | None, int, int]:
+    """(days, hours, minutes, seconds) of a walltime that matched ``_WALLTIME``; None for a part left out."""
+    days, _, clock = walltime.rpartition("-")
+    *hours, minutes, seconds = (int(p) for p in clock.split(":"))
+    return (int(days) if days else None), (hours[0] if hours else None), minutes, seconds
+
 MAX_JOBS = 1_000
 _DASK_SCHEMES = ("tcp", "tls", "ucx", "inproc", "ws", "wss")
 
@@ -271,11 +279,10 @@ class ClusterConfig(_Section):
     def _walltime_is_a_duration(cls, walltime: str) -> str:
         if not _WALLTIME.match(walltime.strip()):
             raise ValueError(f"{walltime!r} is not a time limit; write 'HH:MM:SS' (or 'D-HH:MM:SS' for SLURM)")
-        days, _, clock = walltime.strip().rpartition("-")
-        fields = [int(p) for p in clock.split(":")]
-        if any(f > 59 for f in fields[-2:]) if len(fields) == 3 else fields[-1] > 59:
+        days, hours, minutes, seconds = _walltime_fields(walltime.strip())
+        if seconds > 59 or (minutes > 59 and hours is not None):  # 'MM:SS' may count minutes past 59
             raise ValueError(f"{walltime!r}: minutes and seconds go up to 59; write e.g. '02:30:00'")
-        if days and len(fields) == 3 and fields[0] > 23:
+        if days is not None and hours is not None and hours > 23:
             raise ValueError(f"{walltime!r}: with days, hours go up to 23; write e.g. '1-12:00:00'")
         return walltime.strip()
 
@@ -318,11 +325,8 @@ class ClusterConfig(_Section):
     @property
     def walltime_s(self) -> int:
         """The walltime in seconds."""
-        days, _, clock = self.walltime.rpartition("-")
-        parts = [int(p) for p in clock.split(":")]
-        while len(parts) < 3:
-            parts.insert(0, 0)
-        return int(days or 0) * 86_400 + parts[0] * 3_600 + parts[1] * 60 + parts[2]
+        days, hours, minutes, seconds = _walltime_fields(self.walltime)
+        return (days or 0) * 86_400 + (hours or 0) * 3_600 + minutes * 60 + seconds
 
     @property
     def node_python(self) -> str:
@@ -799,8 +803,8 @@ def load_config(path: str | Path | None = None, profile: str = "default", overri
     set_by_profile = config.pipeline != before
     if overrides and profile != "default":
         config = build_config(config.model_dump() | overrides, source)
-    named = "pipeline" in data or "pipeline" in get_suite(config.suite).defaults or set_by_profile
-    if profile != "default" and not named:
+    suite = get_suite(config.suite)
+    if profile != "default" and not ("pipeline" in data or "pipeline" in suite.defaults or set_by_profile):
         # The default mode follows the top tier, which a profile may change (the quick profile drops DFT).
-        config.pipeline = _default_pipeline(config, get_suite(config.suite))
+        config.pipeline = _default_pipeline(config, suite)
     return config

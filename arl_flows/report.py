@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from storage.ledger import Ledger  # noqa: E402
 from storage.records import Status, ladder_order  # noqa: E402
-from arl_flows.config import build_config, stored_fields  # noqa: E402
+from arl_flows.config import RunConfig, build_config, stored_fields  # noqa: E402
 from arl_flows.suites import Lab, Suite, suite_for  # noqa: E402
 from arl_flows.suites import Report as DrawsCandidates  # noqa: E402  (the capability; this module's Report is the document)
 from verifiers import registry  # noqa: E402
@@ -138,20 +138,33 @@ def _parity_png(ledger: Ledger, run_id: str, stored: dict[str, Any], unit: str) 
     return _png(fig)
 
 
-def _ladder_identity(stored: dict[str, Any]) -> dict[str, tuple[str, str]] | None:
-    """Name -> (version, params hash) of a stored run config's ladder (None when it no longer builds)."""
+def _ladder_identity(config: RunConfig | None) -> dict[str, tuple[str, str]] | None:
+    """Name -> (version, params hash) of a run config's ladder (None when there is none, or it no longer builds)."""
     from arl_flows.ladder import build_ladder
 
+    if config is None:
+        return None
     try:
-        return {v.name: (v.version, v.params_hash) for v in build_ladder(build_config(stored_fields(stored), "stored config"))}
+        return {v.name: (v.version, v.params_hash) for v in build_ladder(config)}
     except (ValueError, ImportError, LookupError):
         return None
 
 
-def _suite_of(stored: dict[str, Any]) -> Suite | None:
-    """The suite of a stored run config (None when it no longer loads: a suite uninstalled, a config from an older ARL)."""
+def _stored_config(stored: dict[str, Any]) -> RunConfig | None:
+    """A stored run config as this ARL reads it (None when it no longer loads: a suite uninstalled, a config from an
+    older ARL)."""
     try:
-        return suite_for(build_config(stored_fields(stored), "stored config"))
+        return build_config(stored_fields(stored), "stored config")
+    except (ValueError, ImportError, LookupError):
+        return None
+
+
+def _suite_of(config: RunConfig | None) -> Suite | None:
+    """The suite of a run config (None when there is none, or it no longer loads)."""
+    if config is None:
+        return None
+    try:
+        return suite_for(config)
     except (ValueError, ImportError, LookupError):
         return None
 
@@ -276,7 +289,8 @@ def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> 
     spend = ledger.spend_by_step(run.id)
     images: dict[str, bytes] = {}
 
-    suite = _suite_of(run.config)
+    config = _stored_config(run.config)
+    suite = _suite_of(config)
     unit = suite.value_unit if suite is not None else ""
     in_unit = f" ({unit})" if unit else ""
     if steps:
@@ -327,7 +341,7 @@ def build_report(ledger: Ledger, run_id: str, *, embed_images: bool = False) -> 
     calibration = None
     if len(ladder) >= 2 and suite is not None:
         try:
-            calibration = surrogate_calibration(ledger, ladder, suite, identity=_ladder_identity(run.config))
+            calibration = surrogate_calibration(ledger, ladder, suite, identity=_ladder_identity(config))
         except (ValueError, KeyError):
             calibration = None
     if calibration:

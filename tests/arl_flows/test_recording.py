@@ -108,7 +108,7 @@ def test_the_reports_calibration_reads_the_runs_own_verifier_settings(ledger: Le
                      tier=top.tier, status="ok", value=100.0 + i) for i, w in enumerate(words)]
     ledger.put_verdicts(rows)
     names = [v.name for v in ladder]
-    identity = _ladder_identity(config.model_dump(mode="json"))
+    identity = _ladder_identity(config)
     assert identity == {v.name: (v.version, v.params_hash) for v in ladder}
     assert surrogate_calibration(ledger, names, suite, identity=identity) is None  # no answer of the run's own top tier
     assert surrogate_calibration(ledger, names, suite) is not None  # names alone: the other setting's numbers count

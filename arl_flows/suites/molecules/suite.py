@@ -49,15 +49,13 @@ def _cheap_tiers(tiers: list) -> list:
     from storage.records import Tier
     from verifiers.registry import registry
 
-    kept = []
-    for tier in tiers:
+    def level(tier: Any) -> Tier | None:
         try:
-            level = registry.get(tier.verifier).tier
+            return registry.get(tier.verifier).tier
         except Exception:  # noqa: BLE001 - reported where the ladder is built, in one line
-            level = None
-        if level not in (Tier.high_fidelity, Tier.lab):
-            kept.append(tier)
-    return [t for t in kept if t.verifier != "reference-table"]
+            return None
+
+    return [t for t in tiers if level(t) not in (Tier.high_fidelity, Tier.lab)]
 
 
 def _quick(config: RunConfig) -> RunConfig:

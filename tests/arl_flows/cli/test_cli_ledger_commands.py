@@ -57,17 +57,23 @@ def test_a_ledger_of_a_newer_arl_says_to_upgrade_arl(tmp_path: Path) -> None:
     assert "was written by a newer ARL (its revision '0099'; this ARL knows revisions up to" in err and "upgrade ARL" in err
 
 
-def test_lab_requests_take_a_prefix_one_value_and_show_their_run_and_verifier(tmp_path: Path) -> None:
-    url = _url(tmp_path / "ledger.db")
+def _pending_lab_requests(url: str, prefix: str, payloads: dict[str, str]) -> tuple[str, list[str]]:
+    """A run and one pending `lab` request per payload (id: ``prefix`` and the key, padded to 32 characters;
+    candidate ``molecules:<key>``): the run's id and the requests' ids."""
     with Ledger(url) as ledger:
         run = ledger.create_run("lab-run", {"steps": 1})
-        ids = ledger.create_lab_requests([
-            LabRequest(id=f"aa11{c}" + "0" * 27, run_id=run.id, candidate_key=f"molecules:{c}", payload=smiles,
+        return run.id, ledger.create_lab_requests([
+            LabRequest(id=(prefix + key).ljust(32, "0"), run_id=run.id, candidate_key=f"molecules:{key}", payload=payload,
                        verifier="lab", version="1", params_hash="h")
-            for c, smiles in (("b", "CCO"), ("c", "CCN"))
+            for key, payload in payloads.items()
         ])
+
+
+def test_lab_requests_take_a_prefix_one_value_and_show_their_run_and_verifier(tmp_path: Path) -> None:
+    url = _url(tmp_path / "ledger.db")
+    run_id, ids = _pending_lab_requests(url, "aa11", {"b": "CCO", "c": "CCN"})
     code, out, err = arl(["lab", "list", "--url", url, "--json"])
-    assert code == 0 and {r["run_id"] for r in __import__("json").loads(out)} == {run.id}
+    assert code == 0 and {r["run_id"] for r in __import__("json").loads(out)} == {run_id}
     code, out, err = arl(["lab", "list", "--url", url])
     assert code == 0 and "verifier" in out and "UTC" in out, out
     code, out, err = arl(["lab", "submit", "--request", "aa11", "--value", "3.4", "--url", url])
@@ -97,13 +103,7 @@ def test_a_report_into_a_file_is_one_line_about_out(tmp_path: Path) -> None:
 def test_lab_requests_go_out_as_a_csv_and_come_back_filled_in(tmp_path: Path) -> None:
     """`arl lab list --csv` writes the sheet `arl lab submit --file` reads; rows left blank stay pending."""
     url = _url(tmp_path / "ledger.db")
-    with Ledger(url) as ledger:
-        run = ledger.create_run("lab-run", {"steps": 1})
-        ids = ledger.create_lab_requests([
-            LabRequest(id=f"cc{c}" + "0" * 29, run_id=run.id, candidate_key=f"molecules:{c}", payload=f"C{c}O",
-                       verifier="lab", version="1", params_hash="h")
-            for c in "xyz"
-        ])
+    _, ids = _pending_lab_requests(url, "cc", {c: f"C{c}O" for c in "xyz"})
     sheet = tmp_path / "for-the-lab.csv"
     code, out, err = arl(["lab", "list", "--csv", str(sheet), "--url", url])
     assert code == 0 and "wrote 3 lab request(s)" in " ".join(out.split()), out + err
@@ -128,13 +128,8 @@ def test_a_lab_sheet_survives_a_spreadsheet_and_goes_back_whole(tmp_path: Path) 
     """Formulas stay text, a carriage return stays in its cell, `--all` sheets go back, a filled sheet is kept."""
     url = _url(tmp_path / "ledger.db")
     payloads = ['=HYPERLINK("http://x","y")', "C\rO", "@SUM(1)", "CCO"]
+    _, ids = _pending_lab_requests(url, "ee", {str(i): p for i, p in enumerate(payloads)})
     with Ledger(url) as ledger:
-        run = ledger.create_run("lab-run", {"steps": 1})
-        ids = ledger.create_lab_requests([
-            LabRequest(id=f"ee{i}" + "0" * 29, run_id=run.id, candidate_key=f"molecules:{i}", payload=p, verifier="lab",
-                       version="1", params_hash="h")
-            for i, p in enumerate(payloads)
-        ])
         ledger.submit_lab_result(ids[3], 4.902552131931743, "-first")
     sheet = tmp_path / "all.csv"
     code, out, err = arl(["lab", "list", "--all", "--csv", str(sheet), "--url", url])
@@ -163,13 +158,7 @@ def test_a_lab_sheet_survives_a_spreadsheet_and_goes_back_whole(tmp_path: Path) 
 
 def test_lab_results_from_a_csv_are_all_checked_before_any_is_recorded(tmp_path: Path) -> None:
     url = _url(tmp_path / "ledger.db")
-    with Ledger(url) as ledger:
-        run = ledger.create_run("lab-run", {"steps": 1})
-        ids = ledger.create_lab_requests([
-            LabRequest(id=f"bb{c}" + "0" * 29, run_id=run.id, candidate_key=f"molecules:{c}", payload=c, verifier="lab",
-                       version="1", params_hash="h")
-            for c in "xyz"
-        ])
+    _, ids = _pending_lab_requests(url, "bb", {c: c for c in "xyz"})
     bad = [
         ("\ufeffrequest,value,notes\nbbx,3.4,first\nbby,abc,\n", "--file line 3: value must be a number, got 'abc'"),
         ("request,value\nbbx,3.4\nbbx,3.5\n", "--file line 3: request bbx" + "0" * 29 + " is on line 2 too"),
@@ -307,13 +296,7 @@ def test_a_lab_row_moved_out_of_line_or_a_number_python_alone_reads_is_refused(t
     another molecule's value); a value is a plain decimal number ('1_0' is 10 to float(), a typo to a lab). Fifth
     attack pass."""
     url = _url(tmp_path / "ledger.db")
-    with Ledger(url) as ledger:
-        run = ledger.create_run("lab-run", {"steps": 1})
-        ids = ledger.create_lab_requests([
-            LabRequest(id=f"dd{c}" + "0" * 29, run_id=run.id, candidate_key=f"molecules:{c}", payload=f"C{c}O",
-                       verifier="lab", version="1", params_hash="h")
-            for c in "xy"
-        ])
+    _, ids = _pending_lab_requests(url, "dd", {c: f"C{c}O" for c in "xy"})
     sheet = tmp_path / "sheet.csv"
     assert arl(["lab", "list", "--csv", str(sheet), "--url", url])[0] == 0
     lines = sheet.read_text(encoding="utf-8-sig").splitlines()
