@@ -66,7 +66,7 @@ def _model(kind: str, seed: int):  # noqa: ANN202 - (model, tokenizer)
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--max-steps", type=int, default=20, help="GRPO optimizer steps.")
-    p.add_argument("--ledger", default=None, help="Ledger URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db).")
+    p.add_argument("--ledger", default=None, help="Ledger URL (default: $ARL_DATABASE_URL, else ledger.db in $ARL_HOME, which is ~/.arl unless set).")
     p.add_argument("--model", default="auto", help="'prior', 'tiny', a local model directory, or 'auto' (prior if shipped).")
     p.add_argument("--window", type=float, nargs=2, default=(3.0, 4.0), metavar=("LOW", "HIGH"), help="Target gap window (eV).")
     p.add_argument("--budget-per-call", type=float, default=30.0, help="CPU-seconds of verification per reward call.")

@@ -25,8 +25,11 @@ from rich.markup import escape
 
 # The helpers import the ledger and the run config when called: `arl --help` needs neither.
 __all__ = [
-    "CORE_PANEL", "UserError", "app", "console", "cost_text", "cut", "default_suite", "err_console", "load_suite", "open_ledger", "print_json",
+    "CORE_PANEL", "LEDGER_URL_HELP", "UserError", "app", "console", "cost_text", "cut", "default_suite", "err_console", "load_suite", "open_ledger", "print_json",
     "shown"]
+
+# Help text of every command's ledger option: the default follows ARL_HOME, so the help names the variable, not a path.
+LEDGER_URL_HELP = "Ledger URL (default: $ARL_DATABASE_URL, else ledger.db in $ARL_HOME, which is ~/.arl unless set)."
 
 app = typer.Typer(
     name="arl",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from arl_flows.cli._common import UserError, app, console, open_ledger, print_json, require_existing_ledger, shown
+from arl_flows.cli._common import LEDGER_URL_HELP, UserError, app, console, open_ledger, print_json, require_existing_ledger, shown
 
 # Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
 # run, so that `arl --help` loads none of it.
@@ -12,7 +12,7 @@ from arl_flows.cli._common import UserError, app, console, open_ledger, print_js
 db_app = typer.Typer(help="Ledger database: migrations and integrity checks.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
-URL_OPTION = typer.Option(None, "--url", help="Database URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db).")
+URL_OPTION = typer.Option(None, "--url", help=LEDGER_URL_HELP)
 
 
 @db_app.command("upgrade")

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from arl_flows.cli._common import (
+    LEDGER_URL_HELP,
     UserError,
     app,
     console,
@@ -21,7 +22,7 @@ from arl_flows.cli._common import (
     shown,
 )
 
-URL_OPTION = typer.Option(None, "--url", help="Ledger URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db).")
+URL_OPTION = typer.Option(None, "--url", help=LEDGER_URL_HELP)
 
 lab_app = typer.Typer(help="External lab results: pending requests and submissions.", no_args_is_help=True)
 app.add_typer(lab_app, name="lab")

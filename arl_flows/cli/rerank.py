@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from arl_flows.cli._common import (
+    LEDGER_URL_HELP,
     UserError,
     app,
     console,
@@ -143,7 +144,7 @@ def rerank_command(
     policy_path: str | None = typer.Option(None, "--policy-path", help="Local model to sample missing candidates (default: the suite's own policy)."),
     space: str | None = typer.Option(None, "--space", help="Chemistry space of the molecules suite (qm9, druglike; default: qm9)."),
     seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of sampling and the scheduler."),
-    ledger_url: str | None = typer.Option(None, "--url", "--ledger", help="Ledger URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db)."),
+    ledger_url: str | None = typer.Option(None, "--url", "--ledger", help=LEDGER_URL_HELP),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     window: tuple[float, float] | None = typer.Option(None, "--window", hidden=True, help="Same as --goal window=[LOW,HIGH]."),
 ) -> None:

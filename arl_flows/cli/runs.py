@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from arl_flows.cli._common import UserError, app, console, missing_ledger_file, open_ledger, print_json, shown
+from arl_flows.cli._common import LEDGER_URL_HELP, UserError, app, console, missing_ledger_file, open_ledger, print_json, shown
 
 # Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
 # run, so that `arl --help` loads none of it.
@@ -13,7 +13,7 @@ from arl_flows.cli._common import UserError, app, console, missing_ledger_file, 
 runs_app = typer.Typer(help="Training runs recorded in the ledger.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 
-URL_OPTION = typer.Option(None, "--url", help="Database URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db).")
+URL_OPTION = typer.Option(None, "--url", help=LEDGER_URL_HELP)
 
 
 @runs_app.command("list")

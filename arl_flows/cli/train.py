@@ -13,14 +13,14 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from arl_flows.cli._common import UserError, app, console, cost_text, err_console, open_ledger, persistent_ledger, shown
+from arl_flows.cli._common import LEDGER_URL_HELP, UserError, app, console, cost_text, err_console, open_ledger, persistent_ledger, shown
 from arl_flows.cli._prefect import quiet_prefect
 from storage.settings import settings
 
 # Command bodies import what they run (the ledger, the flows, Prefect, the suites' heavy parts) when they
 # run, so that `arl --help` loads none of it.
 
-URL_OPTION = typer.Option(None, "--url", help="Ledger URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db).")
+URL_OPTION = typer.Option(None, "--url", help=LEDGER_URL_HELP)
 
 
 def _sigterm_as_interrupt() -> None:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import typer
 
-from arl_flows.cli._common import UserError, app, console, open_ledger, shown
+from arl_flows.cli._common import LEDGER_URL_HELP, UserError, app, console, open_ledger, shown
 from arl_flows.cli._prefect import UI_HOST, UI_PORT, quiet_prefect, running_ui, ui_state_file
 
-URL_OPTION = typer.Option(None, "--url", help="Ledger URL (default: $ARL_DATABASE_URL or ~/.arl/ledger.db).")
+URL_OPTION = typer.Option(None, "--url", help=LEDGER_URL_HELP)
 
 
 @app.command("ui")
