@@ -491,6 +491,10 @@ def run(
         if not name.strip():
             raise UserError("--name is empty; give the run a name, or leave --name out for the config's")
         flags["name"] = name
+    if resume and config is None and flags.get("task_runner", "dask") != "dask":
+        # A run that ran on a cluster continues on this machine: its stored [cluster] is where it ran, not what it learns.
+        overrides.pop("dask_address", None)
+        overrides.pop("cluster", None)
     overrides |= flags
     if dask_address:
         overrides.setdefault("task_runner", "dask")
@@ -509,6 +513,10 @@ def run(
     if cluster_problem and not dry_run:
         raise UserError(f"{source}: {cluster_problem}")
     if not dry_run and (unreachable := _dask_scheduler_problem(cfg)):  # before a run is created (the dry run stays offline)
+        if resume and not flags.get("dask_address"):  # the address is the run's own: say how to continue it here
+            unreachable = unreachable.split("; start one there")[0] + (
+                f"; run {resume[:12]} ran on it: start the scheduler there again, or continue the run on this machine "
+                f"with `arl run --resume {resume[:12]} --task-runner threads`; nothing was started")
         raise UserError(unreachable)
     if dry_run:
         ledger_url = ledger.url if ledger is not None else (url or settings().ledger_url)

@@ -336,3 +336,26 @@ def test_a_dask_scheduler_that_does_not_answer_stops_the_run_before_it_starts(tm
     assert_user_error(code, err, out=out)
     assert f"no Dask scheduler answers at tcp://127.0.0.1:{port}" in err and "nothing was started" in err
     assert not (home / "ledger.db").exists() or "train" not in arl(["runs", "list"])[1]
+
+
+def test_a_run_whose_dask_scheduler_is_gone_resumes_on_this_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """newcomer pass: resuming a `--dask-address` run after its scheduler stopped said "run without --dask-address",
+    which the user had not given; `--task-runner threads` was refused ("a [cluster] of kind 'dask' runs on Dask")."""
+    import socket
+
+    from arl_flows.config import load_config
+
+    _home(tmp_path, monkeypatch)
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with socket.socket() as sock:  # a port nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cfg = load_config(None, "quick", overrides={"dask_address": f"tcp://127.0.0.1:{port}"})
+    run = Ledger(url).create_run(cfg.name, cfg.model_dump(mode="json"))
+    code, out, err = arl(["run", "--resume", run.id, "--url", url])
+    assert_user_error(code, err, out=out)
+    said = " ".join(err.split())
+    assert f"no Dask scheduler answers at tcp://127.0.0.1:{port}" in said and "without --dask-address" not in said
+    assert f"arl run --resume {run.id[:12]} --task-runner threads" in said and "nothing was started" in said
+    code, out, err = arl(["run", "--resume", run.id, "--task-runner", "threads", "--dry-run", "--url", url])
+    assert code == 0 and "task runner: threads;" in out and "[cluster]" not in out.split("objective:")[0], err[-2000:]
