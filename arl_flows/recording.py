@@ -46,7 +46,13 @@ def teach_from_ledger(scheduler: Scheduler, ledger: Ledger, suite: Suite) -> int
     if not observations:
         return 0
     log = logging.getLogger("arl.scheduler")
-    return scheduler.add_history(observations, progress=log.info)
+    added = scheduler.add_history(observations, progress=log.info)
+    if gross := scheduler.surrogate.gross_values:
+        shown = ", ".join(f"{key[:40]} = {value:.6g}" for key, value in list(gross.items())[:3])
+        log.warning("the surrogate leaves out %d %s answer(s) of the ledger far from all the others (%s%s): a value in "
+                    "other units or mistyped? Their verdicts stand; the surrogate does not learn from them",
+                    len(gross), scheduler.ladder[-1].name, shown, ", ..." if len(gross) > 3 else "")
+    return added
 
 
 @dataclass(frozen=True)

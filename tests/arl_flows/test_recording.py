@@ -91,6 +91,31 @@ def test_teach_from_ledger_learns_only_the_ladders_own_settings(ledger: Ledger) 
     assert teach_from_ledger(scheduler, ledger, suite) == 3
 
 
+def test_a_top_tier_answer_far_from_all_others_is_named_and_not_learned(ledger: Ledger, caplog: pytest.LogCaptureFixture) -> None:
+    """attack pass: a tier with no plausible range of its own (a user's lab-like tier) took one value in other units,
+    and every later run's surrogate fitted it. The verdict stays in the ledger; the surrogate leaves it out, and says so."""
+    import logging
+
+    from arl_flows.ladder import build_ladder
+    from arl_flows.recording import teach_from_ledger
+    from storage.records import Verdict
+    from verifiers.scheduler import Scheduler
+
+    config = load_config(overrides=toy_overrides())
+    suite, ladder = suite_for(config), build_ladder(config)
+    top = ladder[-1]
+    words = ["banana", "kiwi", "apple", "cherry", "melon", "grape", "lemon", "mango", "peach", "plum"]
+    values = {w: float(len(w)) for w in words} | {"plum": 4000.0}
+    ledger.put_verdicts([Verdict(candidate_key=f"toy:{w}", verifier=top.name, version=top.version, params_hash=top.params_hash,
+                                 tier=top.tier, status="ok", value=v) for w, v in values.items()])
+    scheduler = Scheduler(ladder, config.scheduler)
+    with caplog.at_level(logging.WARNING, logger="arl.scheduler"):
+        assert teach_from_ledger(scheduler, ledger, suite) == 10
+    assert scheduler.surrogate.gross_values == {"toy:plum": 4000.0}
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert f"leaves out 1 {top.name} answer(s)" in said and "toy:plum = 4000" in said and "other units" in said
+
+
 def test_the_reports_calibration_reads_the_runs_own_verifier_settings(ledger: Ledger) -> None:
     """`arl report`'s surrogate calibration pairs the answers of the run's ladder as configured, like a run's
     history: another setting's numbers under the same name (a wrong 'top' for every word) stay out (review)."""

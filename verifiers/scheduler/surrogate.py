@@ -26,6 +26,12 @@ their size form a second, wide mixture component (:meth:`Surrogate.predict_with_
 which is what makes a cheap second opinion on an apparently hopeless
 candidate worth its few milliseconds.
 
+A top-tier answer wrong by orders of magnitude (a value in other units, a typo in a lab sheet) is not a
+gross error of that kind: one such value drags a Gaussian fit's mean and noise with it. Answers farther
+than ``gross_value_mads`` robust stds from the median of all answers (Hampel's identifier, Hampel,
+"The influence curve and its role in robust estimation", JASA 69, 1974, with a far wider cut than its
+usual 3) are left out of every fit (:attr:`Surrogate.gross_values`); their verdicts stand.
+
 The linear models are Δ-models (Ramakrishnan et al., "Big data meets quantum
 chemistry approximations: the Δ-machine learning approach", J. Chem. Theory
 Comput. 11, 2087, 2015): their prior mean is "top tier = highest cheap tier",
@@ -124,6 +130,13 @@ class SurrogatePrior(BaseModel):
         "training data, members' disagreement, each as a ratio to its calibration data). 0: never widen.",
     )
     shift_cap: float = Field(default=4.0, ge=1.0, description="The largest factor the shift scores may widen a std by.")
+    gross_value_mads: float = Field(
+        default=50.0, gt=0.0,
+        description="A top-tier answer farther than this many robust stds (the larger of 1.4826 x the median absolute "
+        "deviation and the interquartile range / 1.349, over all answers) from their median is left out of every fit: "
+        "a value wrong by a unit or a typo, not a rare candidate, which a Gaussian fit would follow. Judged from 8 "
+        "answers with a nonzero spread.",
+    )
     blend_min_pairs: int = Field(
         default=10, ge=5,
         description="Answers of the run's own a pattern needs before the pretrained model and the run's cold "
@@ -232,6 +245,7 @@ class Surrogate:
         self.prior = prior or SurrogatePrior()
         self._seed = seed
         self._pairs: dict[str, Observation] = {}
+        self._gross: frozenset[str] | None = None  # keys of answers too far from the rest to fit (None: not judged yet)
         self._models: dict[tuple[str, ...], _PatternModel] = {}
         self._learned: LearnedModel | None = None  # a fitted learned model, stacked under the linear models (see fit_learned)
         self._learned_keys: frozenset[str] = frozenset()  # the pairs it was trained on
@@ -256,10 +270,34 @@ class Surrogate:
                 self._pairs[obs.key] = obs
                 changed += 1
         if changed:
+            self._gross = None
             self._models.clear()
             self._stacks.clear()
             self._colds.clear()
         return changed
+
+    @property
+    def gross_values(self) -> dict[str, float]:
+        """Top-tier answers left out of every fit, by key: farther than ``prior.gross_value_mads`` robust stds
+        (Hampel's identifier with a wide cut) from the median of all answers (a meV value among eV, a typo), where one would drag a Gaussian fit's mean
+        and noise with it. The verdict itself stands; only the surrogate does not learn from it."""
+        if self._gross is None:
+            y = np.array([o.values[self.top] for o in self._pairs.values()])
+            keys = list(self._pairs)
+            self._gross = frozenset()
+            if len(y) >= 8:
+                centre = float(np.median(y))
+                q1, q3 = np.quantile(y, [0.25, 0.75])  # the larger of two robust stds: MAD is 0 where most values tie
+                scale = max(1.4826 * float(np.median(np.abs(y - centre))), float(q3 - q1) / 1.349)
+                if scale > 0:
+                    far = np.abs(y - centre) > self.prior.gross_value_mads * scale
+                    self._gross = frozenset(k for k, f in zip(keys, far, strict=True) if f)
+        return {k: float(self._pairs[k].values[self.top]) for k in sorted(self._gross)}
+
+    def _fit_pairs(self) -> list[Observation]:
+        """The pairs every model learns from: all but :attr:`gross_values`."""
+        gross = self.gross_values
+        return [o for k, o in self._pairs.items() if k not in gross] if gross else list(self._pairs.values())
 
     @property
     def n_pairs(self) -> int:
@@ -297,7 +335,7 @@ class Surrogate:
         """
         if not 0.0 < calibration_share < 1.0:
             raise ValueError(f"calibration_share must be in (0, 1), got {calibration_share}")
-        train = [o for o in self._pairs.values() if o.payload and _share(o.key) >= calibration_share]
+        train = [o for o in self._fit_pairs() if o.payload and _share(o.key) >= calibration_share]
         if len(train) < 50:
             return False
         train.sort(key=lambda o: o.key)
@@ -348,7 +386,7 @@ class Surrogate:
         """
         if not self._pretrained or not isinstance(self._learned, FineTunableModel):
             return 0
-        train = [o for o in self._pairs.values() if o.payload and self._unseen(o) and _share(o.key) >= calibration_share]
+        train = [o for o in self._fit_pairs() if o.payload and self._unseen(o) and _share(o.key) >= calibration_share]
         if len(train) < 50:
             return 0
         train.sort(key=lambda o: o.key)
@@ -365,7 +403,7 @@ class Surrogate:
     @property
     def unseen_pairs(self) -> int:
         """Pairs the learned model has not trained on (all pairs without one)."""
-        return sum(self._unseen(o) for o in self._pairs.values())
+        return sum(self._unseen(o) for o in self._fit_pairs())
 
     @property
     def _pretrained(self) -> bool:
@@ -545,7 +583,7 @@ class Surrogate:
     def _pairs_with(self, pattern: tuple[str, ...]) -> list[Observation]:
         return [
             o
-            for o in self._pairs.values()
+            for o in self._fit_pairs()
             if all(v in o.values for v in pattern) and self._unseen(o)
         ]
 

@@ -89,3 +89,24 @@ def test_gross_errors_become_a_wide_tail_component() -> None:
     s.add(dirty)
     _, _, rate, scale = s.predict_with_tails([Observation("q", values={"fast": 6.0})])
     assert 0.01 < rate[0] < 0.1 and scale[0] > 4.0
+
+
+def test_a_value_wrong_by_orders_of_magnitude_is_left_out_of_the_fit() -> None:
+    """attack pass: one lab value of 3500 (meV for eV) or 1e200 dragged every later run's Gaussian fit with it."""
+    clean = _pairs(100, seed=7, bias=0.5, noise=0.1)
+    wrong = [Observation("meV", np.zeros(0), {"fast": 6.5, "top": 3500.0}), Observation("typo", np.zeros(0), {"fast": 6.0, "top": 1e200})]
+    rare = Observation("rare", np.zeros(0), {"fast": 15.5, "top": 15.0})  # a real, rare value: 7 stds out, kept
+    query = [Observation("q", values={"fast": 6.5})]
+    s, ref = Surrogate(["fast"], "top"), Surrogate(["fast"], "top")
+    s.add([*clean, *wrong, rare])
+    ref.add([*clean, rare])
+    assert s.gross_values == {"meV": 3500.0, "typo": 1e200} and ref.gross_values == {}
+    assert s.n_pairs == 103  # the verdicts are kept; only the fits leave them out
+    assert s.predict(query)[0] == pytest.approx(ref.predict(query)[0]) and s.predict(query)[1] == pytest.approx(ref.predict(query)[1])
+    assert s.predict(query)[0][0] == pytest.approx(6.0, abs=0.1)
+    # No spread to judge by (a pass/fail property answered mostly 1), or too few answers: nothing is left out.
+    binary = Surrogate(["fast"], "top")
+    binary.add([Observation(f"b{i}", np.zeros(0), {"fast": 1.0, "top": float(i % 5 != 0)}) for i in range(40)])
+    few = Surrogate(["fast"], "top")
+    few.add([*clean[:6], wrong[0]])
+    assert binary.gross_values == {} and few.gross_values == {}
