@@ -107,7 +107,8 @@ class MoleculeConstraints(BaseModel):
     formal_charge: int = Field(default=0, description="Required net formal charge of the molecule.")
     single_fragment: bool = Field(default=True, description="Reject dot-separated mixtures ('CC.O').")
     max_smiles_length: int = Field(
-        default=500, ge=1, description="Longer input is rejected before parsing (keeps parse time bounded)."
+        default=500, ge=1, description="A molecule whose canonical SMILES is longer is rejected (input is read up "
+        "to 1,000 characters, as a candidate's key is, which keeps parse time bounded)."
     )
 
     @model_validator(mode="before")
@@ -383,7 +384,13 @@ def check_molecule(text: str, constraints: MoleculeConstraints | None = None, *,
     """Parse ``text`` and check the suite's constraints; :class:`InvalidMolecule` says which failed (and, with
     ``hint``, for a rule of the space's size or elements, another space that takes the molecule whole)."""
     c = constraints or MoleculeConstraints()
-    mol = parse_smiles(text, c.max_smiles_length)
+    # A candidate's key is its canonical SMILES, read from up to KEY_PARSE_LIMIT characters: the length rule reads the
+    # canonical SMILES too, so that a long spelling of a short molecule is that molecule, not an `invalid` cached
+    # under its key for every later spelling of it (sixth attack pass).
+    mol = parse_smiles(text, max(c.max_smiles_length, KEY_PARSE_LIMIT))
+    if len(canonical := Chem.MolToSmiles(mol)) > c.max_smiles_length:
+        raise InvalidMolecule(f"canonical SMILES is {len(canonical)} characters long; at most {c.max_smiles_length} "
+                              "are accepted")
     allowed = set(c.elements)
     bad = sorted({a.GetSymbol() for a in mol.GetAtoms()} - allowed)
     if bad:
@@ -409,7 +416,7 @@ def check_molecule(text: str, constraints: MoleculeConstraints | None = None, *,
     electrons = sum(a.GetAtomicNum() + a.GetTotalNumHs() for a in mol.GetAtoms()) - charge
     if electrons % 2:  # what RDKit's radical count misses (e.g. through a dative bond) the electron count does not
         raise InvalidMolecule(f"odd electron count ({electrons}): an open shell; the {c.space} space is closed-shell")
-    return ParsedMolecule(mol=mol, canonical=Chem.MolToSmiles(mol), heavy_atoms=heavy)
+    return ParsedMolecule(mol=mol, canonical=canonical, heavy_atoms=heavy)
 
 
 def canonical_smiles(text: str) -> str | None:

@@ -103,3 +103,30 @@ def test_the_grammar_never_writes_a_bond_the_checks_refuse() -> None:
         state = grammar.advance(grammar.start(), 1)  # "C"
         allowed = grammar.allowed(state)
         assert not any(bool(allowed[i]) for i in banned) and all(bool(allowed[i]) for i in (6, 7, 8))
+
+
+def _long_spelling(smiles: str) -> str:
+    """Every atom (hydrogens too) bracketed with a map number, every bond a ring closure between dotted atoms."""
+    mol = Chem.AddHs(Chem.MolFromSmiles(smiles))
+    Chem.Kekulize(mol, clearAromaticFlags=True)
+    closures: dict[int, list[str]] = {a.GetIdx(): [] for a in mol.GetAtoms()}
+    symbol = {Chem.BondType.SINGLE: "-", Chem.BondType.DOUBLE: "=", Chem.BondType.TRIPLE: "#"}
+    for k, bond in enumerate(mol.GetBonds()):
+        closures[bond.GetBeginAtomIdx()].append(f"{symbol[bond.GetBondType()]}%{10 + k}")
+        closures[bond.GetEndAtomIdx()].append(f"{symbol[bond.GetBondType()]}%{10 + k}")
+    return ".".join(f"[{a.GetSymbol()}H0+0:1999999999]" + "".join(closures[a.GetIdx()]) for a in mol.GetAtoms())
+
+
+def test_a_long_spelling_of_a_molecule_is_that_molecule_at_every_tier() -> None:
+    """sixth attack pass: a 666-character spelling of octanal took octanal's key (parsed up to 1,000 characters) and the
+    tiers refused its length (500), so `invalid` was cached under octanal's key for every later run."""
+    text = _long_spelling("CCCCCCCC=O")
+    assert 500 < len(text) <= 1000
+    candidate = make_candidate(text)
+    assert candidate.valid and candidate.key == make_candidate("CCCCCCCC=O").key
+    assert check_molecule(text).canonical == "CCCCCCCC=O"
+    verdict = EHTGapVerifier().verify_batch([candidate])[0]
+    assert verdict.status == Status.ok, verdict.feedback
+    # The rule still holds for what the key names: a molecule whose canonical SMILES is longer than the limit.
+    with pytest.raises(InvalidMolecule, match="^canonical SMILES is 10 characters long; at most 8"):
+        check_molecule(text, MoleculeConstraints(max_smiles_length=8))
