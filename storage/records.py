@@ -232,8 +232,10 @@ class Verdict(_Record):
     status: Status
     # NaN and infinity are refused: a NaN value is "could not verify", which is a
     # ``failed`` verdict, and SQLite would read it back as NULL.
+    # Beyond 1e15 a value is a unit or a bug (and squared in a surrogate's fit, 1e300 overflowed it).
     value: float | None = Field(
-        default=None, allow_inf_nan=False, description="Primary value, e.g. the gap in eV (finite)."
+        default=None, allow_inf_nan=False, ge=-1e15, le=1e15,
+        description="Primary value, e.g. the gap in eV (finite, at most 1e15 in magnitude).",
     )
     values: dict[str, Any] = Field(default_factory=dict, description="All values (HOMO, LUMO, energy, ...).")
     uncertainty: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime
 import importlib
 import os
+import re
 import sys
 import tempfile
 import traceback
@@ -106,8 +107,37 @@ def _log_folder() -> Path:
     return Path(tempfile.gettempdir())
 
 
+_OWN_PACKAGES = frozenset({"arl_flows", "verifiers", "policies", "storage"})
+
+
+def _plugin_at_fault(exc: BaseException) -> str | None:
+    """'verifier NAME (module:Class, file.py:LINE)' when ``exc`` was raised inside a verifier or suite of the user's
+    own (an instance whose class lives outside ARL's packages), or None: a tier of one's own that raises, or builds a
+    verdict with a NaN, is the plugin's to fix, not a bug in ARL."""
+    verifier_type = getattr(sys.modules.get("verifiers.base"), "Verifier", None)
+    suite_type = getattr(sys.modules.get("arl_flows.suites"), "Suite", None)
+    kinds = tuple(k for k in (verifier_type, suite_type) if k is not None)
+    if not kinds:
+        return None
+    found = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        # `self` inside the plugin's methods; `verifier` where ARL checks what a tier returned (step.verify_inline)
+        owner = next((o for o in (frame.f_locals.get("self"), frame.f_locals.get("verifier")) if isinstance(o, kinds)), None)
+        if owner is None or type(owner).__module__.split(".")[0] in _OWN_PACKAGES:
+            continue
+        cls = type(owner)
+        source = sys.modules.get(cls.__module__)
+        where = found[1] if found else ""
+        if source is not None and frame.f_code.co_filename == getattr(source, "__file__", None):
+            where = f", {Path(frame.f_code.co_filename).name}:{line}"
+        kind = "verifier" if verifier_type is not None and isinstance(owner, verifier_type) else "suite"
+        name = getattr(owner, "name", cls.__name__)
+        found = (f"{kind} {name} ({cls.__module__}:{cls.__qualname__}", where)
+    return found[0] + found[1] + ")" if found else None
+
+
 def _internal_error(exc: BaseException) -> NoReturn:
-    """One line naming the exception and where its traceback went; exit code 1."""
+    """One line naming the exception and where its traceback went; exit code 1 (2 when a plugin of the user's raised)."""
     detail = one_line(f"{type(exc).__name__}: {exc}", 300)
     if _settings_or_default().traceback:
         traceback.print_exception(exc)
@@ -122,6 +152,11 @@ def _internal_error(exc: BaseException) -> NoReturn:
         where = str(path)
     except Exception:  # noqa: BLE001, S110 - the one line below still says what happened
         pass
+    if plugin := _plugin_at_fault(exc):
+        detail = re.sub(r"\s*For further information visit \S+", "", detail)  # pydantic's link, after each error
+        _say("error:", f"{one_line(plugin, 300)} raised {detail}; fix it there (a tier returns a 'failed' verdict for "
+             f"what it cannot verify, never raises; traceback in {one_line(where)}; {TRACEBACK_ENV}=1 prints it)")
+        sys.exit(USER_ERROR_EXIT)
     _say(
         "internal error:",
         f"{detail} (a bug in ARL, not your input; traceback in {one_line(where)}; {TRACEBACK_ENV}=1 prints it)",

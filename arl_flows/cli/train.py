@@ -551,6 +551,10 @@ def run(
                 raise typer.Exit(130) from None
             if status == RunStatus.running:
                 ledger.set_run_status(view.run_id, RunStatus.interrupted)
+        if not view.run_id:  # before the flow created (or reopened) the run: the Prefect server was still starting
+            console.print(f"[yellow]interrupted[/] before run {resume} continued; it is as it was: `arl run --resume "
+                          f"{resume}`" if resume else "[yellow]interrupted[/] before the run started; nothing was recorded")
+            raise typer.Exit(130) from None
         console.print(f"[yellow]interrupted[/]: run {view.run_id} is marked interrupted; continue with `arl run --resume {view.run_id}`")
         raise typer.Exit(130) from None
     finally:

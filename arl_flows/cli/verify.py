@@ -210,6 +210,9 @@ def verify(
         finally:
             if isinstance(verifier, Closable):
                 verifier.close()
+        if len(verdicts) != len(candidates):  # the error names the tier (`verifier` here), as a run's does
+            raise RuntimeError(f"verifier {verifier.name} returned {len(verdicts)} verdicts for {len(candidates)} "
+                               "candidates; verify_batch must return one verdict per candidate, in order")
         all_verdicts += [(text, v) for text, v in zip(texts, verdicts, strict=True)]
         if isinstance(verifier, LabRequester):
             lab_requests += verifier.lab_requests(candidates, verdicts)

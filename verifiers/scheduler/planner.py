@@ -320,7 +320,7 @@ class StepPlan:
             self._give_up(i, j, "no verdict came back")
         view = self._view()
         actions = self.s.policy.choose(view)
-        requests = self._admit(actions)
+        requests = self._admit([*self._property_reads(), *actions])
         self.round += 1
         if not requests:
             self.finished = True
@@ -382,7 +382,7 @@ class StepPlan:
         fresh = bool(np.any((self.level < 0) & self._open() & ~np.isin(np.arange(len(self.keys)), list(busy))))
         view = self._view(round_=0 if fresh or not self._asked_once else max(self.round, 1))
         actions = self.s.policy.choose(view)
-        requests = self._admit(actions, capacity=capacity)
+        requests = self._admit([*self._property_reads(), *actions], capacity=capacity)
         self._asked_once = True
         if requests:
             self.round += 1
@@ -562,6 +562,32 @@ class StepPlan:
                 if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x):
                     if name not in props or props[name][0] <= j:  # the most faithful tier that reports it wins
                         props[name] = (j, float(x))
+
+    def _property_reads(self) -> list[Action]:
+        """Calls that read a property the objective needs and no verdict of the candidate reported yet, from the
+        cheapest tier below the top that declares it (``reports``), whatever the policy thinks of the value.
+
+        The policy ranks calls by what they tell about the top tier's value; a tier that only reports a property
+        (a molecule's weight) tells it nothing, and a candidate whose top tier was cached was closed without it:
+        the objective then counted the unread term as met (newcomer pass: "mw above 1000" scored 1.0).
+        """
+        needed = self.objective.exact_properties
+        if not needed:
+            return []
+        reads = []
+        top = len(self.ladder) - 1
+        for i, row in enumerate(self.verdicts):
+            if any(v is not None and v.status in (Status.invalid, Status.pending) for v in row):
+                continue
+            for name in needed:
+                if name in self._props[i]:
+                    continue
+                j = next((j for j in range(top) if row[j] is None and self.ladder[j].reports is not None
+                          and name in self.ladder[j].reports), None)
+                if j is not None:
+                    reads.append(Action(i, j, None, f"reads {name}, which the objective needs"))
+                    break
+        return reads
 
     def _exact(self) -> dict[str, np.ndarray]:
         """(n,) values per exact property the objective reads; NaN where no verifier has reported it."""

@@ -121,6 +121,21 @@ class MoleculeSuite(Suite):
 
         return [("prior", prior_app), ("bench", bench_app)]
 
+    def check(self) -> str | None:
+        """Whether the shipped surrogate network can start this ladder's surrogate: it reads the values of the lower
+        tiers it was trained with, so a ladder with other lower tiers (a tier of one's own added) starts cold."""
+        from arl_flows.ladder import build_ladder
+        from arl_flows.suites.molecules.pretrained import LOWER_TIERS
+
+        learned = self.config.scheduler.learned
+        if not (learned.enabled and learned.shipped):
+            return None
+        lower = tuple(v.name for v in build_ladder(self.config)[:-1])
+        if lower == LOWER_TIERS:
+            return None
+        return (f"surrogate: the shipped network reads the lower tiers {', '.join(LOWER_TIERS)} and this ladder's are "
+                f"{', '.join(lower)}, so the run's surrogate starts cold and learns from the run's own answers")
+
     def surrogate_learner(self, tiers: Sequence[str], learned: LearnedSurrogateConfig, seed: int) -> SurrogateLearner:
         """A graph network on the molecule and the lower tiers' values (``graph.py``), from the shipped one that
         ``[options] surrogate`` names."""

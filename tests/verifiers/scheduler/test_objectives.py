@@ -265,3 +265,29 @@ def test_exact_properties_of_a_failed_verdict_still_count() -> None:
     est = {e.trajectory_id: e for e in s.run_step(pool, group_ids=["g", "g"], budget=0.05).estimates}
     assert est["b"].components["property:qed"] == 0.02
     assert est["b"].mean < 1e-4  # capped by its QED, as when its fast tier answers
+
+
+class _Weight(_Table):
+    """A tier that only reports a property (a molecule's weight), as a user's own tier does."""
+
+    name: ClassVar[str] = "tab-weight"
+    tier: ClassVar[Tier] = Tier.fast
+    version: ClassVar[str] = "1"
+    cost_model: ClassVar[CostModel] = CostModel(base=0.01)
+    reports: ClassVar[frozenset[str] | None] = frozenset({"mw"})
+
+
+@pytest.mark.parametrize("policy", ["voi", "all"])
+def test_a_property_the_objective_needs_is_read_even_when_the_top_tier_is_cached(policy: str) -> None:
+    """newcomer pass: with the top tier's answers in the ledger, a property-only tier was never called and the
+    objective counted its unread term as met: "mw above 1000", which no candidate meets, scored 1.0."""
+    heavy = Objective(terms=[GAP_WINDOW, {"kind": "threshold", "property": "mw", "above": 1000.0}])
+    ladder, history, pool = _twins({"a": 0.8, "b": 0.8})
+    weight = _Weight({"a": 0.0, "b": 0.0}, {"a": {"mw": 120.0}, "b": {"mw": 1500.0}})
+    ladder.insert(1, weight)
+    s = Scheduler(ladder, gap_window_config(reward=heavy, policy=policy))
+    s.add_history(history)
+    cached = [ladder[-1].verdict(c, Status.ok, value=3.5, cost_s=10.0) for c in pool]  # both in the window, cached
+    est = {e.trajectory_id: e for e in s.run_step(pool, group_ids=["g", "g"], budget=1.0, cached=cached).estimates}
+    assert sorted(weight.calls) == ["a", "b"]
+    assert est["a"].mean == 0.0 and est["b"].mean == 1.0

@@ -93,3 +93,20 @@ def test_a_scheduler_starts_from_the_shipped_network_and_fine_tunes_it_on_enough
     values = np.array([[o.values[t] for t in LOWER_TIERS] for o in probe])
     shift = tuned.predict([o.payload for o in probe], values)[0] - shipped.predict([o.payload for o in probe], values)[0]
     assert np.median(shift) > 0.04 and (shift > 0).mean() > 0.9  # it learned from the run's answers (3 epochs on 51)
+
+
+def test_the_dry_run_says_when_a_ladder_of_ones_own_starts_the_surrogate_cold() -> None:
+    """newcomer pass: a tier added to the molecules ladder silently left the shipped network out (it reads the lower
+    tiers it was trained with); the run spent 0.3 of 120 CPU-s and never escalated. The suite's check says so."""
+    from arl_flows.config import load_config
+    from arl_flows.suites import suite_for
+
+    assert suite_for(load_config(None, "default")).check() is None
+    assert suite_for(load_config(None, "quick")).check() is None
+    own = load_config(overrides={"tiers": [{"verifier": "rdkit-eht"}, {"verifier": "pyscf-b3lyp"}]})
+    said = suite_for(own).check()
+    assert said is not None and "reads the lower tiers rdkit-eht, gfn2-xtb and this ladder's are rdkit-eht" in said
+    assert "starts cold" in said
+    off = load_config(overrides={"tiers": [{"verifier": "rdkit-eht"}, {"verifier": "pyscf-b3lyp"}],
+                                 "scheduler": {"learned": {"shipped": False}}})
+    assert suite_for(off).check() is None  # the user asked for a cold start
