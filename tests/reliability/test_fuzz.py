@@ -304,7 +304,7 @@ VERDICT_FIELDS = st.fixed_dictionaries({
     "feedback": _text(max_size=2000),  # stored with lone surrogates escaped
     "values": st.dictionaries(st.text(max_size=20), _json_values, max_size=5),
     "status": st.sampled_from([Status.failed, Status.invalid, Status.ok, Status.timeout]),
-    "value": st.floats(allow_nan=False, allow_infinity=False, width=64),
+    "value": st.floats(min_value=-1e15, max_value=1e15, allow_nan=False, allow_infinity=False, width=64),
     "request_id": st.none() | _text(max_size=40),
 })  # fmt: skip
 

@@ -348,6 +348,7 @@ def _normalised(mol: Chem.Mol, read_back: bool) -> Chem.Mol:
             mol = Chem.RemoveHs(mol)  # an explicit [H] is the hydrogen the atom holds implicitly
         except Exception as exc:  # noqa: BLE001 - RDKit raises several exception types
             raise InvalidMolecule(f"sanitization failed: {_first_line(exc)}") from None
+    mol = fewest_charges(mol)  # a resonance form that spells charges is the molecule's neutral drawing
     if not read_back or _reads_back(mol):
         return mol
     # RDKit's canonical form of some pseudo-asymmetric centres (2-substituted adamantanes, bispidines) flips between
@@ -358,6 +359,77 @@ def _normalised(mol: Chem.Mol, read_back: bool) -> Chem.Mol:
         return flat
     raise InvalidMolecule(f"RDKit does not read this molecule's canonical SMILES {Chem.MolToSmiles(mol)[:80]!r} back as "
                           "the same molecule; write it another way")
+
+
+def _charged_atoms(mol: Chem.Mol) -> int:
+    return sum(1 for atom in mol.GetAtoms() if atom.GetFormalCharge())
+
+
+def fewest_charges(mol: Chem.Mol) -> Chem.Mol:
+    """``mol`` drawn as its Lewis structure with the fewest charged atoms: one molecule, one key, whichever resonance
+    form a SMILES spells (sixth attack pass: ``[NH2+]=C[O-]`` was formamide under a key of its own, "novel" and paid
+    again at DFT; ``[CH2+][CH2-]`` was ethylene).
+
+    Two adjacent opposite charges become one more bond where both atoms' valence allows it (``C[CH+][O-]`` ->
+    ``CC=O``); what is left is read through RDKit's resonance structures (``Chem.ResonanceMolSupplier``), taking the
+    one with the fewest charged atoms, then the smallest canonical SMILES, so every spelling ends on one form. A
+    molecule with no charged atom is returned as it is (the common case costs one pass over the atoms).
+    """
+    if not _charged_atoms(mol):
+        return mol
+    best = Chem.Mol(mol)
+    merged = True
+    while merged:
+        merged = False
+        for bond in best.GetBonds():
+            a, b = bond.GetBeginAtom(), bond.GetEndAtom()
+            if a.GetFormalCharge() * b.GetFormalCharge() != -1 or bond.GetBondType() not in _ONE_MORE_BOND:
+                continue
+            trial = Chem.RWMol(best)
+            trial.GetBondWithIdx(bond.GetIdx()).SetBondType(_ONE_MORE_BOND[bond.GetBondType()])
+            for atom in (trial.GetAtomWithIdx(a.GetIdx()), trial.GetAtomWithIdx(b.GetIdx())):
+                atom.SetFormalCharge(0)
+                atom.SetNoImplicit(True)  # keep its hydrogens: the charge goes into the bond, not into an H
+            try:
+                Chem.SanitizeMol(trial)
+            except Exception:  # noqa: BLE001, S112 - a valence the new bond exceeds: not this pair
+                continue
+            if _charged_atoms(trial) < _charged_atoms(best):  # sanitizing redraws N(=O)=O as [N+](=O)[O-]: no gain
+                best, merged = trial.GetMol(), True
+                break
+    if _charged_atoms(best) >= 2:
+        forms = [(_charged_atoms(best), Chem.MolToSmiles(best), best)]
+        for form in Chem.ResonanceMolSupplier(best, 0, _MAX_RESONANCE_FORMS):
+            if form is None:
+                continue
+            form = Chem.Mol(form)
+            try:
+                Chem.SanitizeMol(form)
+            except Exception:  # noqa: BLE001, S112 - a form RDKit cannot sanitize is not a spelling of this molecule
+                continue
+            forms.append((_charged_atoms(form), Chem.MolToSmiles(form), form))
+        best = min(forms, key=lambda f: f[:2])[2]
+    return best
+
+
+_ONE_MORE_BOND = {Chem.BondType.SINGLE: Chem.BondType.DOUBLE, Chem.BondType.DOUBLE: Chem.BondType.TRIPLE}
+_MAX_RESONANCE_FORMS = 64
+
+# Which atoms of a neutral closed-shell molecule may carry a charge, once it is drawn with the fewest
+# (fewest_charges): nitrogen (+1 or -1: ammonium, nitro, N-oxides, azides, the zwitterions QM9 holds) and oxygen
+# (-1: carboxylates, N-oxides, nitro), and the carbon of an isocyanide. An allow-list: any other charged atom is
+# refused (a carbonyl ylide's carbanion and oxonium, C2, ozone, a doubly charged carbon).
+_CHARGE_ALLOWED = {(7, 1), (7, -1), (8, -1)}
+_ISOCYANIDE = Chem.MolFromSmarts("[C-]#[N+]")
+
+
+def _unlisted_charges(mol: Chem.Mol) -> list[Chem.Atom]:
+    """The charged atoms of ``mol`` that the allow-list above does not take."""
+    charged = [a for a in mol.GetAtoms() if a.GetFormalCharge() and (a.GetAtomicNum(), a.GetFormalCharge()) not in _CHARGE_ALLOWED]
+    if charged:
+        isocyanide = {m[0] for m in mol.GetSubstructMatches(_ISOCYANIDE)}
+        charged = [a for a in charged if a.GetIdx() not in isocyanide]
+    return charged
 
 
 def _reads_back(mol: Chem.Mol) -> bool:
@@ -411,6 +483,11 @@ def check_molecule(text: str, constraints: MoleculeConstraints | None = None, *,
         raise InvalidMolecule(f"charged: net formal charge {charge:+d}; the {c.space} space needs {c.formal_charge:+d}")
     if c.single_fragment and len(Chem.GetMolFrags(mol)) > 1:
         raise InvalidMolecule(f"several fragments: {len(Chem.GetMolFrags(mol))} disconnected fragments; the {c.space} space needs one molecule")
+    if unlisted := _unlisted_charges(mol):
+        atoms = ", ".join(f"{a.GetSymbol()} {a.GetIdx() + 1} ({a.GetFormalCharge():+d})" for a in unlisted[:4])
+        raise InvalidMolecule(f"charged atoms {atoms} that no neutral drawing removes (the {c.space} space takes a "
+                              "charge on nitrogen, +1 or -1, on oxygen, -1, and on an isocyanide's carbon); draw the "
+                              "molecule without them")
     if any(a.GetNumRadicalElectrons() for a in mol.GetAtoms()):
         raise InvalidMolecule(f"radical: unpaired electrons; the {c.space} space is closed-shell")
     electrons = sum(a.GetAtomicNum() + a.GetTotalNumHs() for a in mol.GetAtoms()) - charge

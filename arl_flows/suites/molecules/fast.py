@@ -131,8 +131,10 @@ class EHTGapVerifier(Verifier[EHTParams]):
     name: ClassVar[str] = "rdkit-eht"
     tier: ClassVar[Tier] = Tier.fast
     # 2: values carry qed and sa_score; 3: and novel; 4: computed on the canonical molecule (not the spelling's atom
-    # order), unrealisable stereo is invalid, a failed geometry still reports the exact properties
-    version: ClassVar[str] = "4"
+    # order), unrealisable stereo is invalid, a failed geometry still reports the exact properties; 5: a resonance
+    # form's key is its form with the fewest charges and charges outside the listed groups are invalid (novelty and
+    # validity of a few keys changed)
+    version: ClassVar[str] = "5"
     suite: ClassVar[str | None] = SUITE
     Params: ClassVar[type[BaseModel]] = EHTParams
     # CPU seconds measured with benchmarks/tiers.py (docs/tiers.md): 0.5 ms for water, median 5 ms at 7-9 heavy

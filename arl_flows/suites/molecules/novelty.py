@@ -120,7 +120,19 @@ def scaffolds_of(smiles: Iterable[str]) -> frozenset[str]:
 def _qm9_canonicals() -> frozenset[str]:
     from arl_flows.suites.molecules.datasets import load_qm9_gaps
 
-    return frozenset(smiles for smiles, _gap in load_qm9_gaps())
+    from rdkit import Chem, rdBase
+
+    from arl_flows.suites.molecules.chemistry import fewest_charges
+
+    known = {smiles for smiles, _gap in load_qm9_gaps()}
+    # The table's SMILES came from 3D structures and draw some molecules as zwitterions (CC(=O)O[CH+][NH-]); a
+    # candidate is keyed by its form with the fewest charges (CC(=O)OC=N), which is then not new either.
+    with rdBase.BlockLogs():
+        for smiles in [s for s in known if "+" in s or "-]" in s]:
+            mol = Chem.MolFromSmiles(smiles)
+            if mol is not None:
+                known.add(Chem.MolToSmiles(fewest_charges(mol)))
+    return frozenset(known)
 
 
 def _without_stereo(canonical: str) -> str:

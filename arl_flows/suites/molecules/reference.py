@@ -19,7 +19,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 from rdkit import Chem, rdBase
 
-from arl_flows.suites.molecules.chemistry import SUITE, InvalidMolecule, MoleculeConstraints, check_molecule
+from arl_flows.suites.molecules.chemistry import SUITE, InvalidMolecule, MoleculeConstraints, check_molecule, fewest_charges
 from arl_flows.suites.molecules.datasets import QM9_GAP_CSV
 from storage.records import Status, Tier, Verdict
 from storage.cache import keep_file
@@ -46,6 +46,9 @@ class ReferenceTableParams(BaseModel):
     )
 
 
+_KEYS_VERSION = 2  # 2: rows drawn with charges also under their form with the fewest (chemistry.fewest_charges)
+
+
 @functools.lru_cache(maxsize=4)
 def _cached_table(path: str, smiles_column: str, value_column: str, mtime: float) -> dict[str, float]:
     """The table keyed by canonical SMILES; also kept on disk under ``settings().cache`` (per file version and RDKit).
@@ -54,7 +57,7 @@ def _cached_table(path: str, smiles_column: str, value_column: str, mtime: float
     each resume); the disk copy is read in milliseconds. A copy that cannot be read or written is simply ignored.
     """
     key = hashlib.sha256(json.dumps([path, os.path.getsize(path), mtime, smiles_column, value_column,
-                                     rdBase.rdkitVersion]).encode()).hexdigest()[:24]
+                                     rdBase.rdkitVersion, _KEYS_VERSION]).encode()).hexdigest()[:24]
     cached = settings().cache / "reference_tables" / f"{key}.json"
     try:
         return {str(k): float(v) for k, v in json.loads(cached.read_text()).items()}
@@ -75,8 +78,11 @@ def _canonical_table(path: str, smiles_column: str, value_column: str) -> dict[s
         for row in reader:
             mol = Chem.MolFromSmiles(row[smiles_column])
             if mol is not None:
-                # Re-canonicalise with this RDKit version, so keys match our candidates.
+                # Re-canonicalise with this RDKit version, so keys match our candidates; a row drawn with charges
+                # (a zwitterion of a 3D structure's conversion) is also found under the form a candidate is keyed by.
                 table[Chem.MolToSmiles(mol)] = float(row[value_column])
+                if any(atom.GetFormalCharge() for atom in mol.GetAtoms()):
+                    table.setdefault(Chem.MolToSmiles(fewest_charges(mol)), float(row[value_column]))
     return table
 
 
