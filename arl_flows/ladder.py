@@ -105,6 +105,25 @@ def _check_objective_properties(config: RunConfig, ladder: list[type[Verifier]])
                          f"{', '.join(sorted(declared))}; 'value' is the top tier's value)")
 
 
+def unchecked_objective_properties(config: RunConfig) -> str | None:
+    """A note when the objective reads a property that no tier declares and some tier declares nothing: the check
+    above is then off, and a misspelled property would count as met on every candidate (newcomer pass); or None."""
+    objective = config.objective or config.scheduler.reward
+    if objective is None:
+        return None
+    ladder = [registry.get(rung.verifier) for rung in config.tiers]
+    silent = [cls.name for cls in ladder if cls.reports is None]
+    if not silent:
+        return None
+    declared = set().union(*(cls.reports for cls in ladder if cls.reports is not None))
+    unknown = [term.property for term in objective.terms if term.property != "value" and term.property not in declared]
+    if not unknown:
+        return None
+    return (f"objective propert{'ies' if len(unknown) > 1 else 'y'} {', '.join(repr(u[:60]) for u in unknown)} "
+            f"declared by no tier, and {', '.join(silent)} declare{'s' if len(silent) == 1 else ''} nothing "
+            "(`reports`), so the name is not checked; a property no verdict reports counts as met")
+
+
 def _alias_names(alias: Any) -> set[str]:
     """The plain key names a ``validation_alias`` accepts (a str, or an AliasChoices of them)."""
     if isinstance(alias, str):

@@ -202,7 +202,13 @@ def _check_ladder_and_policy(cfg: Any, source: str, new: bool = True) -> list[tu
     from verifiers import Closable, VerifierNotFound
 
     if cfg.policy_path and not (Path(cfg.policy_path) / "config.json").is_file():
-        raise UserError(f"{source}: policy_path {cfg.policy_path!r} is not a local transformers model directory (no config.json)")
+        hint = ""
+        beside = Path(source).parent / cfg.policy_path  # newcomer pass: a relative path is read from where arl runs
+        if not Path(cfg.policy_path).is_absolute() and Path(source).is_file() and (beside / "config.json").is_file():
+            hint = (f"; a relative path is read from the current directory ({Path.cwd()}), and the config's own folder "
+                    f"has one: write policy_path = {str(beside.resolve())!r}, or run from {str(Path(source).parent)!r}")
+        raise UserError(f"{source}: policy_path {cfg.policy_path!r} is not a local transformers model directory "
+                        f"(no config.json){hint}")
     try:
         if new:  # a stored config resumes as it ran
             check_new_config(cfg)
@@ -402,6 +408,7 @@ def _print_dry_run(cfg: Any, tiers: list[tuple[str, str, Any]], ledger_url: str,
     from sqlalchemy.engine import make_url
 
     from arl_flows.config import pipeline_reason
+    from arl_flows.ladder import unchecked_objective_properties
     from storage.ledger import check_database_url
 
     home = settings().home
@@ -421,6 +428,7 @@ def _print_dry_run(cfg: Any, tiers: list[tuple[str, str, Any]], ledger_url: str,
         *([f"  note: {cluster_problem} (a run on this machine stops on it)"]
           if cluster_problem and cfg.cluster.kind == "local" else []),
         f"objective: {_objective_text(cfg)}",
+        *([f"  note: {note}"] if (note := unchecked_objective_properties(cfg)) else []),
         f"prompts: {_prompts_text(cfg, source)}",
         f"ladder (cheapest first; scheduler policy {cfg.scheduler.policy!r}):",
     ]

@@ -81,3 +81,35 @@ def test_ctrl_c_before_the_run_started_names_no_empty_run(resume: bool, tmp_path
     assert code == 130 and "run is marked" not in text and "--resume `" not in text
     assert (f"interrupted before run {run.id} continued; it is as it was: `arl run --resume {run.id}`" if resume
             else "interrupted before the run started; nothing was recorded") in text
+
+
+def test_a_relative_policy_path_beside_the_config_is_pointed_at(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """newcomer pass: `cd /tmp && arl run --config newcomer3/palin.toml` said the policy beside the config was not a model
+    directory; the path is read from the current directory, and the message now says so and where the model is."""
+    monkeypatch.setenv("ARL_HOME", str(tmp_path / "home"))
+    project = tmp_path / "project"
+    (project / "policy").mkdir(parents=True)
+    (project / "policy" / "config.json").write_text("{}")
+    (project / "run.toml").write_text("suite = 'code'\npolicy_path = 'policy'\n")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    code, out, err = arl(["run", "--config", str(project / "run.toml"), "--dry-run"])
+    assert_user_error(code, err, out=out)
+    text = " ".join(err.split())
+    assert "is not a local transformers model directory (no config.json); a relative path is read from the current" in text
+    assert f"write policy_path = '{(project / 'policy').resolve()}'" in text
+
+
+def test_the_dry_run_notes_an_objective_property_no_tier_declares_when_a_tier_declares_nothing(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """newcomer pass: with a tier that declares no `reports`, `property = "lenght"` passed the dry run silently and
+    would count as met on every candidate."""
+    monkeypatch.setenv("ARL_HOME", str(tmp_path / "home"))
+    config = tmp_path / "run.toml"
+    config.write_text(f"""tiers = [{{ verifier = "rdkit-eht" }}, {{ verifier = "{__name__}:BrokenTier" }}, {{ verifier = "pyscf-b3lyp" }}]
+[objective]
+terms = [{{ kind = "window", property = "value", low = 3.0, high = 4.0 }}, {{ kind = "threshold", property = "lenght", above = 1.0 }}]
+""")
+    code, out, err = arl(["run", "--config", str(config), "--dry-run"])
+    assert code == 0, err[-2000:]
+    text = " ".join(out.split())
+    assert "note: objective property 'lenght' declared by no tier, and broken-tier declares nothing" in text
