@@ -44,7 +44,7 @@ from arl_flows.suites import Suite
 from arl_flows.suites.capabilities import flag_disagreements
 from arl_flows.training import RunSession, StepState, StepSummary
 from storage.ledger import Ledger
-from storage.records import CheckpointRecord, Trajectory, Verdict
+from storage.records import CheckpointRecord, Status, Trajectory, Verdict
 from verifiers import Candidate, Verifier
 from verifiers.scheduler import Scheduler, StepResult, spend_records
 
@@ -86,6 +86,9 @@ def verify_inline(verifier: Verifier, batch: list[Candidate]) -> list[Verdict]:
             f"verifier {verifier.name} returned {len(verdicts)} verdicts for {len(batch)} candidates; "
             "verify_batch must return one verdict per candidate, in order"
         )
+    if empty := next((v for v in verdicts if v.status == Status.ok and v.value is None), None):
+        raise RuntimeError(f"verifier {verifier.name} returned an 'ok' verdict without a value (on "
+                           f"{empty.candidate_key[:60]!r}); an ok verdict carries its value, or is 'failed'")
     return verdicts
 
 

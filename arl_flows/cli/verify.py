@@ -213,6 +213,9 @@ def verify(
         if len(verdicts) != len(candidates):  # the error names the tier (`verifier` here), as a run's does
             raise RuntimeError(f"verifier {verifier.name} returned {len(verdicts)} verdicts for {len(candidates)} "
                                "candidates; verify_batch must return one verdict per candidate, in order")
+        if empty := next((v for v in verdicts if v.status.value == "ok" and v.value is None), None):
+            raise RuntimeError(f"verifier {verifier.name} returned an 'ok' verdict without a value (on "
+                               f"{empty.candidate_key[:60]!r}); an ok verdict carries its value, or is 'failed'")
         all_verdicts += [(text, v) for text, v in zip(texts, verdicts, strict=True)]
         if isinstance(verifier, LabRequester):
             lab_requests += verifier.lab_requests(candidates, verdicts)

@@ -30,6 +30,8 @@ class BrokenTier(Verifier):
             raise RuntimeError("simulated solver crash")
         if mode == "short":
             return []
+        if mode == "novalue":
+            return [self.verdict(c, Status.ok) for c in candidates]
         value = {"nan": float("nan"), "huge": 1e300}[mode]
         return [self.verdict(c, Status.ok, value=value) for c in candidates]
 
@@ -39,6 +41,7 @@ class BrokenTier(Verifier):
     ("nan", "raised ValidationError"),
     ("huge", "value Input should be less than or equal to 1000000000000000 [type=less_than_equal, input_value=1e+300"),
     ("short", "returned 0 verdicts for 1 candidates"),
+    ("novalue", "returned an 'ok' verdict without a value (on 'molecules:CCO')"),
 ])
 def test_a_broken_tier_of_ones_own_is_named_not_called_a_bug_in_arl(mode: str, said: str, tmp_path, monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.setenv("ARL_HOME", str(tmp_path / "home"))
@@ -48,7 +51,7 @@ def test_a_broken_tier_of_ones_own_is_named_not_called_a_bug_in_arl(mode: str, s
     text = " ".join(err.split())
     assert f"verifier broken-tier ({__name__}:BrokenTier" in text and said in text, text
     assert "a bug in ARL" not in text and "traceback in" in text and "errors.pydantic.dev" not in text
-    if mode != "short":
+    if mode not in ("short", "novalue"):
         assert "test_cli_newcomer3.py:" in text  # the line in the plugin that raised, or that built the verdict
 
 
