@@ -79,7 +79,7 @@ def test_each_drug_size_call_is_killed_at_a_multiple_of_its_own_predicted_time()
     v = _druglike()
     big, small = make_candidate(DRUG_SIZE), make_candidate(SMALL)
     assert (big.size, small.size) == (24.0, 6.0)
-    predicted = DFT_COST_MODEL.expected(24.0)
+    predicted = DFT_COST_MODEL.expected(24.0 * (23 * 14 + 18) / (24 * 14))  # its sulphur weighs 18/14 (basis functions)
     assert v.timeout_for(big) == pytest.approx(CALL_TIMEOUT_FACTOR * predicted)
     assert v.timeout_for(big) < v.params.timeout_s / 2  # not the hour the space's largest molecule may take
     assert v.timeout_for(small) == MIN_CALL_TIMEOUT_S  # a floor: start-up and a loaded machine
@@ -178,3 +178,15 @@ def test_the_defaults_known_to_be_covered_are_covered_by_pyscf_s_library() -> No
             dft.COVERED_DEFAULTS = saved
             dft.basis_missing.cache_clear()
     assert dft.basis_missing("6-31g", ("C", "Br")) == ("Br",)  # outside the shortcut: the library answers
+
+
+def test_the_cost_of_a_call_grows_with_its_atoms_basis_functions_not_only_their_count() -> None:
+    """sixth attack pass: C2Br6 and octane (8 heavy atoms each) were both predicted at 7.5 CPU-s; C2Br6 took 63 (octane
+    33). A bromine carries 32 6-31G* functions to a carbon's 14: the DFT tier now weighs its atoms by them."""
+    octane, bromo = make_candidate("CCCCCCCC"), make_candidate("BrC(Br)(Br)C(Br)(Br)Br")
+    v = _druglike()
+    assert octane.size == bromo.size == 8.0
+    assert v.expected_cost(octane) == pytest.approx(DFT_COST_MODEL.expected(8.0))  # C, N, O, F: as before
+    assert v.expected_cost(bromo) == pytest.approx(DFT_COST_MODEL.expected(8.0 * (2 * 14 + 6 * 32) / (8 * 14)))
+    assert 50.0 < v.expected_cost(bromo) < 70.0  # measured: 63 CPU-s
+    assert v.timeout_for(bromo) >= v.timeout_for(octane)
