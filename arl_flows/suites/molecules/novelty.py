@@ -15,6 +15,7 @@ scaffolds (:func:`murcko_scaffold`).
 
 from __future__ import annotations
 
+import csv
 import functools
 import hashlib
 from collections.abc import Iterable
@@ -116,22 +117,42 @@ def scaffolds_of(smiles: Iterable[str]) -> frozenset[str]:
     return frozenset(filter(None, map(smiles_scaffold, smiles)))
 
 
+# QM9's rows drawn with charges (from 3D structures), each with the form a candidate is keyed by
+# (chemistry.fewest_charges): shipped, since computing them costs every process about a second.
+QM9_NEUTRAL_FORMS = Path(__file__).parent / "data" / "novelty" / "qm9_neutral_forms.csv"
+
+
+def qm9_neutral_forms() -> dict[str, str]:
+    """QM9's net-neutral rows drawn with charged atoms -> their drawing with the fewest charges, where it differs
+    (``CC(=O)O[CH+][NH-]`` -> ``CC(=O)OC=N``); computed from the table (:data:`QM9_NEUTRAL_FORMS` ships it)."""
+    from rdkit import Chem, rdBase
+
+    from arl_flows.suites.molecules.chemistry import fewest_charges
+    from arl_flows.suites.molecules.datasets import load_qm9_gaps
+
+    forms = {}
+    with rdBase.BlockLogs():
+        for smiles, _gap in load_qm9_gaps():
+            if "+" not in smiles and "-]" not in smiles:
+                continue
+            mol = Chem.MolFromSmiles(smiles)
+            if mol is None or Chem.GetFormalCharge(mol) != 0:  # a net charge is no candidate's key
+                continue
+            neutral = Chem.MolToSmiles(fewest_charges(mol))
+            if neutral != smiles:
+                forms[smiles] = neutral
+    return forms
+
+
 @functools.cache
 def _qm9_canonicals() -> frozenset[str]:
     from arl_flows.suites.molecules.datasets import load_qm9_gaps
 
-    from rdkit import Chem, rdBase
-
-    from arl_flows.suites.molecules.chemistry import fewest_charges
-
     known = {smiles for smiles, _gap in load_qm9_gaps()}
-    # The table's SMILES came from 3D structures and draw some molecules as zwitterions (CC(=O)O[CH+][NH-]); a
-    # candidate is keyed by its form with the fewest charges (CC(=O)OC=N), which is then not new either.
-    with rdBase.BlockLogs():
-        for smiles in [s for s in known if "+" in s or "-]" in s]:
-            mol = Chem.MolFromSmiles(smiles)
-            if mol is not None:
-                known.add(Chem.MolToSmiles(fewest_charges(mol)))
+    # The table draws some molecules as zwitterions (CC(=O)O[CH+][NH-]); a candidate is keyed by its form with the
+    # fewest charges (CC(=O)OC=N), which is then not new either.
+    with open(QM9_NEUTRAL_FORMS, newline="") as fh:
+        known |= {row["neutral"] for row in csv.DictReader(fh)}
     return frozenset(known)
 
 
@@ -156,3 +177,10 @@ def is_novel(canonical: str, index_file: str | None) -> bool:
     if forms & _qm9_canonicals():
         return False
     return index_file is None or not any(form in training_index(index_file) for form in forms)
+
+
+if __name__ == "__main__":  # python -m arl_flows.suites.molecules.novelty: write QM9_NEUTRAL_FORMS again
+    with open(QM9_NEUTRAL_FORMS, "w", newline="") as out:
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["smiles", "neutral"])
+        writer.writerows(sorted(qm9_neutral_forms().items()))

@@ -81,7 +81,7 @@ def _canonical_table(path: str, smiles_column: str, value_column: str) -> dict[s
                 # Re-canonicalise with this RDKit version, so keys match our candidates; a row drawn with charges
                 # (a zwitterion of a 3D structure's conversion) is also found under the form a candidate is keyed by.
                 table[Chem.MolToSmiles(mol)] = float(row[value_column])
-                if any(atom.GetFormalCharge() for atom in mol.GetAtoms()):
+                if Chem.GetFormalCharge(mol) == 0 and any(atom.GetFormalCharge() for atom in mol.GetAtoms()):
                     table.setdefault(Chem.MolToSmiles(fewest_charges(mol)), float(row[value_column]))
     return table
 

@@ -160,6 +160,18 @@ def test_a_zwitterion_of_qm9s_table_is_neither_novel_nor_missing_from_the_table(
     assert verdict.status == Status.ok, verdict.feedback
 
 
+def test_the_shipped_neutral_forms_of_qm9_are_what_fewest_charges_gives() -> None:
+    """`data/novelty/qm9_neutral_forms.csv` spares every process a second; rebuild it with
+    `python -m arl_flows.suites.molecules.novelty` when the rule or RDKit changes."""
+    import csv
+
+    from arl_flows.suites.molecules.novelty import QM9_NEUTRAL_FORMS, qm9_neutral_forms
+
+    with open(QM9_NEUTRAL_FORMS, newline="") as fh:
+        shipped = {row["smiles"]: row["neutral"] for row in csv.DictReader(fh)}
+    assert shipped == qm9_neutral_forms() and len(shipped) > 700
+
+
 @pytest.mark.parametrize("smiles", [
     "[CH2-][O+]=C",  # a carbonyl ylide: DFT-verified at 3.84 eV, reward 1.0, before
     "[C-]#[C+]",  # C2
