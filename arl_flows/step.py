@@ -44,8 +44,9 @@ from arl_flows.suites import Suite
 from arl_flows.suites.capabilities import flag_disagreements
 from arl_flows.training import RunSession, StepState, StepSummary
 from storage.ledger import Ledger
-from storage.records import CheckpointRecord, Status, Trajectory, Verdict
+from storage.records import CheckpointRecord, Trajectory, Verdict
 from verifiers import Candidate, Verifier
+from verifiers.base import check_batch
 from verifiers.scheduler import Scheduler, StepResult, spend_records
 
 __all__ = [
@@ -81,14 +82,7 @@ class TierInterrupted(BaseException):
 def verify_inline(verifier: Verifier, batch: list[Candidate]) -> list[Verdict]:
     """The default tier runner: the verifier's own ``verify_batch`` in this process (native tiers isolate their work)."""
     verdicts = verifier.verify_batch(batch)
-    if len(verdicts) != len(batch):
-        raise RuntimeError(
-            f"verifier {verifier.name} returned {len(verdicts)} verdicts for {len(batch)} candidates; "
-            "verify_batch must return one verdict per candidate, in order"
-        )
-    if empty := next((v for v in verdicts if v.status == Status.ok and v.value is None), None):
-        raise RuntimeError(f"verifier {verifier.name} returned an 'ok' verdict without a value (on "
-                           f"{empty.candidate_key[:60]!r}); an ok verdict carries its value, or is 'failed'")
+    check_batch(verifier, batch, verdicts)
     return verdicts
 
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from storage.records import LabRequest, Status, Tier, Verdict, VerifierSpec, params_hash
 
-__all__ = ["Candidate", "Closable", "CostModel", "LabRequester", "NoParams", "RemoteVerifier", "Verifier"]
+__all__ = ["Candidate", "Closable", "CostModel", "LabRequester", "NoParams", "RemoteVerifier", "Verifier", "check_batch"]
 
 
 class NoParams(BaseModel):
@@ -248,3 +248,15 @@ class LabRequester(Protocol):
     def lab_requests(
         self, candidates: Sequence[Candidate], verdicts: Sequence[Verdict], run_id: str | None = None
     ) -> list[LabRequest]: ...
+
+
+def check_batch(verifier: Verifier, candidates: Sequence[Candidate], verdicts: Sequence[Verdict]) -> None:
+    """What a tier's ``verify_batch`` returned keeps the contract: one verdict per candidate, an ``ok`` with its value
+    (RuntimeError naming the tier otherwise; the CLI names a tier of one's own by its file and line)."""
+    if len(verdicts) != len(candidates):
+        raise RuntimeError(f"verifier {verifier.name} returned {len(verdicts)} verdicts for {len(candidates)} "
+                           "candidates; verify_batch must return one verdict per candidate, in order")
+    if empty := next((v for v in verdicts if v.status == Status.ok and v.value is None), None):
+        raise RuntimeError(f"verifier {verifier.name} returned an 'ok' verdict without a value (on "
+                           f"{empty.candidate_key[:60]!r}); an ok verdict carries its value, or is 'failed'")
+

@@ -197,6 +197,7 @@ def verify(
         names = ", ".join(shown(cls.name) for cls, _ in chosen)
         console.print(f"tiers: the {shown(suite)} suite's ladder ({names}); --tiers to choose others")
     from verifiers import Closable, LabRequester
+    from verifiers.base import check_batch
 
     all_verdicts: list[tuple[str, Any]] = []
     lab_requests = []
@@ -210,12 +211,7 @@ def verify(
         finally:
             if isinstance(verifier, Closable):
                 verifier.close()
-        if len(verdicts) != len(candidates):  # the error names the tier (`verifier` here), as a run's does
-            raise RuntimeError(f"verifier {verifier.name} returned {len(verdicts)} verdicts for {len(candidates)} "
-                               "candidates; verify_batch must return one verdict per candidate, in order")
-        if empty := next((v for v in verdicts if v.status.value == "ok" and v.value is None), None):
-            raise RuntimeError(f"verifier {verifier.name} returned an 'ok' verdict without a value (on "
-                               f"{empty.candidate_key[:60]!r}); an ok verdict carries its value, or is 'failed'")
+        check_batch(verifier, candidates, verdicts)  # names the tier (`verifier` here), as a run's does
         all_verdicts += [(text, v) for text, v in zip(texts, verdicts, strict=True)]
         if isinstance(verifier, LabRequester):
             lab_requests += verifier.lab_requests(candidates, verdicts)

@@ -279,11 +279,14 @@ class Surrogate:
     @property
     def gross_values(self) -> dict[str, float]:
         """Top-tier answers left out of every fit, by key: farther than ``prior.gross_value_mads`` robust stds
-        (Hampel's identifier with a wide cut) from the median of all answers (a meV value among eV, a typo), where one would drag a Gaussian fit's mean
-        and noise with it. The verdict itself stands; only the surrogate does not learn from it."""
+        (Hampel's identifier with a wide cut) from the median of all answers (a meV value among eV, a typo), where
+        one would drag a Gaussian fit's mean and noise with it. The verdict itself stands; only the surrogate does
+        not learn from it."""
+        return {k: float(self._pairs[k].values[self.top]) for k in sorted(self._gross_keys())}
+
+    def _gross_keys(self) -> frozenset[str]:
         if self._gross is None:
             y = np.array([o.values[self.top] for o in self._pairs.values()])
-            keys = list(self._pairs)
             self._gross = frozenset()
             if len(y) >= 8:
                 centre = float(np.median(y))
@@ -291,12 +294,12 @@ class Surrogate:
                 scale = max(1.4826 * float(np.median(np.abs(y - centre))), float(q3 - q1) / 1.349)
                 if scale > 0:
                     far = np.abs(y - centre) > self.prior.gross_value_mads * scale
-                    self._gross = frozenset(k for k, f in zip(keys, far, strict=True) if f)
-        return {k: float(self._pairs[k].values[self.top]) for k in sorted(self._gross)}
+                    self._gross = frozenset(k for k, f in zip(self._pairs, far, strict=True) if f)
+        return self._gross
 
     def _fit_pairs(self) -> list[Observation]:
         """The pairs every model learns from: all but :attr:`gross_values`."""
-        gross = self.gross_values
+        gross = self._gross_keys()
         return [o for k, o in self._pairs.items() if k not in gross] if gross else list(self._pairs.values())
 
     @property
